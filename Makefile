@@ -1,0 +1,25 @@
+# The two commands: `make demo` and `make test`. Everything they need (the
+# pinned Temporal CLI, PostgreSQL) is installed by scripts/dev.sh if missing.
+SHELL := bash
+BIN := .dev/bin/shipnotify
+
+.PHONY: demo test down up build check-ci
+
+## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
+demo: build
+	@scripts/dev.sh run -- $(BIN) demo
+
+## test: every test, against a real Temporal dev server and PostgreSQL
+test:
+	@scripts/dev.sh run -- scripts/test.sh
+
+## up / down: keep the dev server and PostgreSQL running between commands
+up:
+	@scripts/dev.sh up
+	@scripts/dev.sh env
+down:
+	@scripts/dev.sh down
+
+build:
+	@mkdir -p .dev/bin
+	go build -o $(BIN) ./cmd/shipnotify

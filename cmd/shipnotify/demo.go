@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/migrations"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/webhook"
+	"github.com/shipnotify/shipnotify/worker"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+func init() {
+	register("demo", "run the product end to end against local stand-ins for SendGrid and a webhook receiver", runDemo)
+}
+
+// demoTaskQueue keeps the demo's work away from any real worker, which
+// would send the sample through the real SendGrid.
+const demoTaskQueue = "shipnotify-demo"
+
+func runDemo(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL]")
+	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
+	uiURL := fs.String("ui", "http://localhost:8233", "the Temporal Web UI's address, for the printed link")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(e)
+	if err != nil {
+		return err
+	}
+	// The demo's own output tells the story; keep the logs to warnings.
+	cfg.LogLevel = max(cfg.LogLevel, slog.LevelWarn)
+	logger := newLogger(e, cfg)
+	store, closeStore, err := openMirror(ctx, cfg, 8)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	if err := migrations.Up(ctx, store.Pool(), logger); err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	out := &lockedPrinter{w: e}
+	const apiKey = "SG.demo-key"
+	mails, err := sink.StartMail("", apiKey)
+	if err != nil {
+		return err
+	}
+	defer mails.Close()
+	secret := newWebhookSecret()
+	hooks, err := sink.StartWebhook("", secret)
+	if err != nil {
+		return err
+	}
+	defer hooks.Close()
+	start := time.Now()
+	mails.OnMail = func(m sink.Mail) {
+		out.printf("  ✉  mail sink got   %-28s %q  key %.12s…  (+%.1fs)\n",
+			m.CustomArgs["reminder_id"], m.Subject, m.CustomArgs["delivery_key"], time.Since(start).Seconds())
+	}
+	hooks.OnHook = func(h sink.Hook) {
+		var ev activities.WebhookEvent
+		_ = json.Unmarshal(h.Body, &ev)
+		out.printf("  ⚓ webhook got     %-28s %q  key %.12s…  signature verified  (+%.1fs)\n",
+			ev.Data.ReminderID, ev.Data.Subject, h.ID, time.Since(start).Seconds())
+	}
+
+	acts := &activities.Activities{
+		Mirror:  store,
+		Email:   email.NewSender(email.Options{APIKey: apiKey, BaseURL: mails.URL(), FromEmail: cfg.FromEmail, FromName: cfg.FromName}),
+		Webhook: webhook.NewSender(webhook.Options{}),
+	}
+	w := worker.New(tc, demoTaskQueue, acts, worker.Options{})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("error starting worker: %w", err)
+	}
+	defer w.Stop()
+
+	u := sampleUpdate(start, hooks.URL()+"/consignee/in", secret)
+	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: demoTaskQueue, AllowLocalHTTPWebhooks: true, Now: time.Now}
+	results, err := st.Schedule(ctx, u)
+	if err != nil {
+		return err
+	}
+	out.printf("Scheduled shipment update %s/%s for %d subscribers:\n", u.ShipmentID, u.UpdateID, len(results))
+	for _, r := range results {
+		out.printf("  %-40s due %s  %s\n", r.ReminderID, r.DueAt.Local().Format("15:04:05"), r.Status)
+	}
+	q := url.QueryEscape(fmt.Sprintf(`ShipmentId="%s" AND UpdateId="%s"`, u.ShipmentID, u.UpdateID))
+	out.printf("\nTemporal Web UI: %s/namespaces/%s/workflows?query=%s\n", *uiURL, cfg.Temporal.Namespace, q)
+	out.printf("Waiting for deliveries…\n")
+
+	done := make(chan error, 2)
+	go func() {
+		_, err := mails.Wait(ctx, func(m []sink.Mail) bool { return len(m) >= 3 })
+		done <- err
+	}()
+	go func() {
+		_, err := hooks.Wait(ctx, func(h []sink.Hook) bool { return len(h) >= 1 })
+		done <- err
+	}()
+	for range 2 {
+		if err := <-done; err != nil {
+			return nil // interrupted
+		}
+	}
+	// Let each workflow finish (mirror and search attributes say "sent")
+	// before the worker can stop.
+	for _, r := range results {
+		var res workflows.ReminderResult
+		if err := tc.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res); err != nil {
+			return fmt.Errorf("error waiting for %s: %w", r.ReminderID, err)
+		}
+	}
+	out.printf("\nAll %d reminders delivered. Inspect them: shipnotify list --shipment %s; shipnotify show %s\n",
+		len(results), u.ShipmentID, results[0].ReminderID)
+	if *exitWhenDone {
+		return nil
+	}
+	out.printf("Press Ctrl-C to stop.\n")
+	<-ctx.Done()
+	return nil
+}
+
+// sampleUpdate is one shipment update fanned out to four subscribers, due a
+// few seconds apart; its update id is new on every run.
+func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
+	window := now.Add(72*time.Hour + 4*time.Second).Truncate(time.Second)
+	return reminder.Update{
+		ShipmentID:  "SHP-1001",
+		UpdateID:    "window-" + now.UTC().Format("20060102-150405"),
+		Kind:        "delivery_window",
+		WindowStart: window,
+		Message: reminder.Message{
+			Subject: "Delivery window for SHP-1001 opens in 3 days",
+			Text:    "Shipment SHP-1001 is due at the consignee's dock when the window opens. Reply to reschedule.",
+		},
+		Subscribers: []reminder.Subscriber{
+			{ID: "shipper-ops", Channel: reminder.Email, Email: "ops@shipper.example", RemindBefore: 72 * time.Hour},
+			{ID: "consignee-inbox", Channel: reminder.Email, Email: "inbox@consignee.example", DueAt: now.Add(6 * time.Second)},
+			{ID: "internal-watcher", Channel: reminder.Email, Email: "watch@shipnotify.example", DueAt: now.Add(7 * time.Second)},
+			{ID: "consignee-hook", Channel: reminder.Webhook, URL: hookURL, Secret: secret, DueAt: now.Add(8 * time.Second)},
+		},
+	}
+}
+
+func newWebhookSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}
+
+// lockedPrinter serialises output from the sinks' goroutines.
+type lockedPrinter struct {
+	mu sync.Mutex
+	w  env
+}
+
+func (p *lockedPrinter) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w.stdout, format, args...)
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+func init() {
+	register("list", "list reminders from the mirror: by shipment, by state, due between two times", runList)
+}
+
+var knownStates = []reminder.State{
+	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent,
+	reminder.Failed, reminder.Cancelled, reminder.Expired,
+}
+
+func runList(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "list", "list [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--json]")
+	var f mirror.Filter
+	var state, from, to string
+	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment id")
+	fs.StringVar(&f.UpdateID, "update", "", "only this update id")
+	fs.StringVar(&state, "state", "", "only this state (scheduled, awaiting_approval, sent, failed, cancelled, expired)")
+	fs.StringVar(&from, "due-from", "", "due at or after this time (RFC 3339, or a date like 2026-12-08 for its UTC midnight)")
+	fs.StringVar(&to, "due-to", "", "due before this time (same forms as --due-from)")
+	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all)")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	var err error
+	if f.State, err = parseState(state); err != nil {
+		return err
+	}
+	if f.DueFrom, err = parseWhen("--due-from", from); err != nil {
+		return err
+	}
+	if f.DueTo, err = parseWhen("--due-to", to); err != nil {
+		return err
+	}
+	if !f.DueFrom.IsZero() && !f.DueTo.IsZero() && !f.DueTo.After(f.DueFrom) {
+		return usagef("--due-to must be after --due-from")
+	}
+	if f.Limit < 0 {
+		return usagef("--limit must not be negative")
+	}
+	cfg, err := loadConfig(e)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := openMirror(ctx, cfg, 2)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	rows, err := store.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, r := range rows {
+			_ = enc.Encode(r)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tSTATE\tDELIVERY KEY")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), r.State, r.DeliveryKey[:16]+"…")
+	}
+	return tw.Flush()
+}
+
+func parseState(s string) (reminder.State, error) {
+	if s == "" {
+		return "", nil
+	}
+	for _, k := range knownStates {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", usagef("--state: unknown state %q", s)
+}
+
+func parseWhen(flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usagef("%s: not an RFC 3339 time or a YYYY-MM-DD date", flag)
+}

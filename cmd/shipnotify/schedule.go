@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"time"
+
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+func init() {
+	register("schedule", "schedule the reminders of a shipment update (JSON from -f or stdin)", runSchedule)
+}
+
+func runSchedule(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "schedule", "schedule -f update.json")
+	file := fs.String("f", "-", "the update's JSON file; - reads stdin")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(e)
+	if err != nil {
+		return err
+	}
+	u, err := readUpdate(e, *file)
+	if err != nil {
+		return err
+	}
+	st := &starter.Starter{TaskQueue: cfg.TaskQueue, AllowLocalHTTPWebhooks: cfg.AllowLocalHTTPWebhooks, Now: time.Now}
+	// Check before connecting to anything: bad input writes nothing.
+	if _, err := st.Plan(u); err != nil {
+		return usageError{err}
+	}
+
+	logger := newLogger(e, cfg)
+	store, closeStore, err := openMirror(ctx, cfg, 0)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	tc, err := dialTemporal(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	st.Mirror, st.Temporal = store, tc
+
+	results, err := st.Schedule(ctx, u)
+	enc := json.NewEncoder(e.stdout)
+	for _, r := range results {
+		if r.ReminderID != "" {
+			_ = enc.Encode(r)
+		}
+	}
+	return err
+}
+
+func readUpdate(e env, file string) (reminder.Update, error) {
+	var in io.Reader = e.stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return reminder.Update{}, usagef("cannot read update file: %v", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	u, err := reminder.ParseUpdate(in)
+	if err != nil {
+		return reminder.Update{}, usageError{err}
+	}
+	return u, nil
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+func init() {
+	register("setup", "register shipnotify's search attributes on the Temporal namespace", runSetup)
+}
+
+func runSetup(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "setup", "setup")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(e)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, cfg, newLogger(e, cfg))
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	ns := cfg.Temporal.Namespace
+	have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	if err != nil {
+		return fmt.Errorf("error listing search attributes: %w", err)
+	}
+	missing := map[string]enums.IndexedValueType{}
+	for name, typ := range workflows.SearchAttributeTypes {
+		if _, ok := have.GetCustomAttributes()[name]; ok {
+			continue
+		}
+		missing[name] = typ
+	}
+	if len(missing) > 0 {
+		_, err := tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace: ns, SearchAttributes: missing,
+		})
+		if err != nil {
+			return fmt.Errorf("error adding search attributes: %w", err)
+		}
+	}
+	names := make([]string, 0, len(workflows.SearchAttributeTypes))
+	for n := range workflows.SearchAttributeTypes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		state := "present"
+		if _, ok := missing[n]; ok {
+			state = "added"
+		}
+		fmt.Fprintf(e.stdout, "%-14s %-9s %s\n", n, strings.TrimPrefix(workflows.SearchAttributeTypes[n].String(), "INDEXED_VALUE_TYPE_"), state)
+	}
+	return nil
+}

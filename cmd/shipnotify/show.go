@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/shipnotify/shipnotify/mirror"
+)
+
+func init() {
+	register("show", "show one reminder: its mirror row, its events and its workflow's status", runShow)
+}
+
+// workflowStatus is what Temporal says of a reminder's workflow.
+type workflowStatus struct {
+	Status        string     `json:"status"`
+	RunID         string     `json:"run_id,omitempty"`
+	StartTime     *time.Time `json:"start_time,omitempty"`
+	CloseTime     *time.Time `json:"close_time,omitempty"`
+	HistoryLength int64      `json:"history_length,omitempty"`
+}
+
+type showOutput struct {
+	Reminder mirror.Row     `json:"reminder"`
+	Events   []mirror.Event `json:"events"`
+	Workflow workflowStatus `json:"workflow"`
+}
+
+func runShow(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "show", "show [--json] <reminder id>")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("show takes one reminder id (shipment/update/subscriber)")
+	}
+	id := fs.Arg(0)
+	cfg, err := loadConfig(e)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := openMirror(ctx, cfg, 2)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	row, err := store.Get(ctx, id)
+	if errors.Is(err, mirror.ErrNotFound) {
+		return fmt.Errorf("no reminder %q in the mirror", id)
+	}
+	if err != nil {
+		return err
+	}
+	events, err := store.Events(ctx, id)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, cfg, newLogger(e, cfg))
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	out := showOutput{Reminder: row, Events: events}
+	desc, err := tc.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		out.Workflow.Status = "NOT_FOUND"
+	case err != nil:
+		return fmt.Errorf("error describing workflow: %w", err)
+	default:
+		info := desc.GetWorkflowExecutionInfo()
+		out.Workflow = workflowStatus{
+			Status:        info.GetStatus().String(),
+			RunID:         info.GetExecution().GetRunId(),
+			HistoryLength: info.GetHistoryLength(),
+		}
+		if t := info.GetStartTime(); t != nil {
+			st := t.AsTime()
+			out.Workflow.StartTime = &st
+		}
+		if t := info.GetCloseTime(); t != nil {
+			ct := t.AsTime()
+			out.Workflow.CloseTime = &ct
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return printShow(e, out)
+}
+
+func printShow(e env, out showOutput) error {
+	r := out.Reminder
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Reminder\t%s\n", r.ID)
+	fmt.Fprintf(tw, "Shipment / update\t%s / %s\n", r.ShipmentID, r.UpdateID)
+	fmt.Fprintf(tw, "Subscriber\t%s (%s)\n", r.SubscriberID, r.Channel)
+	fmt.Fprintf(tw, "Due\t%s\n", r.DueAt.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(tw, "State\t%s\n", r.State)
+	fmt.Fprintf(tw, "Delivery key\t%s\n", r.DeliveryKey)
+	fmt.Fprintf(tw, "Workflow\t%s (%s)\n", r.WorkflowID, out.Workflow.Status)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "\nEvents:")
+	tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	for _, ev := range out.Events {
+		detail, _ := json.Marshal(ev.Detail)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339Nano), ev.Type, detail)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,123 @@
+// Package config turns an environment into shipnotify's configuration. It
+// never reads the process environment itself: the main passes a lookup, so
+// tests and embedders choose what the service sees.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// Defaults, chosen so `make demo` runs with nothing set.
+const (
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/shipnotify?sslmode=disable"
+	DefaultFromEmail   = "reminders@shipnotify.example"
+	DefaultFromName    = "shipnotify"
+)
+
+// Lookup finds an environment variable, like os.LookupEnv.
+type Lookup func(key string) (string, bool)
+
+// Config is everything the commands need.
+type Config struct {
+	// Temporal holds the client options from the SDK's envconfig conventions:
+	// TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
+	// or a profile in the Temporal config file.
+	Temporal  client.Options
+	TaskQueue string
+
+	DatabaseURL string
+
+	SendGridAPIKey  string
+	SendGridBaseURL string
+	FromEmail       string
+	FromName        string
+
+	// AllowLocalHTTPWebhooks accepts plain-http webhooks to loopback hosts;
+	// a development setting for a receiver on the same machine.
+	AllowLocalHTTPWebhooks bool
+
+	LogLevel slog.Level
+}
+
+// Load reads the configuration. An invalid value is an error naming its variable.
+func Load(lookup Lookup) (Config, error) {
+	get := func(key, def string) string {
+		if v, ok := lookup(key); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	var c Config
+	var err error
+	c.Temporal, err = envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: envLookup(lookup)})
+	if err != nil {
+		return Config{}, fmt.Errorf("invalid Temporal configuration (TEMPORAL_*): %w", err)
+	}
+	if c.Temporal.HostPort == "" {
+		c.Temporal.HostPort = "127.0.0.1:7233"
+	}
+	if c.Temporal.Namespace == "" {
+		c.Temporal.Namespace = "default"
+	}
+	c.TaskQueue = get("SHIPNOTIFY_TASK_QUEUE", workflows.DefaultTaskQueue)
+
+	c.DatabaseURL = get("DATABASE_URL", DefaultDatabaseURL)
+	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return Config{}, fmt.Errorf("DATABASE_URL: want a postgres:// URL")
+	}
+
+	c.SendGridAPIKey = get("SENDGRID_API_KEY", "")
+	c.SendGridBaseURL = get("SENDGRID_BASE_URL", email.DefaultBaseURL)
+	if u, err := url.Parse(c.SendGridBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return Config{}, fmt.Errorf("SENDGRID_BASE_URL: want an http(s) URL like %s", email.DefaultBaseURL)
+	}
+	c.FromEmail = get("SHIPNOTIFY_FROM_EMAIL", DefaultFromEmail)
+	if a, err := mail.ParseAddress(c.FromEmail); err != nil || a.Address != c.FromEmail {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_FROM_EMAIL: want a bare address like %s", DefaultFromEmail)
+	}
+	c.FromName = get("SHIPNOTIFY_FROM_NAME", DefaultFromName)
+
+	if c.AllowLocalHTTPWebhooks, err = parseBool(get("SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS", "false")); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS: %w", err)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("SHIPNOTIFY_LOG_LEVEL", "info"))); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_LOG_LEVEL: want debug, info, warn or error")
+	}
+	return c, nil
+}
+
+// RequireSender checks what sending mail needs; only the worker sends.
+func (c Config) RequireSender() error {
+	if c.SendGridAPIKey == "" {
+		return fmt.Errorf("SENDGRID_API_KEY: required to send mail")
+	}
+	return nil
+}
+
+func parseBool(s string) (bool, error) {
+	b, err := strconv.ParseBool(strings.ToLower(s))
+	if err != nil {
+		return false, fmt.Errorf("want true or false")
+	}
+	return b, nil
+}
+
+// envLookup adapts a Lookup to envconfig's interface.
+type envLookup Lookup
+
+func (l envLookup) LookupEnv(key string) (string, bool) { return l(key) }
+
+// Environ is only used by envconfig for TEMPORAL_GRPC_META_* headers, which
+// shipnotify does not pass through.
+func (l envLookup) Environ() []string { return nil }

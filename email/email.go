@@ -1,0 +1,138 @@
+// Package email sends notifications through SendGrid's v3 mail API with the
+// official sendgrid-go client, and sorts the provider's answers into
+// delivered, retry later and permanent failure.
+package email
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sendgrid/rest"
+	"github.com/sendgrid/sendgrid-go"
+	"github.com/sendgrid/sendgrid-go/helpers/mail"
+
+	"github.com/shipnotify/shipnotify/delivery"
+)
+
+// DefaultBaseURL is SendGrid's own API.
+const DefaultBaseURL = "https://api.sendgrid.com"
+
+// Sender sends mail through one SendGrid account.
+type Sender struct {
+	apiKey  string
+	baseURL string
+	from    *mail.Email
+	client  *rest.Client
+	now     func() time.Time
+}
+
+// Options configure a Sender.
+type Options struct {
+	APIKey string
+	// BaseURL is the API's scheme and host; empty means SendGrid's own.
+	BaseURL   string
+	FromEmail string
+	FromName  string
+	// Timeout bounds one API call; 0 means 30 s.
+	Timeout time.Duration
+	// Now is the clock used to turn a rate-limit reset time into a wait.
+	Now func() time.Time
+}
+
+// NewSender returns a Sender. sendgrid-go's own rate-limit retry is not used:
+// Temporal retries the activity, with the wait SendGrid asks for.
+func NewSender(o Options) *Sender {
+	if o.BaseURL == "" {
+		o.BaseURL = DefaultBaseURL
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Sender{
+		apiKey:  o.APIKey,
+		baseURL: strings.TrimRight(o.BaseURL, "/"),
+		from:    mail.NewEmail(o.FromName, o.FromEmail),
+		client:  &rest.Client{HTTPClient: &http.Client{Timeout: o.Timeout}},
+		now:     o.Now,
+	}
+}
+
+// Message is one email to one recipient.
+type Message struct {
+	To      string
+	Subject string
+	Text    string
+	// DeliveryKey travels in custom_args, so a bounce or event webhook can be
+	// matched to the delivery, and a receiver can drop a duplicate.
+	DeliveryKey string
+	// Args are further custom_args (opaque ids only).
+	Args map[string]string
+}
+
+// Send submits the message and returns SendGrid's message id (X-Message-Id).
+// A non-2xx answer is a *delivery.Error; sendgrid-go itself returns a nil error for
+// those.
+func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
+	msg := mail.NewV3Mail()
+	msg.SetFrom(s.from)
+	msg.Subject = m.Subject
+	p := mail.NewPersonalization()
+	p.AddTos(mail.NewEmail("", m.To))
+	msg.AddPersonalizations(p)
+	msg.AddContent(mail.NewContent("text/plain", m.Text))
+	msg.SetCustomArg("delivery_key", m.DeliveryKey)
+	for k, v := range m.Args {
+		msg.SetCustomArg(k, v)
+	}
+
+	req := sendgrid.GetRequest(s.apiKey, "/v3/mail/send", s.baseURL)
+	req.Method = rest.Post
+	req.Body = mail.GetRequestBody(msg)
+	resp, err := s.client.SendWithContext(ctx, req)
+	if err != nil {
+		return "", &delivery.Error{Channel: "mail API", Detail: err.Error()}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return header(resp.Headers, "X-Message-Id"), nil
+	}
+	return "", s.classify(resp)
+}
+
+func (s *Sender) classify(resp *rest.Response) error {
+	e := &delivery.Error{Channel: "mail API", Status: resp.StatusCode, Detail: delivery.Excerpt([]byte(resp.Body))}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		e.RetryAfter = s.rateLimitWait(resp.Headers)
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode >= 500:
+		e.RetryAfter = delivery.RetryAfter(header(resp.Headers, "Retry-After"), s.now())
+	default:
+		// 400 bad request, 401/403 bad key or sender, 413 too large: the
+		// same request will fail the same way.
+		e.Permanent = true
+	}
+	return e
+}
+
+// rateLimitWait reads SendGrid's X-RateLimit-Reset (a Unix time) and, failing
+// that, a standard Retry-After.
+func (s *Sender) rateLimitWait(h map[string][]string) time.Duration {
+	if v := header(h, "X-RateLimit-Reset"); v != "" {
+		if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if d := time.Unix(sec, 0).Sub(s.now()); d > 0 {
+				return d
+			}
+			return time.Second
+		}
+	}
+	return delivery.RetryAfter(header(h, "Retry-After"), s.now())
+}
+
+func header(h map[string][]string, name string) string {
+	return http.Header(h).Get(name)
+}

@@ -1,0 +1,194 @@
+package sink
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/mail"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Mail is one message the mail sink accepted.
+type Mail struct {
+	MessageID  string
+	From       string
+	To         []string
+	Subject    string
+	Text       string
+	CustomArgs map[string]string
+	Received   time.Time
+}
+
+// MailSink is a local mail API speaking SendGrid's v3 /v3/mail/send: it
+// checks the bearer key and the request body as SendGrid does, answers 202
+// with an X-Message-Id, and records the message.
+type MailSink struct {
+	*recorder[Mail]
+	srv    *server
+	apiKey string
+	// requests counts every call, accepted or not.
+	requests atomic.Int64
+	// OnMail, when set before traffic starts, sees each accepted message.
+	OnMail func(Mail)
+}
+
+// StartMail starts a mail sink on addr ("" for a free loopback port) that
+// accepts apiKey.
+func StartMail(addr, apiKey string) (*MailSink, error) {
+	s := &MailSink{recorder: newRecorder[Mail](), apiKey: apiKey}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v3/mail/send", s.send)
+	srv, err := listen(addr, mux)
+	if err != nil {
+		return nil, fmt.Errorf("error starting mail sink: %w", err)
+	}
+	s.srv = srv
+	return s, nil
+}
+
+// URL is the sink's base URL, for SENDGRID_BASE_URL.
+func (s *MailSink) URL() string { return s.srv.url() }
+
+// Close stops the sink.
+func (s *MailSink) Close() error { return s.srv.close() }
+
+// Mails returns every accepted message, in arrival order.
+func (s *MailSink) Mails() []Mail { return s.snapshot() }
+
+// Fail makes the next requests get these answers instead of a 202.
+func (s *MailSink) Fail(answers ...Answer) { s.fail(answers...) }
+
+// Wait blocks until cond holds over the accepted messages, or ctx ends.
+func (s *MailSink) Wait(ctx context.Context, cond func([]Mail) bool) ([]Mail, error) {
+	return s.wait(ctx, cond)
+}
+
+// The parts of SendGrid's v3 mail body the sink checks.
+type sgAddress struct {
+	Email string `json:"email"`
+	Name  string `json:"name,omitempty"`
+}
+
+type sgBody struct {
+	From             *sgAddress `json:"from"`
+	Subject          string     `json:"subject"`
+	Personalizations []struct {
+		To      []sgAddress `json:"to"`
+		Subject string      `json:"subject"`
+	} `json:"personalizations"`
+	Content []struct {
+		Type  string `json:"type"`
+		Value string `json:"value"`
+	} `json:"content"`
+	CustomArgs map[string]string `json:"custom_args"`
+}
+
+// Requests is how many calls reached the sink, accepted or not.
+func (s *MailSink) Requests() int { return int(s.requests.Load()) }
+
+func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	if r.Header.Get("Authorization") != "Bearer "+s.apiKey {
+		sgError(w, http.StatusUnauthorized, "", "The provided authorization grant is invalid, expired, or revoked")
+		return
+	}
+	if a, ok := s.next(); ok {
+		writeAnswer(w, a)
+		return
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 30<<20+1))
+	if err != nil {
+		sgError(w, http.StatusBadRequest, "", "could not read body")
+		return
+	}
+	if len(raw) > 30<<20 {
+		sgError(w, http.StatusRequestEntityTooLarge, "", "request body too large")
+		return
+	}
+	var body sgBody
+	if err := json.Unmarshal(raw, &body); err != nil {
+		sgError(w, http.StatusBadRequest, "", "Bad Request")
+		return
+	}
+	m, field, problem := body.check()
+	if problem != "" {
+		sgError(w, http.StatusBadRequest, field, problem)
+		return
+	}
+	m.MessageID = randomID()
+	m.Received = time.Now()
+	s.add(m)
+	if s.OnMail != nil {
+		s.OnMail(m)
+	}
+	w.Header().Set("X-Message-Id", m.MessageID)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (b sgBody) check() (Mail, string, string) {
+	if b.From == nil || !validAddress(b.From.Email) {
+		return Mail{}, "from.email", "The from email does not contain a valid address."
+	}
+	if len(b.Personalizations) == 0 {
+		return Mail{}, "personalizations", "The personalizations field is required and must have at least one personalization."
+	}
+	m := Mail{From: b.From.Email, Subject: b.Subject, CustomArgs: b.CustomArgs}
+	for i, p := range b.Personalizations {
+		if len(p.To) == 0 {
+			return Mail{}, fmt.Sprintf("personalizations.%d.to", i), "The to array is required for all personalization objects."
+		}
+		for _, to := range p.To {
+			if !validAddress(to.Email) {
+				return Mail{}, fmt.Sprintf("personalizations.%d.to", i), "Does not contain a valid address."
+			}
+			m.To = append(m.To, to.Email)
+		}
+		if p.Subject != "" {
+			m.Subject = p.Subject
+		}
+	}
+	if strings.TrimSpace(m.Subject) == "" {
+		return Mail{}, "subject", "The subject is required."
+	}
+	if len(b.Content) == 0 {
+		return Mail{}, "content", "Unless a valid template_id is provided, the content parameter is required."
+	}
+	for _, c := range b.Content {
+		if c.Type == "" || c.Value == "" {
+			return Mail{}, "content", "The content value must be a string at least one character in length."
+		}
+		if c.Type == "text/plain" {
+			m.Text = c.Value
+		}
+	}
+	return m, "", ""
+}
+
+func validAddress(s string) bool {
+	a, err := mail.ParseAddress(s)
+	return err == nil && a.Address == s
+}
+
+func sgError(w http.ResponseWriter, status int, field, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	var f any
+	if field != "" {
+		f = field
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"errors": []map[string]any{{"message": msg, "field": f, "help": nil}},
+	})
+}
+
+func randomID() string {
+	b := make([]byte, 11)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,110 @@
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/webhook"
+	"github.com/shipnotify/shipnotify/worker"
+)
+
+// MailAPIKey is the key the test mail sink accepts.
+const MailAPIKey = "SG.test-key"
+
+// Stack is the whole product wired for one test: a private schema, the dev
+// server, local stand-ins for SendGrid and a webhook receiver, a worker on a
+// private task queue and a starter.
+type Stack struct {
+	DB         DB
+	Mirror     *mirror.Store
+	Temporal   client.Client
+	TaskQueue  string
+	Mail       *sink.MailSink
+	Hooks      *sink.WebhookSink
+	HookSecret string
+	Activities *activities.Activities
+	Starter    *starter.Starter
+	Worker     sdkworker.Worker
+}
+
+// NewStack builds and starts a Stack; everything stops when the test ends.
+func NewStack(t testing.TB) *Stack {
+	t.Helper()
+	s := &Stack{DB: Postgres(t), Temporal: Temporal(t), TaskQueue: TaskQueue(t), HookSecret: NewWebhookSecret()}
+	s.Mirror = mirror.New(s.DB.Pool)
+	var err error
+	if s.Mail, err = sink.StartMail("", MailAPIKey); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Mail.Close() })
+	if s.Hooks, err = sink.StartWebhook("", s.HookSecret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Hooks.Close() })
+	s.Activities = &activities.Activities{
+		Mirror: s.Mirror,
+		Email: email.NewSender(email.Options{
+			APIKey: MailAPIKey, BaseURL: s.Mail.URL(), FromEmail: "reminders@shipnotify.example",
+		}),
+		Webhook: webhook.NewSender(webhook.Options{}),
+	}
+	s.Starter = &starter.Starter{
+		Temporal: s.Temporal, Mirror: s.Mirror, TaskQueue: s.TaskQueue,
+		AllowLocalHTTPWebhooks: true, Now: time.Now,
+	}
+	s.StartWorker(t)
+	return s
+}
+
+// StartWorker starts a worker on the stack's task queue, stopped at cleanup
+// (or earlier by StopWorker).
+func (s *Stack) StartWorker(t testing.TB) {
+	t.Helper()
+	s.Worker = worker.New(s.Temporal, s.TaskQueue, s.Activities, worker.Options{})
+	if err := s.Worker.Start(); err != nil {
+		t.Fatalf("starting worker: %v", err)
+	}
+	w := s.Worker
+	t.Cleanup(w.Stop)
+}
+
+// Update returns a valid update for this test with one subscriber per
+// channel given ("email" or "webhook"), each due at due.
+func (s *Stack) Update(t testing.TB, due time.Time, channels ...reminder.Channel) reminder.Update {
+	u := reminder.Update{
+		ShipmentID: ID(t, "SHP"),
+		UpdateID:   "window-1",
+		Kind:       "delivery_window",
+		Message:    reminder.Message{Subject: "Delivery window opens soon", Text: "Your shipment's delivery window opens in 3 days."},
+	}
+	for i, ch := range channels {
+		sub := reminder.Subscriber{ID: string(ch) + "-" + string(rune('a'+i)), Channel: ch, DueAt: due}
+		switch ch {
+		case reminder.Email:
+			sub.Email = sub.ID + "@customer.example"
+		case reminder.Webhook:
+			sub.URL = s.Hooks.URL() + "/hooks/" + sub.ID
+			sub.Secret = s.HookSecret
+		}
+		u.Subscribers = append(u.Subscribers, sub)
+	}
+	return u
+}
+
+// NewWebhookSecret returns a fresh Standard Webhooks secret.
+func NewWebhookSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}

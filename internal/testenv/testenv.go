@@ -1,0 +1,144 @@
+// Package testenv connects tests to the real parts `make test` starts: a
+// PostgreSQL database (TEST_DATABASE_URL) and a Temporal dev server
+// (TEMPORAL_ADDRESS). Each test gets its own migrated schema and its own task
+// queue and ids, so tests run in parallel and rerun on a persistent server.
+// Without the variables a test skips, except under CI, where it fails loudly.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/shipnotify/shipnotify/migrations"
+)
+
+// need returns the variable's value, or ends the test: a skip on a developer
+// machine, a failure under CI.
+func need(t testing.TB, key string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v != "" {
+		return v
+	}
+	msg := key + " is not set; run the tests with `make test`, which starts Temporal and PostgreSQL"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// DB is a test's private schema in the test database.
+type DB struct {
+	Pool   *pgxpool.Pool
+	Schema string
+	// URL reaches the same schema (search_path set), for commands under test.
+	URL string
+}
+
+// Postgres returns a pool on a new schema with every migration applied; the
+// schema is dropped when the test ends.
+func Postgres(t testing.TB) DB {
+	t.Helper()
+	base := need(t, "TEST_DATABASE_URL")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	admin, err := pgxpool.New(ctx, base)
+	if err != nil {
+		t.Fatalf("connecting to TEST_DATABASE_URL: %v", err)
+	}
+	defer admin.Close()
+	schema := "t_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("creating schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := pgxpool.New(ctx, base)
+		if err != nil {
+			return
+		}
+		defer admin.Close()
+		_, _ = admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	})
+
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parsing TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db := DB{Schema: schema, URL: u.String()}
+
+	db.Pool, err = pgxpool.New(ctx, db.URL)
+	if err != nil {
+		t.Fatalf("connecting to test schema: %v", err)
+	}
+	t.Cleanup(db.Pool.Close)
+	if err := migrations.Up(ctx, db.Pool, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatalf("migrating test schema: %v", err)
+	}
+	return db
+}
+
+// TemporalAddress is the dev server's address.
+func TemporalAddress(t testing.TB) string {
+	t.Helper()
+	return need(t, "TEMPORAL_ADDRESS")
+}
+
+// Temporal returns a client of the dev server, closed when the test ends.
+func Temporal(t testing.TB) client.Client {
+	t.Helper()
+	addr := TemporalAddress(t)
+	c, err := client.Dial(client.Options{
+		HostPort:  addr,
+		Namespace: "default",
+		Logger:    tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	})
+	if err != nil {
+		t.Fatalf("connecting to Temporal at %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+var unsafe = regexp.MustCompile(`[^A-Za-z0-9-]+`)
+
+// ID returns an id unique to this test run, in the safe id charset, so a
+// persistent dev server never sees the same workflow id twice.
+func ID(t testing.TB, prefix string) string {
+	name := unsafe.ReplaceAllString(t.Name(), "-")
+	if len(name) > 30 {
+		name = name[len(name)-30:]
+	}
+	return strings.Trim(fmt.Sprintf("%s-%s-%s", prefix, strings.Trim(name, "-"), randomHex(4)), "-")
+}
+
+// TaskQueue returns a task queue private to the test.
+func TaskQueue(t testing.TB) string {
+	return "test-" + ID(t, "tq")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,111 @@
+package testenv
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// ValidUpdate is a well-formed update document as the tracker sends it, its
+// times relative to now: two email subscribers reminded before the window,
+// one webhook with an explicit due time.
+func ValidUpdate(now time.Time) map[string]any {
+	window := now.Add(72*time.Hour + time.Hour).UTC().Truncate(time.Second)
+	return map[string]any{
+		"shipment_id":  "SHP-1001",
+		"update_id":    "window-1",
+		"kind":         "delivery_window",
+		"window_start": window.Format(time.RFC3339),
+		"message": map[string]any{
+			"subject": "Delivery window opens in 3 days",
+			"text":    "Dock 4, 08:00-12:00.",
+		},
+		"subscribers": []any{
+			map[string]any{"id": "shipper-ops", "channel": "email", "email": "ops@shipper.example", "remind_before": "72h"},
+			map[string]any{"id": "consignee-inbox", "channel": "email", "email": "inbox@consignee.example", "remind_before": "3d"},
+			map[string]any{"id": "consignee-hook", "channel": "webhook", "url": "https://hooks.consignee.example/in",
+				"secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "due_at": now.Add(2 * time.Hour).UTC().Format(time.RFC3339)},
+		},
+	}
+}
+
+// BadUpdate is a malformed update and the field its error must name.
+type BadUpdate struct {
+	Name  string
+	Field string
+	Doc   string
+}
+
+// BadUpdates are malformed updates, each wrong in one way, for the parser's
+// and the CLI's tests: every one must be refused with an error naming Field
+// and must write nothing.
+func BadUpdates(now time.Time) []BadUpdate {
+	mut := func(f func(u map[string]any)) string {
+		u := ValidUpdate(now)
+		f(u)
+		b, _ := json.Marshal(u)
+		return string(b)
+	}
+	sub := func(u map[string]any, i int) map[string]any { return u["subscribers"].([]any)[i].(map[string]any) }
+	set := func(key string, v any) string { return mut(func(u map[string]any) { u[key] = v }) }
+	del := func(key string) string { return mut(func(u map[string]any) { delete(u, key) }) }
+	subSet := func(i int, key string, v any) string { return mut(func(u map[string]any) { sub(u, i)[key] = v }) }
+	subDel := func(i int, key string) string { return mut(func(u map[string]any) { delete(sub(u, i), key) }) }
+	valid := mut(func(map[string]any) {})
+
+	return []BadUpdate{
+		{"malformed JSON", "malformed JSON", `{"shipment_id": "SHP-1",`},
+		{"not JSON at all", "malformed JSON", `shipment SHP-1 please`},
+		{"empty document", "empty", ``},
+		{"array instead of object", "update", `[]`},
+		{"trailing data", "after the object", valid + ` {}`},
+		{"unknown field", "shipmentid", set("shipmentid", "SHP-1")},
+		{"missing shipment id", "shipment_id", del("shipment_id")},
+		{"shipment id not a string", "shipment_id", set("shipment_id", 42)},
+		{"shipment id too long", "shipment_id", set("shipment_id", strings.Repeat("S", 65))},
+		{"shipment id with a slash", "shipment_id", set("shipment_id", "SHP/1")},
+		{"shipment id that is an address", "shipment_id", set("shipment_id", "ops@shipper.example")},
+		{"missing update id", "update_id", del("update_id")},
+		{"update id with spaces", "update_id", set("update_id", "window 1")},
+		{"missing kind", "kind", del("kind")},
+		{"kind with capitals", "kind", set("kind", "DeliveryWindow")},
+		{"unparsable window start", "window_start", set("window_start", "next tuesday")},
+		{"missing message", "message", del("message")},
+		{"empty subject", "message.subject", mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = " " })},
+		{"two-line subject", "message.subject", mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = "a\nBcc: x" })},
+		{"missing text", "message.text", mut(func(u map[string]any) { delete(u["message"].(map[string]any), "text") })},
+		{"oversized text", "message.text", mut(func(u map[string]any) { u["message"].(map[string]any)["text"] = strings.Repeat("x", 33<<10) })},
+		{"no subscribers", "subscribers", set("subscribers", []any{})},
+		{"subscribers not a list", "subscribers", set("subscribers", "everyone")},
+		{"missing subscriber id", "subscribers[0].id", subDel(0, "id")},
+		{"empty subscriber id", "subscribers[1].id", subSet(1, "id", "")},
+		{"duplicate subscriber id", "subscribers[1].id", subSet(1, "id", "shipper-ops")},
+		{"subscriber id too long", "subscribers[0].id", subSet(0, "id", strings.Repeat("a", 65))},
+		{"subscriber id with unsafe characters", "subscribers[0].id", subSet(0, "id", "ops;drop")},
+		{"unknown subscriber field", "subscribers[0].emial", subSet(0, "emial", "x")},
+		{"unknown message field", "message.body", mut(func(u map[string]any) { u["message"].(map[string]any)["body"] = "x" })},
+		{"subscriber not an object", "subscribers[1]", mut(func(u map[string]any) { u["subscribers"].([]any)[1] = "ops@shipper.example" })},
+		{"unknown channel", "subscribers[0].channel", subSet(0, "channel", "sms")},
+		{"missing channel", "subscribers[0].channel", subDel(0, "channel")},
+		{"invalid email", "subscribers[0].email", subSet(0, "email", "not-an-address")},
+		{"email with display name", "subscribers[0].email", subSet(0, "email", "Ops <ops@shipper.example>")},
+		{"email without a dotted domain", "subscribers[0].email", subSet(0, "email", "ops@localhost")},
+		{"missing email", "subscribers[1].email", subDel(1, "email")},
+		{"email subscriber with a url", "subscribers[0]", subSet(0, "url", "https://x.example/")},
+		{"webhook over plain http", "subscribers[2].url", subSet(2, "url", "http://hooks.consignee.example/in")},
+		{"webhook URL with credentials", "subscribers[2].url", subSet(2, "url", "https://user:pw@hooks.consignee.example/in")},
+		{"webhook URL not absolute", "subscribers[2].url", subSet(2, "url", "/in")},
+		{"webhook URL of another scheme", "subscribers[2].url", subSet(2, "url", "ftp://hooks.consignee.example/in")},
+		{"missing webhook secret", "subscribers[2].secret", subDel(2, "secret")},
+		{"webhook secret without prefix", "subscribers[2].secret", subSet(2, "secret", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")},
+		{"webhook secret too short", "subscribers[2].secret", subSet(2, "secret", "whsec_c2hvcnQ=")},
+		{"unparsable due time", "subscribers[2].due_at", subSet(2, "due_at", "tomorrow noon")},
+		{"unparsable remind_before", "subscribers[0].remind_before", subSet(0, "remind_before", "3 days")},
+		{"negative remind_before", "subscribers[0].remind_before", subSet(0, "remind_before", "-5h")},
+		{"due_at and remind_before both", "subscribers[2]", subSet(2, "remind_before", "1h")},
+		{"neither due_at nor remind_before", "subscribers[0]", subDel(0, "remind_before")},
+		{"remind_before without window", "window_start", del("window_start")},
+		{"due absurdly far ahead", "subscribers[2].due_at", subSet(2, "due_at", "2100-01-01T00:00:00Z")},
+		{"due long past", "subscribers[2].due_at", subSet(2, "due_at", now.AddDate(-1, 0, 0).UTC().Format(time.RFC3339))},
+	}
+}

@@ -1,0 +1,193 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// Purpose says what a delivery is for; each has its own delivery keys.
+type Purpose string
+
+const (
+	PurposeReminder     Purpose = "reminder"
+	PurposeCancellation Purpose = "cancellation"
+	PurposeEscalation   Purpose = "escalation"
+)
+
+// ClaimOutcome is what claiming a delivery key found.
+type ClaimOutcome int
+
+const (
+	// Claimed: the caller holds the key and must send.
+	Claimed ClaimOutcome = iota + 1
+	// AlreadySent: an earlier execution sent and recorded it; do nothing.
+	AlreadySent
+	// HeldElsewhere: another live execution holds the key; try again later.
+	HeldElsewhere
+	// AlreadyFailed: an earlier execution recorded a permanent failure.
+	AlreadyFailed
+)
+
+// Claim asks for the right to make one delivery.
+type Claim struct {
+	Key        string
+	ReminderID string
+	Purpose    Purpose
+	// Owner identifies the execution; a retry of the same execution (same
+	// owner) takes over its own claim at once, since Temporal starts a retry
+	// only after the previous attempt failed or timed out.
+	Owner string
+	// LeaseUntil is when the claim lapses if its owner dies without a word:
+	// the attempt's deadline.
+	LeaseUntil time.Time
+}
+
+// Target is what a claimed delivery needs to be sent.
+type Target struct {
+	Reminder    reminder.Reminder
+	State       reminder.State
+	Kind        string
+	WindowStart time.Time
+	Message     reminder.Message
+}
+
+// ClaimResult is the outcome of a claim, with what to send when Claimed.
+type ClaimResult struct {
+	Outcome           ClaimOutcome
+	Attempts          int
+	ProviderMessageID string
+	Target            Target
+}
+
+// The claim and the read of what to send share one round trip. A new key is
+// inserted; an existing 'sending' key is taken over only by its own owner or
+// once its lease has lapsed; a 'sent' or 'failed' key is left alone (attempts
+// comes back NULL and the caller looks at why).
+const claimDelivery = `
+WITH claim AS (
+    INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
+    VALUES ($1, $2, $3, 'sending', $4, $5)
+    ON CONFLICT (delivery_key) DO UPDATE
+       SET attempts = deliveries.attempts + 1,
+           claimed_by = excluded.claimed_by,
+           lease_until = excluded.lease_until
+     WHERE deliveries.status = 'sending'
+       AND (deliveries.claimed_by = excluded.claimed_by OR deliveries.lease_until < now())
+    RETURNING attempts
+)
+SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
+       coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''),
+       r.due_at, r.state, u.kind, u.window_start, u.subject, u.body,
+       (SELECT attempts FROM claim)
+  FROM reminders r
+  JOIN updates u USING (shipment_id, update_id)
+ WHERE r.id = $2`
+
+// ClaimDelivery claims a delivery key before the provider is called, so that
+// a second execution for the same key finds it and sends nothing.
+func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error) {
+	var (
+		res         ClaimResult
+		t           = &res.Target
+		r           = &t.Reminder
+		channel     string
+		state       string
+		windowStart *time.Time
+		attempts    *int
+	)
+	r.ID = c.ReminderID
+	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseUntil).Scan(
+		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
+		&r.Email, &r.WebhookURL, &r.WebhookSecret,
+		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
+		&attempts)
+	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
+		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
+	}
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w", err)
+	}
+	r.Channel, t.State = reminder.Channel(channel), reminder.State(state)
+	if windowStart != nil {
+		t.WindowStart = *windowStart
+	}
+	if attempts != nil {
+		res.Outcome, res.Attempts = Claimed, *attempts
+		return res, nil
+	}
+	// Not claimed: find out why.
+	var status string
+	var providerID *string
+	err = s.pool.QueryRow(ctx, `
+SELECT status, provider_message_id, attempts FROM deliveries WHERE delivery_key = $1`, c.Key).
+		Scan(&status, &providerID, &res.Attempts)
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("error reading delivery claim: %w", err)
+	}
+	if providerID != nil {
+		res.ProviderMessageID = *providerID
+	}
+	switch status {
+	case "sent":
+		res.Outcome = AlreadySent
+	case "failed":
+		res.Outcome = AlreadyFailed
+	default:
+		res.Outcome = HeldElsewhere
+	}
+	return res, nil
+}
+
+// Marking a delivery sent, moving its reminder to 'sent' (for a reminder's own
+// delivery) and appending the event are one statement, so the mirror never
+// shows a sent delivery without its event.
+const recordSent = `
+WITH d AS (
+    UPDATE deliveries
+       SET status = 'sent', provider_message_id = nullif($2, ''), finished_at = now()
+     WHERE delivery_key = $1 AND status = 'sending'
+    RETURNING reminder_id, purpose, attempts
+), r AS (
+    UPDATE reminders SET state = 'sent', sent_at = now(), updated_at = now()
+     WHERE id IN (SELECT reminder_id FROM d WHERE purpose = 'reminder')
+       AND state IN ('scheduled', 'awaiting_approval')
+)
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT reminder_id,
+       CASE purpose WHEN 'reminder' THEN 'sent' ELSE purpose || '_sent' END,
+       jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts)
+  FROM d`
+
+// RecordSent records that the provider accepted the delivery.
+func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string) error {
+	if _, err := s.pool.Exec(ctx, recordSent, key, providerMessageID); err != nil {
+		return fmt.Errorf("error recording delivery sent: %w", err)
+	}
+	return nil
+}
+
+// RecordDeliveryFailed records a permanent failure of the delivery: the
+// provider refused it for good. The reminder's own state is the workflow's to
+// change.
+func (s *Store) RecordDeliveryFailed(ctx context.Context, key, reason string) error {
+	_, err := s.pool.Exec(ctx, `
+WITH d AS (
+    UPDATE deliveries SET status = 'failed', finished_at = now()
+     WHERE delivery_key = $1 AND status = 'sending'
+    RETURNING reminder_id, purpose, attempts
+)
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT reminder_id, 'delivery_failed',
+       jsonb_build_object('delivery_key', $1::text, 'purpose', purpose, 'reason', $2::text, 'attempts', attempts)
+  FROM d`, key, reason)
+	if err != nil {
+		return fmt.Errorf("error recording delivery failure: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// Row is a reminder as the mirror holds it, without its recipient's address
+// or secret, so it can be printed and exported.
+type Row struct {
+	ID                string           `json:"reminder_id"`
+	ShipmentID        string           `json:"shipment_id"`
+	UpdateID          string           `json:"update_id"`
+	SubscriberID      string           `json:"subscriber_id"`
+	Channel           reminder.Channel `json:"channel"`
+	DueAt             time.Time        `json:"due_at"`
+	State             reminder.State   `json:"state"`
+	DeliveryKey       string           `json:"delivery_key"`
+	WorkflowID        string           `json:"workflow_id"`
+	WorkflowStartedAt *time.Time       `json:"workflow_started_at,omitempty"`
+	SentAt            *time.Time       `json:"sent_at,omitempty"`
+	CreatedAt         time.Time        `json:"created_at"`
+	UpdatedAt         time.Time        `json:"updated_at"`
+}
+
+const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, state,
+       delivery_key, workflow_id, workflow_started_at, sent_at, created_at, updated_at`
+
+func scanRow(row pgx.CollectableRow) (Row, error) {
+	var r Row
+	var channel, state string
+	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &state,
+		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CreatedAt, &r.UpdatedAt)
+	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
+	return r, err
+}
+
+// Get returns one reminder.
+func (s *Store) Get(ctx context.Context, id string) (Row, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM reminders WHERE id = $1`, id)
+	r, err := pgx.CollectExactlyOneRow(rows, scanRow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Row{}, fmt.Errorf("error reading reminder %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Row{}, fmt.Errorf("error reading reminder: %w", err)
+	}
+	return r, nil
+}
+
+// Event is one entry of a reminder's audit trail.
+type Event struct {
+	ID     int64          `json:"id"`
+	Type   string         `json:"type"`
+	At     time.Time      `json:"at"`
+	Detail map[string]any `json:"detail"`
+}
+
+// Events returns a reminder's audit trail, oldest first.
+func (s *Store) Events(ctx context.Context, reminderID string) ([]Event, error) {
+	rows, _ := s.pool.Query(ctx, `
+SELECT id, type, at, detail FROM reminder_events WHERE reminder_id = $1 ORDER BY id`, reminderID)
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
+	if err != nil {
+		return nil, fmt.Errorf("error reading events: %w", err)
+	}
+	return events, nil
+}
+
+// Filter selects reminders; zero fields select everything. Due bounds are
+// half-open: DueFrom <= due_at < DueTo.
+type Filter struct {
+	ShipmentID string
+	UpdateID   string
+	State      reminder.State
+	DueFrom    time.Time
+	DueTo      time.Time
+	// Limit caps the rows returned; 0 means no cap.
+	Limit int
+}
+
+// List returns the reminders matching f, ordered by due time.
+func (s *Store) List(ctx context.Context, f Filter) ([]Row, error) {
+	where, args := f.sql()
+	q := `SELECT ` + rowColumns + ` FROM reminders` + where + ` ORDER BY due_at, id`
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += " LIMIT $" + strconv.Itoa(len(args))
+	}
+	rows, _ := s.pool.Query(ctx, q, args...)
+	out, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return nil, fmt.Errorf("error listing reminders: %w", err)
+	}
+	return out, nil
+}
+
+func (f Filter) sql() (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1))
+	}
+	if f.ShipmentID != "" {
+		add("shipment_id = ?", f.ShipmentID)
+	}
+	if f.UpdateID != "" {
+		add("update_id = ?", f.UpdateID)
+	}
+	if f.State != "" {
+		add("state = ?", string(f.State))
+	}
+	if !f.DueFrom.IsZero() {
+		add("due_at >= ?", f.DueFrom)
+	}
+	if !f.DueTo.IsZero() {
+		add("due_at < ?", f.DueTo)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}

@@ -1,0 +1,87 @@
+// Package reminder holds shipnotify's domain: the shipment update a tracker
+// submits, the reminders it fans out to (one per update and subscriber), their
+// identities, states and delivery keys. It has no I/O; the engine (workflows,
+// activities), the mirror and the starter all speak in these types.
+package reminder
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// Channel is how a subscriber is reached.
+type Channel string
+
+const (
+	// Email sends through the mail provider (SendGrid).
+	Email Channel = "email"
+	// Webhook POSTs a signed JSON body to the subscriber's receiver.
+	Webhook Channel = "webhook"
+)
+
+// State is where a reminder is in its life. The mirror's CHECK constraint
+// holds the same list.
+type State string
+
+const (
+	Scheduled        State = "scheduled"
+	AwaitingApproval State = "awaiting_approval"
+	Sent             State = "sent"
+	Failed           State = "failed"
+	Cancelled        State = "cancelled"
+	Expired          State = "expired"
+)
+
+// Terminal reports whether no further transition can leave the state.
+func (s State) Terminal() bool {
+	switch s {
+	case Sent, Failed, Cancelled, Expired:
+		return true
+	}
+	return false
+}
+
+// Reminder is the unit of delivery: one shipment update for one subscriber.
+// A partially delivered fan-out resumes per reminder without re-notifying the
+// subscribers that already got theirs.
+type Reminder struct {
+	ID           string
+	ShipmentID   string
+	UpdateID     string
+	SubscriberID string
+	Channel      Channel
+	// Email is set for the email channel.
+	Email string
+	// WebhookURL and WebhookSecret are set for the webhook channel.
+	WebhookURL    string
+	WebhookSecret string
+	DueAt         time.Time
+}
+
+// DeliveryKey is the key of the reminder's notification at its current due time.
+func (r Reminder) DeliveryKey() string {
+	return DeliveryKey(r.ID, r.SubscriberID, r.DueAt)
+}
+
+// ID is a reminder's identity. It derives from opaque ids only, never from an
+// address, so it can name a workflow and appear in logs and search attributes.
+// The parts are restricted to a charset without '/', so the join is unambiguous.
+func ID(shipmentID, updateID, subscriberID string) string {
+	return shipmentID + "/" + updateID + "/" + subscriberID
+}
+
+// DeliveryKey is the seed article's stable key: the same reminder, subscriber
+// and due time always give the same key, so a retried or duplicated delivery
+// is recognised and becomes a no-op. Moving the due time gives a new key.
+func DeliveryKey(reminderID, subscriberID string, due time.Time) string {
+	sum := sha256.Sum256([]byte(reminderID + "|" + subscriberID + "|" + due.UTC().Format(time.RFC3339Nano)))
+	return hex.EncodeToString(sum[:])
+}
+
+// NormalizeTime brings a time to the precision PostgreSQL keeps (microseconds)
+// in UTC, so a delivery key computed before and after a round trip through the
+// mirror is the same.
+func NormalizeTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}

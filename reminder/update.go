@@ -1,0 +1,504 @@
+package reminder
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on an update. They keep one workflow's input and one mirror row far
+// below Temporal's 2 MB payload limit and catch a runaway producer early.
+const (
+	MaxUpdateBytes    = 1 << 20 // a whole update document
+	MaxSubjectRunes   = 200
+	MaxTextBytes      = 32 << 10
+	MaxSubscribers    = 500
+	MaxEmailBytes     = 254 // RFC 5321 path limit
+	MaxURLBytes       = 2048
+	MaxRemindBefore   = 366 * 24 * time.Hour
+	MaxHorizon        = 2 * 366 * 24 * time.Hour // due no later than this after now
+	MaxPastDue        = 30 * 24 * time.Hour      // backfill no older than this
+	minSecretKeyBytes = 24
+	maxSecretKeyBytes = 64
+)
+
+// idPattern is the safe charset for every id a caller supplies. It excludes
+// '@', ':' and '/', so an id can be neither an address nor a URL, and the
+// reminder id's '/' separator stays unambiguous.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// Update is one shipment update fanned out to its subscribers.
+type Update struct {
+	ShipmentID string
+	UpdateID   string
+	Kind       string
+	// WindowStart is when the delivery window opens; subscribers with
+	// RemindBefore are due that long before it. Zero when not given.
+	WindowStart time.Time
+	Message     Message
+	Subscribers []Subscriber
+}
+
+// Message is what every subscriber of an update receives.
+type Message struct {
+	Subject string `json:"subject"`
+	Text    string `json:"text"`
+}
+
+// Subscriber is one receiver of an update and when it wants its reminder:
+// either at DueAt or RemindBefore the window start.
+type Subscriber struct {
+	ID           string
+	Channel      Channel
+	Email        string
+	URL          string
+	Secret       string
+	DueAt        time.Time
+	RemindBefore time.Duration
+}
+
+// FieldError names the input field that is wrong and why. It never repeats
+// the field's value, which may be personal data.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Problem
+	}
+	return e.Field + ": " + e.Problem
+}
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Wire format of an update; times and durations stay strings here so that a
+// bad one is reported with its field name.
+type updateJSON struct {
+	ShipmentID  string            `json:"shipment_id"`
+	UpdateID    string            `json:"update_id"`
+	Kind        string            `json:"kind"`
+	WindowStart string            `json:"window_start"`
+	Message     json.RawMessage   `json:"message"`
+	Subscribers []json.RawMessage `json:"subscribers"`
+}
+
+type subscriberJSON struct {
+	ID           string `json:"id"`
+	Channel      string `json:"channel"`
+	Email        string `json:"email"`
+	URL          string `json:"url"`
+	Secret       string `json:"secret"`
+	DueAt        string `json:"due_at"`
+	RemindBefore string `json:"remind_before"`
+}
+
+// ParseUpdate reads one update document. It rejects malformed JSON, unknown
+// fields (a typo must not silently drop a setting), trailing data, and
+// unparsable times and durations, naming the field. Semantic checks are
+// Update.Plan's.
+func ParseUpdate(r io.Reader) (Update, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxUpdateBytes+1))
+	if err != nil {
+		return Update{}, fmt.Errorf("error reading update: %w", err)
+	}
+	if len(data) > MaxUpdateBytes {
+		return Update{}, fieldErr("", "update is larger than %d bytes", MaxUpdateBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Update{}, fieldErr("", "update is empty")
+	}
+	var w updateJSON
+	if err := decodeStrict(data, &w, ""); err != nil {
+		return Update{}, err
+	}
+	return w.toUpdate()
+}
+
+// decodeStrict decodes one JSON value, refusing unknown fields and trailing
+// data; errors name fields under prefix. Nested objects are decoded by their
+// own call so an unknown field's error carries its full path.
+func decodeStrict(data []byte, v any, prefix string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, prefix)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fieldErr(prefix, "malformed JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+func jsonError(err error, prefix string) error {
+	join := func(field string) string {
+		switch {
+		case prefix == "":
+			return field
+		case field == "":
+			return prefix
+		}
+		return prefix + "." + field
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fieldErr(prefix, "malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+	case errors.As(err, &typ):
+		field := join(typ.Field)
+		if field == "" {
+			field = "update"
+		}
+		return fieldErr(field, "must be a JSON %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fieldErr(prefix, "malformed JSON: unexpected end of input")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return fieldErr(join(name), "unknown field")
+	}
+	return fieldErr(prefix, "malformed JSON: %s", err.Error())
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "slice":
+		return "array"
+	case "struct", "ptr":
+		return "object"
+	}
+	return goKind
+}
+
+func (w updateJSON) toUpdate() (Update, error) {
+	u := Update{ShipmentID: w.ShipmentID, UpdateID: w.UpdateID, Kind: w.Kind}
+	if w.WindowStart != "" {
+		t, err := parseTime(w.WindowStart)
+		if err != nil {
+			return Update{}, fieldErr("window_start", "%s", err)
+		}
+		u.WindowStart = t
+	}
+	if len(w.Message) == 0 || string(w.Message) == "null" {
+		return Update{}, fieldErr("message", "is required")
+	}
+	if err := decodeStrict(w.Message, &u.Message, "message"); err != nil {
+		return Update{}, err
+	}
+	for i, raw := range w.Subscribers {
+		field := fmt.Sprintf("subscribers[%d]", i)
+		var s subscriberJSON
+		if err := decodeStrict(raw, &s, field); err != nil {
+			return Update{}, err
+		}
+		sub := Subscriber{ID: s.ID, Channel: Channel(s.Channel), Email: s.Email, URL: s.URL, Secret: s.Secret}
+		if s.DueAt != "" {
+			t, err := parseTime(s.DueAt)
+			if err != nil {
+				return Update{}, fieldErr(field+".due_at", "%s", err)
+			}
+			sub.DueAt = t
+		}
+		if s.RemindBefore != "" {
+			d, err := ParseDuration(s.RemindBefore)
+			if err != nil {
+				return Update{}, fieldErr(field+".remind_before", "%s", err)
+			}
+			if d <= 0 {
+				return Update{}, fieldErr(field+".remind_before", "must be positive")
+			}
+			sub.RemindBefore = d
+		}
+		u.Subscribers = append(u.Subscribers, sub)
+	}
+	return u, nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("not an RFC 3339 time (like 2026-12-03T08:00:00Z)")
+	}
+	return t, nil
+}
+
+// ParseDuration reads a Go duration ("72h", "90m") optionally preceded by
+// whole days ("3d", "2d12h"), since reminders are usually days ahead.
+func ParseDuration(s string) (time.Duration, error) {
+	bad := errors.New(`not a duration (like "72h", "3d" or "2d12h")`)
+	var days time.Duration
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n, err := strconv.ParseUint(s[:i], 10, 16)
+		if err != nil {
+			return 0, bad
+		}
+		days = time.Duration(n) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, bad
+	}
+	return days + d, nil
+}
+
+// PlanOptions are the deployment's rules for what an update may ask for.
+type PlanOptions struct {
+	// Now is the time due times are checked against.
+	Now time.Time
+	// AllowLocalHTTPWebhooks lets a webhook URL be plain http to a loopback
+	// host. A development setting, for a receiver on the same machine.
+	AllowLocalHTTPWebhooks bool
+}
+
+// Plan checks an update and turns it into its reminders, one per subscriber,
+// in input order. The first problem found is returned as a *FieldError.
+func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
+	if err := checkID("shipment_id", u.ShipmentID); err != nil {
+		return nil, err
+	}
+	if err := checkID("update_id", u.UpdateID); err != nil {
+		return nil, err
+	}
+	if u.Kind == "" {
+		return nil, fieldErr("kind", "is required")
+	}
+	if !kindPattern.MatchString(u.Kind) {
+		return nil, fieldErr("kind", "must be lower-case letters, digits and '_', starting with a letter, at most 32")
+	}
+	if err := u.Message.check(); err != nil {
+		return nil, err
+	}
+	if len(u.Subscribers) == 0 {
+		return nil, fieldErr("subscribers", "must list at least one subscriber")
+	}
+	if len(u.Subscribers) > MaxSubscribers {
+		return nil, fieldErr("subscribers", "lists %d subscribers; at most %d per update", len(u.Subscribers), MaxSubscribers)
+	}
+	seen := make(map[string]int, len(u.Subscribers))
+	out := make([]Reminder, 0, len(u.Subscribers))
+	for i, s := range u.Subscribers {
+		field := fmt.Sprintf("subscribers[%d]", i)
+		if err := checkID(field+".id", s.ID); err != nil {
+			return nil, err
+		}
+		if j, dup := seen[s.ID]; dup {
+			return nil, fieldErr(field+".id", "duplicates subscribers[%d].id %q", j, s.ID)
+		}
+		seen[s.ID] = i
+		r := Reminder{
+			ID:           ID(u.ShipmentID, u.UpdateID, s.ID),
+			ShipmentID:   u.ShipmentID,
+			UpdateID:     u.UpdateID,
+			SubscriberID: s.ID,
+			Channel:      s.Channel,
+		}
+		if err := s.checkChannel(field, opts, &r); err != nil {
+			return nil, err
+		}
+		due, err := s.due(field, u.WindowStart, opts.Now)
+		if err != nil {
+			return nil, err
+		}
+		r.DueAt = due
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func checkID(field, id string) error {
+	if id == "" {
+		return fieldErr(field, "is required")
+	}
+	if len(id) > 64 {
+		return fieldErr(field, "is %d characters; at most 64", len(id))
+	}
+	if !idPattern.MatchString(id) {
+		return fieldErr(field, "may hold only letters, digits, '.', '_' and '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+func (m Message) check() error {
+	if strings.TrimSpace(m.Subject) == "" {
+		return fieldErr("message.subject", "is required")
+	}
+	if !utf8.ValidString(m.Subject) || strings.ContainsAny(m.Subject, "\r\n") {
+		return fieldErr("message.subject", "must be one line of UTF-8 text")
+	}
+	if n := utf8.RuneCountInString(m.Subject); n > MaxSubjectRunes {
+		return fieldErr("message.subject", "is %d characters; at most %d", n, MaxSubjectRunes)
+	}
+	if strings.TrimSpace(m.Text) == "" {
+		return fieldErr("message.text", "is required")
+	}
+	if !utf8.ValidString(m.Text) {
+		return fieldErr("message.text", "must be UTF-8 text")
+	}
+	if len(m.Text) > MaxTextBytes {
+		return fieldErr("message.text", "is %d bytes; at most %d", len(m.Text), MaxTextBytes)
+	}
+	return nil
+}
+
+func (s Subscriber) checkChannel(field string, opts PlanOptions, r *Reminder) error {
+	switch s.Channel {
+	case Email:
+		if s.URL != "" || s.Secret != "" {
+			return fieldErr(field, "an email subscriber takes no url or secret")
+		}
+		if err := checkEmail(field+".email", s.Email); err != nil {
+			return err
+		}
+		r.Email = s.Email
+	case Webhook:
+		if s.Email != "" {
+			return fieldErr(field, "a webhook subscriber takes no email")
+		}
+		if err := CheckWebhookURL(field+".url", s.URL, opts.AllowLocalHTTPWebhooks); err != nil {
+			return err
+		}
+		if err := checkSecret(field+".secret", s.Secret); err != nil {
+			return err
+		}
+		r.WebhookURL, r.WebhookSecret = s.URL, s.Secret
+	case "":
+		return fieldErr(field+".channel", `is required ("email" or "webhook")`)
+	default:
+		return fieldErr(field+".channel", `unknown channel; use "email" or "webhook"`)
+	}
+	return nil
+}
+
+func checkEmail(field, addr string) error {
+	if addr == "" {
+		return fieldErr(field, "is required for the email channel")
+	}
+	if len(addr) > MaxEmailBytes {
+		return fieldErr(field, "is longer than %d bytes", MaxEmailBytes)
+	}
+	parsed, err := mail.ParseAddress(addr)
+	// A bare address only: no display name, no comments, no angle brackets.
+	if err != nil || parsed.Address != addr || parsed.Name != "" {
+		return fieldErr(field, "is not a valid email address (want a bare address like ops@example.com)")
+	}
+	domain := addr[strings.LastIndexByte(addr, '@')+1:]
+	if !strings.Contains(domain, ".") || strings.HasPrefix(domain, "[") {
+		return fieldErr(field, "must have a domain name with a dot")
+	}
+	return nil
+}
+
+// CheckWebhookURL checks the form of a webhook URL: absolute https with a
+// host, no credentials or fragment. With allowLocalHTTP, plain http to a
+// loopback host is accepted too (a local receiver in development).
+func CheckWebhookURL(field, raw string, allowLocalHTTP bool) error {
+	if raw == "" {
+		return fieldErr(field, "is required for the webhook channel")
+	}
+	if len(raw) > MaxURLBytes {
+		return fieldErr(field, "is longer than %d bytes", MaxURLBytes)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
+		return fieldErr(field, "is not an absolute URL")
+	}
+	if u.User != nil {
+		return fieldErr(field, "must not carry credentials")
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return fieldErr(field, "must not have a fragment")
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !allowLocalHTTP || !isLoopbackHost(u.Hostname()) {
+			return fieldErr(field, "must use https")
+		}
+	default:
+		return fieldErr(field, "must use https")
+	}
+	return nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func checkSecret(field, secret string) error {
+	if secret == "" {
+		return fieldErr(field, "is required for the webhook channel")
+	}
+	raw, ok := strings.CutPrefix(secret, "whsec_")
+	if !ok {
+		return fieldErr(field, `must start with "whsec_" (a Standard Webhooks secret)`)
+	}
+	key, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		return fieldErr(field, `must be "whsec_" followed by base64`)
+	}
+	if len(key) < minSecretKeyBytes || len(key) > maxSecretKeyBytes {
+		return fieldErr(field, "must hold %d to %d bytes of key; it holds %d", minSecretKeyBytes, maxSecretKeyBytes, len(key))
+	}
+	return nil
+}
+
+func (s Subscriber) due(field string, windowStart, now time.Time) (time.Time, error) {
+	var due time.Time
+	dueField := field + ".due_at"
+	switch {
+	case !s.DueAt.IsZero() && s.RemindBefore != 0:
+		return time.Time{}, fieldErr(field, "give due_at or remind_before, not both")
+	case !s.DueAt.IsZero():
+		due = s.DueAt
+	case s.RemindBefore != 0:
+		dueField = field + ".remind_before"
+		if s.RemindBefore < 0 {
+			return time.Time{}, fieldErr(field+".remind_before", "must be positive")
+		}
+		if s.RemindBefore > MaxRemindBefore {
+			return time.Time{}, fieldErr(field+".remind_before", "is more than %d days", MaxRemindBefore/(24*time.Hour))
+		}
+		if windowStart.IsZero() {
+			return time.Time{}, fieldErr("window_start", "is required when a subscriber uses remind_before")
+		}
+		due = windowStart.Add(-s.RemindBefore)
+	default:
+		return time.Time{}, fieldErr(field, "needs due_at or remind_before")
+	}
+	if now.IsZero() {
+		return time.Time{}, errors.New("reminder: PlanOptions.Now is required")
+	}
+	if due.Before(now.Add(-MaxPastDue)) {
+		return time.Time{}, fieldErr(dueField, "puts the due time more than %d days in the past", MaxPastDue/(24*time.Hour))
+	}
+	if due.After(now.Add(MaxHorizon)) {
+		return time.Time{}, fieldErr(dueField, "puts the due time more than %d days ahead", MaxHorizon/(24*time.Hour))
+	}
+	return NormalizeTime(due), nil
+}

@@ -1,0 +1,146 @@
+package reminder_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+var now = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+func plan(t *testing.T, doc string) ([]reminder.Reminder, error) {
+	t.Helper()
+	u, err := reminder.ParseUpdate(strings.NewReader(doc))
+	if err != nil {
+		return nil, err
+	}
+	return u.Plan(reminder.PlanOptions{Now: now})
+}
+
+func validDoc(t *testing.T) string {
+	b, err := json.Marshal(testenv.ValidUpdate(now))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestPlanValidUpdate(t *testing.T) {
+	t.Parallel()
+	rems, err := plan(t, validDoc(t))
+	require.NoError(t, err)
+	require.Len(t, rems, 3)
+
+	window := now.Add(73 * time.Hour)
+	require.Equal(t, "SHP-1001/window-1/shipper-ops", rems[0].ID)
+	require.Equal(t, window.Add(-72*time.Hour), rems[0].DueAt, "72h before the window")
+	require.Equal(t, window.Add(-72*time.Hour), rems[1].DueAt, "3d before the window")
+	require.Equal(t, now.Add(2*time.Hour), rems[2].DueAt, "explicit due_at")
+	require.Equal(t, reminder.Email, rems[0].Channel)
+	require.Equal(t, "ops@shipper.example", rems[0].Email)
+	require.Equal(t, reminder.Webhook, rems[2].Channel)
+	require.Equal(t, "https://hooks.consignee.example/in", rems[2].WebhookURL)
+}
+
+// The seed article's key: sha256 over "reminder id|subscriber id|due time in
+// RFC3339Nano UTC", hex. The vector was computed with sha256sum.
+func TestDeliveryKeyIsTheSeedsKey(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2026, 11, 30, 12, 0, 0, 500, time.FixedZone("CET", 3600))
+	key := reminder.DeliveryKey("SHP-1/u-1/sub-1", "sub-1", due)
+	// echo -n 'SHP-1/u-1/sub-1|sub-1|2026-11-30T11:00:00.0000005Z' | sha256sum
+	require.Equal(t, "07a9efb05e194d6c86cca94d781f2870b49f75efd424a167efd57aa00eaebe1e", key)
+
+	sum := sha256.Sum256([]byte("SHP-1/u-1/sub-1|sub-1|" + due.UTC().Format(time.RFC3339Nano)))
+	require.Equal(t, hex.EncodeToString(sum[:]), key)
+	require.Equal(t, key, reminder.DeliveryKey("SHP-1/u-1/sub-1", "sub-1", due.UTC()), "the zone does not matter")
+	require.NotEqual(t, key, reminder.DeliveryKey("SHP-1/u-1/sub-1", "sub-1", due.Add(time.Second)), "a new due time is a new key")
+	require.NotEqual(t, key, reminder.DeliveryKey("SHP-1/u-1/sub-2", "sub-1", due))
+}
+
+func TestDueTimesKeepPostgresPrecision(t *testing.T) {
+	t.Parallel()
+	u, err := reminder.ParseUpdate(strings.NewReader(strings.Replace(validDoc(t), `"remind_before":"72h"`,
+		`"due_at":"`+now.Add(time.Hour+1234567*time.Nanosecond).Format(time.RFC3339Nano)+`"`, 1)))
+	require.NoError(t, err)
+	rems, err := u.Plan(reminder.PlanOptions{Now: now})
+	require.NoError(t, err)
+	require.Equal(t, now.Add(time.Hour+1234*time.Microsecond), rems[0].DueAt, "truncated to microseconds, as timestamptz keeps it")
+}
+
+func TestRemindersAreIdentifiedByOpaqueIDsOnly(t *testing.T) {
+	t.Parallel()
+	a, err := plan(t, validDoc(t))
+	require.NoError(t, err)
+	b, err := plan(t, strings.ReplaceAll(validDoc(t), "ops@shipper.example", "someone@else.example"))
+	require.NoError(t, err)
+	for i := range a {
+		require.Equal(t, a[i].ID, b[i].ID)
+		require.Equal(t, a[i].DeliveryKey(), b[i].DeliveryKey())
+		require.NotContains(t, a[i].ID, "@")
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{
+		"72h": 72 * time.Hour, "3d": 72 * time.Hour, "2d12h": 60 * time.Hour, "90m": 90 * time.Minute, "0d30m": 30 * time.Minute,
+	} {
+		got, err := reminder.ParseDuration(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "d", "3", "3days", "-3d", "1.5d", "3d3d", "h"} {
+		_, err := reminder.ParseDuration(in)
+		require.Error(t, err, in)
+	}
+}
+
+func TestLocalHTTPWebhooksOnlyWhenAllowed(t *testing.T) {
+	t.Parallel()
+	doc := strings.Replace(validDoc(t), "https://hooks.consignee.example/in", "http://127.0.0.1:9999/in", 1)
+	u, err := reminder.ParseUpdate(strings.NewReader(doc))
+	require.NoError(t, err)
+	_, err = u.Plan(reminder.PlanOptions{Now: now})
+	require.ErrorContains(t, err, "subscribers[2].url: must use https")
+	_, err = u.Plan(reminder.PlanOptions{Now: now, AllowLocalHTTPWebhooks: true})
+	require.NoError(t, err)
+
+	doc = strings.Replace(validDoc(t), "https://hooks.consignee.example/in", "http://hooks.consignee.example/in", 1)
+	u, err = reminder.ParseUpdate(strings.NewReader(doc))
+	require.NoError(t, err)
+	_, err = u.Plan(reminder.PlanOptions{Now: now, AllowLocalHTTPWebhooks: true})
+	require.ErrorContains(t, err, "must use https", "plain http only to loopback")
+}
+
+func TestOversizedDocument(t *testing.T) {
+	t.Parallel()
+	_, err := reminder.ParseUpdate(bytes.NewReader(make([]byte, reminder.MaxUpdateBytes+1)))
+	require.ErrorContains(t, err, "larger than")
+}
+
+// Each malformed update gets a one-line error that names the field and does
+// not repeat personal data.
+func TestBadUpdates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range testenv.BadUpdates(now) {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			_, err := plan(t, tc.Doc)
+			require.Error(t, err)
+			var fe *reminder.FieldError
+			require.True(t, errors.As(err, &fe), "want a *FieldError, got %T: %v", err, err)
+			require.Contains(t, err.Error(), tc.Field)
+			require.NotContains(t, err.Error(), "\n")
+			require.NotContains(t, err.Error(), "ops@shipper.example", "errors never repeat an address")
+		})
+	}
+}

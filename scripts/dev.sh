@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# The real parts shipnotify runs on, for the demo and the tests: the Temporal
+# dev server (file-backed, Web UI on :8233, our search attributes registered)
+# and a private PostgreSQL cluster, both under .dev/ and on loopback only.
+#
+#   scripts/dev.sh install        install the pinned Temporal CLI and PostgreSQL if missing
+#   scripts/dev.sh up             start both (reusing any already running) and migrate
+#   scripts/dev.sh run -- CMD...  up, run CMD with the env below, then stop what this call started
+#   scripts/dev.sh down           stop what scripts/dev.sh started, nothing else
+#   scripts/dev.sh env            print the environment the demo and tests use
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dev="$root/.dev"
+temporal_version=v1.5.1
+temporal_port=${SHIPNOTIFY_DEV_TEMPORAL_PORT:-7233}
+ui_port=${SHIPNOTIFY_DEV_UI_PORT:-8233}
+pg_default_port=${SHIPNOTIFY_DEV_PG_PORT:-54329}
+# Keep these in step with workflows.SearchAttributeTypes (a test checks).
+search_attributes=(ShipmentId=Keyword UpdateId=Keyword ReminderState=Keyword DueAt=Datetime)
+
+say() { printf 'dev: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# --- Temporal CLI --------------------------------------------------------
+
+temporal_bin() {
+  local gobin candidate
+  gobin="$(go env GOBIN)"; [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+  for candidate in "$(command -v temporal || true)" "$gobin/temporal"; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    # The CLI reports 0.0.0-DEV when built with go install; the module
+    # version in the binary's build info is the reliable one.
+    if go version -m "$candidate" 2>/dev/null | grep -qE "^\s+mod\s+github.com/temporalio/cli\s+$temporal_version\b"; then
+      echo "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+
+install_temporal() {
+  temporal_bin >/dev/null && return 0
+  say "installing the Temporal CLI $temporal_version with go install (a few minutes, once per machine)"
+  GOFLAGS=-mod=mod go install "github.com/temporalio/cli/cmd/temporal@$temporal_version"
+  temporal_bin >/dev/null || die "the Temporal CLI did not install"
+}
+
+# --- PostgreSQL ----------------------------------------------------------
+
+pg_bindir() {
+  local d
+  if d=$(command -v initdb 2>/dev/null) && [ -x "$(dirname "$d")/pg_ctl" ]; then
+    dirname "$(readlink -f "$d")"; return 0
+  fi
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+install_postgres() {
+  pg_bindir >/dev/null && command -v psql >/dev/null && return 0
+  [ "$(id -u)" = 0 ] || die "PostgreSQL is missing; install Debian's postgresql package (needs root)"
+  say "installing PostgreSQL from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq postgresql >&2
+  pg_bindir >/dev/null || die "PostgreSQL did not install"
+}
+
+# PostgreSQL refuses to run as root: as root, run it as the postgres user.
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# The cluster lives in .dev/pg unless the postgres user cannot reach the
+# checkout (a private temporary directory, say); then under /tmp, recorded
+# in .dev/pg.dir so every call finds the same one.
+pg_datadir() {
+  if [ -f "$dev/pg.dir" ]; then cat "$dev/pg.dir"; return; fi
+  local dir="$dev/pg"
+  if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$dev" 2>/dev/null; then
+    dir="/tmp/shipnotify-pg-$(printf '%s' "$root" | sha1sum | cut -c1-12)"
+  fi
+  echo "$dir" > "$dev/pg.dir"
+  echo "$dir"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pg_port() {
+  local data=$1 port
+  if [ -f "$data.port" ]; then cat "$data.port"; return; fi
+  port=$pg_default_port
+  while port_busy "$port"; do port=$((port + 1)); done
+  echo "$port" > "$data.port"
+  echo "$port"
+}
+
+pg_running() { as_pg "$(pg_bindir)/pg_ctl" status -D "$1" >/dev/null 2>&1; }
+
+pg_up() {
+  local bin data port
+  bin=$(pg_bindir) || die "PostgreSQL is not installed: run scripts/dev.sh install"
+  data=$(pg_datadir)
+  port=$(pg_port "$data")
+  if pg_running "$data"; then
+    return 0
+  fi
+  if [ ! -f "$data/PG_VERSION" ]; then
+    mkdir -p "$data"
+    [ "$(id -u)" = 0 ] && chown postgres: "$data"
+    chmod 700 "$data"
+    say "initialising PostgreSQL in $data"
+    as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >"$dev/pg.init.log" 2>&1 \
+      || { cat "$dev/pg.init.log" >&2; die "initdb failed"; }
+  fi
+  port_busy "$port" && die "port $port is taken by something else; remove $data.port to pick another"
+  say "starting PostgreSQL on 127.0.0.1:$port"
+  local log="$data.log"
+  touch "$log"; [ "$(id -u)" = 0 ] && chown postgres: "$log"
+  as_pg "$bin/pg_ctl" -D "$data" -l "$log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories='' -c max_connections=300" \
+    start >/dev/null || { tail -20 "$log" >&2; die "PostgreSQL did not start"; }
+  echo started > "$dev/pg.ours"
+  local db
+  for db in shipnotify shipnotify_test; do
+    if ! psql -h 127.0.0.1 -p "$port" -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
+      psql -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE $db" >/dev/null
+    fi
+  done
+}
+
+pg_down() {
+  [ -f "$dev/pg.ours" ] || return 0
+  local data; data=$(pg_datadir)
+  if pg_running "$data"; then
+    say "stopping PostgreSQL"
+    as_pg "$(pg_bindir)/pg_ctl" -D "$data" -m fast -w stop >/dev/null || true
+  fi
+  rm -f "$dev/pg.ours"
+}
+
+# --- Temporal dev server -------------------------------------------------
+
+temporal_healthy() {
+  "$1" operator cluster health --address "127.0.0.1:$temporal_port" >/dev/null 2>&1
+}
+
+temporal_pid_alive() {
+  [ -f "$dev/temporal/pid" ] && kill -0 "$(cat "$dev/temporal/pid")" 2>/dev/null
+}
+
+temporal_up() {
+  local bin; bin=$(temporal_bin) || die "the Temporal CLI is not installed: run scripts/dev.sh install"
+  if temporal_healthy "$bin"; then
+    temporal_pid_alive || say "reusing the Temporal server already on :$temporal_port (not ours; it is left running)"
+    return 0
+  fi
+  mkdir -p "$dev/temporal"
+  local args=(server start-dev --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port"
+    --db-filename "$dev/temporal/temporal.db"
+    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
+    --log-level warn)
+  local sa; for sa in "${search_attributes[@]}"; do args+=(--search-attribute "$sa"); done
+  say "starting the Temporal dev server on 127.0.0.1:$temporal_port (Web UI http://localhost:$ui_port)"
+  # Its own session, so a Ctrl-C meant for the demo does not reach it.
+  setsid "$bin" "${args[@]}" >"$dev/temporal/server.log" 2>&1 < /dev/null &
+  echo $! > "$dev/temporal/pid"
+  local i
+  for i in $(seq 1 120); do
+    temporal_healthy "$bin" && return 0
+    temporal_pid_alive || { tail -20 "$dev/temporal/server.log" >&2; die "the Temporal dev server exited"; }
+    sleep 0.5
+  done
+  die "the Temporal dev server did not become healthy in 60 s"
+}
+
+temporal_down() {
+  temporal_pid_alive || { rm -f "$dev/temporal/pid"; return 0; }
+  local pid; pid=$(cat "$dev/temporal/pid")
+  say "stopping the Temporal dev server"
+  kill -TERM "$pid" 2>/dev/null || true
+  local i
+  for i in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$dev/temporal/pid"
+}
+
+# --- commands --------------------------------------------------------------
+
+print_env() {
+  local port; port=$(cat "$(pg_datadir).port")
+  echo "TEMPORAL_ADDRESS=127.0.0.1:$temporal_port"
+  echo "TEMPORAL_NAMESPACE=default"
+  echo "DATABASE_URL=postgres://postgres@127.0.0.1:$port/shipnotify?sslmode=disable"
+  echo "TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$port/shipnotify_test?sslmode=disable"
+  echo "SHIPNOTIFY_DEV_DIR=$dev"
+  echo "SHIPNOTIFY_DEV_PG_DATA=$(pg_datadir)"
+  echo "SHIPNOTIFY_DEV_TEMPORAL_BIN=$(temporal_bin)"
+}
+
+mkdir -p "$dev"
+case "${1:-}" in
+  install)
+    install_temporal
+    install_postgres
+    ;;
+  up)
+    install_temporal
+    install_postgres
+    temporal_up
+    pg_up
+    ;;
+  down)
+    temporal_down
+    pg_down
+    ;;
+  env)
+    print_env
+    ;;
+  run)
+    shift
+    [ "${1:-}" = "--" ] && shift
+    [ $# -gt 0 ] || die "usage: scripts/dev.sh run -- CMD..."
+    install_temporal
+    install_postgres
+    temporal_was_up=false; temporal_pid_alive && temporal_was_up=true
+    bin=$(temporal_bin); temporal_healthy "$bin" && temporal_was_up=true
+    pg_was_up=false; pg_running "$(pg_datadir)" && pg_was_up=true
+    cleanup() {
+      $temporal_was_up || temporal_down
+      $pg_was_up || pg_down
+    }
+    trap cleanup EXIT
+    # Ctrl-C reaches the command (same process group); this shell waits for
+    # it to finish and then cleans up.
+    trap ':' INT TERM
+    temporal_up
+    pg_up
+    set -a
+    eval "$(print_env)"
+    set +a
+    status=0
+    "$@" || status=$?
+    exit $status
+    ;;
+  *)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac

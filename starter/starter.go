@@ -1,0 +1,142 @@
+// Package starter is how a shipment tracker schedules reminders: it checks
+// an update, mirrors its fan-out in PostgreSQL in one statement, and starts
+// one Temporal workflow per (update, subscriber) under a deterministic id, so
+// scheduling the same update twice creates nothing new.
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// Status says what scheduling did for one subscriber.
+type Status string
+
+const (
+	// Scheduled: this call started the reminder's workflow.
+	Scheduled Status = "scheduled"
+	// AlreadyScheduled: the workflow existed already; nothing was started.
+	AlreadyScheduled Status = "already_scheduled"
+)
+
+// Starter schedules reminders.
+type Starter struct {
+	Temporal  client.Client
+	Mirror    *mirror.Store
+	TaskQueue string
+	// Concurrency bounds workflow starts in flight for one update (0 means 16).
+	Concurrency int
+	// AllowLocalHTTPWebhooks accepts http:// webhook URLs on loopback (development only).
+	AllowLocalHTTPWebhooks bool
+	// Now is the clock due times are checked against (nil means time.Now).
+	Now func() time.Time
+}
+
+// Result is the outcome for one subscriber.
+type Result struct {
+	ReminderID   string    `json:"reminder_id"`
+	WorkflowID   string    `json:"workflow_id"`
+	SubscriberID string    `json:"subscriber_id"`
+	DeliveryKey  string    `json:"delivery_key"`
+	DueAt        time.Time `json:"due_at"`
+	Status       Status    `json:"status"`
+}
+
+// Plan checks an update and returns its reminders without writing anything.
+// A bad update is a *reminder.FieldError naming the field.
+func (s *Starter) Plan(u reminder.Update) ([]reminder.Reminder, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	return u.Plan(reminder.PlanOptions{Now: now(), AllowLocalHTTPWebhooks: s.AllowLocalHTTPWebhooks})
+}
+
+// Schedule checks the update, writes its mirror rows (ON CONFLICT DO
+// NOTHING) and starts a workflow per subscriber, rejecting duplicates. A bad
+// update writes nothing. Results come in subscriber order. If some starts
+// fail, the results of the others are returned with the error; the failed
+// reminders' rows stay for the reconciler or a retry of the same call.
+func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, error) {
+	rems, err := s.Plan(u)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]mirror.NewReminder, len(rems))
+	for i, r := range rems {
+		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
+	}
+	if _, err := s.Mirror.InsertUpdate(ctx, u, rows); err != nil {
+		return nil, err
+	}
+
+	results := make([]Result, len(rows))
+	var mu sync.Mutex
+	var started []string
+	g, gctx := errgroup.WithContext(ctx)
+	limit := s.Concurrency
+	if limit <= 0 {
+		limit = 16
+	}
+	g.SetLimit(limit)
+	for i, r := range rows {
+		g.Go(func() error {
+			status, err := s.start(gctx, r)
+			if err != nil {
+				return fmt.Errorf("error starting workflow for reminder %s: %w", r.ID, err)
+			}
+			results[i] = Result{
+				ReminderID: r.ID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
+				DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status,
+			}
+			mu.Lock()
+			started = append(started, r.ID)
+			mu.Unlock()
+			return nil
+		})
+	}
+	startErr := g.Wait()
+	// Mark whatever Temporal holds, even after a failed start, so the
+	// reconciler only sees rows whose workflow truly is missing.
+	if err := s.Mirror.MarkStarted(ctx, started); err != nil {
+		return results, errors.Join(startErr, err)
+	}
+	return results, startErr
+}
+
+func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, error) {
+	in := workflows.ReminderInput{
+		ReminderID: r.ID, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
+		SubscriberID: r.SubscriberID, DueAt: r.DueAt,
+	}
+	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       r.WorkflowID,
+		TaskQueue:                s.TaskQueue,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		TypedSearchAttributes:    workflows.StartSearchAttributes(in),
+		StaticSummary:            "Reminder " + r.ID,
+		// Without this the SDK hands back the running workflow as if it were new.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, workflows.ReminderWorkflowName, in)
+	var exists *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &exists):
+		return AlreadyScheduled, nil
+	case err != nil:
+		return "", err
+	}
+	return Scheduled, nil
+}

@@ -1,0 +1,129 @@
+// Package webhook delivers notifications to a customer's receiver as signed
+// JSON POSTs in the Standard Webhooks scheme (webhook-id, webhook-timestamp,
+// webhook-signature), signed with the official standard-webhooks library.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/shipnotify/shipnotify/delivery"
+)
+
+// Timeout bounds one delivery attempt, connection to last byte.
+const Timeout = 15 * time.Second
+
+// maxResponseBytes is how much of a receiver's answer is read: enough for a
+// short error excerpt, never a whole page.
+const maxResponseBytes = 4 << 10
+
+// Sender posts signed webhooks.
+type Sender struct {
+	client *http.Client
+	now    func() time.Time
+}
+
+// Options configure a Sender.
+type Options struct {
+	// Transport carries the requests; nil means a plain transport without any
+	// proxy.
+	Transport http.RoundTripper
+	// Now is the clock for the signature timestamp.
+	Now func() time.Time
+}
+
+// NewSender returns a Sender that never follows redirects: a 3xx is a failed
+// delivery, not an invitation to post elsewhere.
+func NewSender(o Options) *Sender {
+	if o.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		o.Transport = t
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Sender{
+		client: &http.Client{
+			Transport: o.Transport,
+			Timeout:   Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		now: o.Now,
+	}
+}
+
+// Message is one signed POST.
+type Message struct {
+	URL    string
+	Secret string
+	// ID is the delivery key: the webhook-id header and the Idempotency-Key,
+	// the same on every retry so a receiver can drop duplicates.
+	ID   string
+	Body []byte
+}
+
+// Send signs and posts the message. It returns the receiver's request id
+// header, if it sent one, as the provider message id.
+func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
+	wh, err := standardwebhooks.NewWebhook(m.Secret)
+	if err != nil {
+		return "", failure(0, true, "webhook secret is not valid base64")
+	}
+	ts := s.now()
+	sig, err := wh.Sign(m.ID, ts, m.Body)
+	if err != nil {
+		return "", fmt.Errorf("error signing webhook: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Body))
+	if err != nil {
+		return "", failure(0, true, "webhook URL is not valid")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "shipnotify-webhooks/1")
+	req.Header.Set(standardwebhooks.HeaderWebhookID, m.ID)
+	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	req.Header.Set("Idempotency-Key", m.ID)
+
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", failure(0, false, transportDetail(err))
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp.Header.Get("X-Request-Id"), nil
+	}
+	e := failure(resp.StatusCode, resp.StatusCode == http.StatusGone, delivery.Excerpt(body))
+	e.RetryAfter = delivery.RetryAfter(resp.Header.Get("Retry-After"), s.now())
+	return "", e
+}
+
+func failure(status int, permanent bool, detail string) *delivery.Error {
+	return &delivery.Error{Channel: "webhook receiver", Status: status, Permanent: permanent, Detail: detail}
+}
+
+// transportDetail describes a failed request without its URL, which is the
+// customer's and may carry a token in its path or query.
+func transportDetail(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if ue.Timeout() {
+			return "request timed out"
+		}
+		return ue.Op + ": " + ue.Err.Error()
+	}
+	return err.Error()
+}

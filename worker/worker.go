@@ -1,0 +1,41 @@
+// Package worker assembles a Temporal worker that runs shipnotify's
+// workflows and activities on one task queue.
+package worker
+
+import (
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// Options tune a worker; zero values take the SDK's defaults.
+type Options struct {
+	// MaxConcurrentActivities bounds notify activities in flight; size the
+	// mirror's connection pool to it.
+	MaxConcurrentActivities int
+	// ActivitiesPerSecond caps the task queue's activity rate across all
+	// workers, to stay under the mail provider's limit; 0 is unlimited.
+	ActivitiesPerSecond float64
+}
+
+// New returns a worker on taskQueue with every workflow and activity
+// registered. Start it with Run or Start.
+func New(c client.Client, taskQueue string, acts *activities.Activities, o Options) sdkworker.Worker {
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities,
+		TaskQueueActivitiesPerSecond:       o.ActivitiesPerSecond,
+	})
+	Register(w, acts)
+	return w
+}
+
+// Register adds shipnotify's workflows and activities to a registry; the
+// replayer and tests use it too, so registration has one home.
+func Register(r sdkworker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflowWithOptions(workflows.ReminderWorkflow, workflow.RegisterOptions{Name: workflows.ReminderWorkflowName})
+	r.RegisterActivityWithOptions(acts, activity.RegisterOptions{})
+}
