@@ -82,12 +82,16 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	}
 
 	info := activity.GetInfo(ctx)
+	lease := info.Deadline
+	if lease.IsZero() {
+		lease = time.Now().Add(time.Minute)
+	}
 	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
 		Key:        key,
 		ReminderID: in.ReminderID,
 		Purpose:    mirror.PurposeReminder,
 		Owner:      info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID,
-		LeaseUntil: info.Deadline,
+		LeaseUntil: lease,
 	})
 	if errors.Is(err, mirror.ErrNotFound) {
 		return res, temporal.NewNonRetryableApplicationError("reminder is not in the mirror", ErrTypeReminderNotFound, err)

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"hash/crc64"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,7 +24,7 @@ var files embed.FS
 func Up(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	provider, err := newProvider(db, logger)
+	provider, err := newProvider(ctx, db, logger)
 	if err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func Up(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	provider, err := newProvider(db, slog.New(slog.DiscardHandler))
+	provider, err := newProvider(ctx, db, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return false, err
 	}
@@ -52,8 +53,15 @@ func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	return pending, nil
 }
 
-func newProvider(db *sql.DB, logger *slog.Logger) (*goose.Provider, error) {
-	locker, err := lock.NewPostgresSessionLocker()
+func newProvider(ctx context.Context, db *sql.DB, logger *slog.Logger) (*goose.Provider, error) {
+	// One lock per schema: migrations of one schema are serialised, those
+	// of different schemas (parallel tests) are not.
+	var schema string
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return nil, fmt.Errorf("error reading current schema: %w", err)
+	}
+	lockID := int64(crc64.Checksum([]byte("shipnotify migrations "+schema), crc64.MakeTable(crc64.ECMA)) >> 1)
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return nil, fmt.Errorf("error creating migration lock: %w", err)
 	}

@@ -33,9 +33,14 @@ func New(c client.Client, taskQueue string, acts *activities.Activities, o Optio
 	return w
 }
 
-// Register adds shipnotify's workflows and activities to a registry; the
-// replayer and tests use it too, so registration has one home.
+// Register adds shipnotify's workflows and activities to a registry; tests
+// use it too, so registration has one home.
 func Register(r sdkworker.Registry, acts *activities.Activities) {
-	r.RegisterWorkflowWithOptions(workflows.ReminderWorkflow, workflow.RegisterOptions{Name: workflows.ReminderWorkflowName})
+	RegisterWorkflows(r)
 	r.RegisterActivityWithOptions(acts, activity.RegisterOptions{})
+}
+
+// RegisterWorkflows adds the workflows alone, for the history replayer.
+func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(workflows.ReminderWorkflow, workflow.RegisterOptions{Name: workflows.ReminderWorkflowName})
 }

@@ -31,8 +31,9 @@ func init() {
 const demoTaskQueue = "shipnotify-demo"
 
 func runDemo(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL]")
+	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q]")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
+	taskQueue := fs.String("task-queue", demoTaskQueue, "the demo worker's own task queue, away from real workers")
 	uiURL := fs.String("ui", "http://localhost:8233", "the Temporal Web UI's address, for the printed link")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
@@ -88,14 +89,14 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		Email:   email.NewSender(email.Options{APIKey: apiKey, BaseURL: mails.URL(), FromEmail: cfg.FromEmail, FromName: cfg.FromName}),
 		Webhook: webhook.NewSender(webhook.Options{}),
 	}
-	w := worker.New(tc, demoTaskQueue, acts, worker.Options{})
+	w := worker.New(tc, *taskQueue, acts, worker.Options{})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
 	}
 	defer w.Stop()
 
 	u := sampleUpdate(start, hooks.URL()+"/consignee/in", secret)
-	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: demoTaskQueue, AllowLocalHTTPWebhooks: true, Now: time.Now}
+	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, AllowLocalHTTPWebhooks: true, Now: time.Now}
 	results, err := st.Schedule(ctx, u)
 	if err != nil {
 		return err

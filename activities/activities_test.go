@@ -1,0 +1,287 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/webhook"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// fixture is the notify activity over a private schema and local stand-ins
+// for SendGrid and a webhook receiver; no Temporal server is needed.
+type fixture struct {
+	db     testenv.DB
+	mirror *mirror.Store
+	mail   *sink.MailSink
+	hooks  *sink.WebhookSink
+	secret string
+	acts   *activities.Activities
+	now    time.Time
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{db: testenv.Postgres(t), secret: testenv.NewWebhookSecret(), now: time.Now()}
+	f.mirror = mirror.New(f.db.Pool)
+	var err error
+	f.mail, err = sink.StartMail("", testenv.MailAPIKey)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.mail.Close() })
+	f.hooks, err = sink.StartWebhook("", f.secret)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.hooks.Close() })
+	f.acts = &activities.Activities{
+		Mirror: f.mirror,
+		Email: email.NewSender(email.Options{
+			APIKey: testenv.MailAPIKey, BaseURL: f.mail.URL(), FromEmail: "reminders@shipnotify.example",
+			Now: func() time.Time { return f.now },
+		}),
+		Webhook:       webhook.NewSender(webhook.Options{}),
+		RecordRetries: 1,
+	}
+	return f
+}
+
+// schedule mirrors one reminder on channel and returns its notify input.
+func (f *fixture) schedule(t *testing.T, channel reminder.Channel) activities.NotifyInput {
+	t.Helper()
+	sub := reminder.Subscriber{ID: "sub-1", Channel: channel, DueAt: f.now}
+	if channel == reminder.Email {
+		sub.Email = "ops@customer.example"
+	} else {
+		sub.URL, sub.Secret = f.hooks.URL()+"/in", f.secret
+	}
+	u := reminder.Update{
+		ShipmentID: testenv.ID(t, "SHP"), UpdateID: "window-1", Kind: "delivery_window",
+		WindowStart: f.now.Add(72 * time.Hour),
+		Message:     reminder.Message{Subject: "Window opens in 3 days", Text: "Dock 4."},
+		Subscribers: []reminder.Subscriber{sub},
+	}
+	rems, err := u.Plan(reminder.PlanOptions{Now: f.now, AllowLocalHTTPWebhooks: true})
+	require.NoError(t, err)
+	r := rems[0]
+	_, err = f.mirror.InsertUpdate(context.Background(), u, []mirror.NewReminder{{
+		Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID),
+	}})
+	require.NoError(t, err)
+	return activities.NotifyInput{ReminderID: r.ID, SubscriberID: r.SubscriberID, DueAt: r.DueAt}
+}
+
+// notify runs the activity in a fresh activity environment, as a new
+// execution would.
+func (f *fixture) notify(t *testing.T, in activities.NotifyInput, heartbeat any) (activities.NotifyResult, error) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(f.acts)
+	if heartbeat != nil {
+		env.SetHeartbeatDetails(heartbeat)
+	}
+	val, err := env.ExecuteActivity(f.acts.Notify, in)
+	var res activities.NotifyResult
+	if err == nil {
+		require.NoError(t, val.Get(&res))
+	}
+	return res, err
+}
+
+type deliveryRow struct {
+	Status, Purpose, ProviderMessageID string
+	Attempts                           int
+}
+
+func (f *fixture) delivery(t *testing.T, key string) deliveryRow {
+	t.Helper()
+	var d deliveryRow
+	err := f.db.Pool.QueryRow(context.Background(), `
+SELECT status, purpose, coalesce(provider_message_id, ''), attempts FROM deliveries WHERE delivery_key = $1`, key).
+		Scan(&d.Status, &d.Purpose, &d.ProviderMessageID, &d.Attempts)
+	require.NoError(t, err)
+	return d
+}
+
+func (f *fixture) eventTypes(t *testing.T, reminderID string) []string {
+	t.Helper()
+	events, err := f.mirror.Events(context.Background(), reminderID)
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+func TestNotifyTwiceForOneKeySendsOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
+
+	first, err := f.notify(t, in, nil)
+	require.NoError(t, err)
+	second, err := f.notify(t, in, nil)
+	require.NoError(t, err)
+
+	mails := f.mail.Mails()
+	require.Len(t, mails, 1, "the second execution for the same key sends nothing")
+	require.Equal(t, 1, f.mail.Requests())
+	require.False(t, first.AlreadySent)
+	require.True(t, second.AlreadySent)
+	require.Equal(t, key, first.DeliveryKey)
+	require.Equal(t, mails[0].MessageID, first.ProviderMessageID)
+	require.Equal(t, first.ProviderMessageID, second.ProviderMessageID)
+
+	m := mails[0]
+	require.Equal(t, []string{"ops@customer.example"}, m.To)
+	require.Equal(t, "Window opens in 3 days", m.Subject)
+	require.Equal(t, key, m.CustomArgs["delivery_key"], "the key travels in custom_args")
+
+	d := f.delivery(t, key)
+	require.Equal(t, deliveryRow{Status: "sent", Purpose: "reminder", ProviderMessageID: m.MessageID, Attempts: 1}, d)
+	row, err := f.mirror.Get(context.Background(), in.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, reminder.Sent, row.State)
+	require.NotNil(t, row.SentAt)
+	require.Equal(t, []string{"scheduled", "sent"}, f.eventTypes(t, in.ReminderID))
+}
+
+func TestNotifyWebhookIsSignedAndKeyed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Webhook)
+	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
+
+	_, err := f.notify(t, in, nil)
+	require.NoError(t, err)
+
+	hooks := f.hooks.Hooks()
+	require.Len(t, hooks, 1)
+	require.Zero(t, f.hooks.Rejected(), "the receiver verified the signature with the official library")
+	require.Equal(t, key, hooks[0].ID, "webhook-id is the delivery key")
+	require.Equal(t, key, hooks[0].IdempotencyKey)
+	require.Equal(t, "/in", hooks[0].Path)
+	var ev activities.WebhookEvent
+	require.NoError(t, json.Unmarshal(hooks[0].Body, &ev))
+	require.Equal(t, "shipment.reminder", ev.Type)
+	require.Equal(t, in.ReminderID, ev.Data.ReminderID)
+	require.Equal(t, key, ev.Data.DeliveryKey)
+	require.Equal(t, "Dock 4.", ev.Data.Text)
+	require.Equal(t, "sent", f.delivery(t, key).Status)
+}
+
+func TestPermanentMailFailureIsNotRetried(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	f.mail.Fail(sink.Answer{Status: 400})
+
+	_, err := f.notify(t, in, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.Equal(t, activities.ErrTypePermanentDelivery, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
+	require.Equal(t, "failed", f.delivery(t, key).Status)
+	require.Equal(t, []string{"scheduled", "delivery_failed"}, f.eventTypes(t, in.ReminderID))
+
+	// A later execution for the same key does not try again.
+	_, err = f.notify(t, in, nil)
+	require.True(t, errors.As(err, &appErr))
+	require.True(t, appErr.NonRetryable())
+	require.Equal(t, 1, f.mail.Requests())
+}
+
+func TestRateLimitedMailRetriesAfterTheReset(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	reset := f.now.Add(42 * time.Second).Unix()
+	f.mail.Fail(sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": strconv.FormatInt(reset, 10)}})
+
+	_, err := f.notify(t, in, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.False(t, appErr.NonRetryable())
+	require.InDelta(t, 42, appErr.NextRetryDelay().Seconds(), 1, "retry when SendGrid's limit resets")
+
+	// The retry (same execution) takes its own claim over and delivers.
+	res, err := f.notify(t, in, nil)
+	require.NoError(t, err)
+	require.Len(t, f.mail.Mails(), 1)
+	require.Equal(t, 2, f.delivery(t, res.DeliveryKey).Attempts)
+}
+
+func TestClaimHeldByALiveExecutionIsNotTaken(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
+	_, err := f.db.Pool.Exec(context.Background(), `
+INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
+VALUES ($1, $2, 'reminder', 'sending', 'another-worker', now() + interval '1 minute')`, key, in.ReminderID)
+	require.NoError(t, err)
+
+	_, err = f.notify(t, in, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.False(t, appErr.NonRetryable(), "retry later: the other execution may still finish")
+	require.Zero(t, f.mail.Requests(), "nothing sent while another execution holds the key")
+
+	// Once that holder's lease lapses (it died), the key is taken over.
+	_, err = f.db.Pool.Exec(context.Background(), `UPDATE deliveries SET lease_until = now() - interval '1 second'`)
+	require.NoError(t, err)
+	_, err = f.notify(t, in, nil)
+	require.NoError(t, err)
+	require.Len(t, f.mail.Mails(), 1)
+}
+
+// sentProgress mirrors the activity's heartbeat details (same JSON shape).
+type sentProgress struct{ ProviderMessageID string }
+
+func TestRetryAfterAnUnrecordedSendRecordsInsteadOfSending(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
+	// The previous attempt claimed, sent, failed to record and heartbeated.
+	_, err := f.db.Pool.Exec(context.Background(), `
+INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
+VALUES ($1, $2, 'reminder', 'sending', 'previous-attempt', now() + interval '1 minute')`, key, in.ReminderID)
+	require.NoError(t, err)
+
+	res, err := f.notify(t, in, sentProgress{ProviderMessageID: "sg-123"})
+	require.NoError(t, err)
+	require.Equal(t, "sg-123", res.ProviderMessageID)
+	require.Zero(t, f.mail.Requests(), "the send is not repeated")
+	d := f.delivery(t, key)
+	require.Equal(t, "sent", d.Status)
+	require.Equal(t, "sg-123", d.ProviderMessageID)
+}
+
+func TestUnknownReminderIsPermanent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, err := f.notify(t, activities.NotifyInput{ReminderID: "SHP-0/u/s", SubscriberID: "s", DueAt: f.now}, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// cli runs shipnotify in-process with exactly the given environment.
+type cli struct {
+	env map[string]string
+}
+
+func (c cli) run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, args, env{lookup: lookup, stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut})
+	code = exitCode(err, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func stackCLI(s *testenv.Stack) cli {
+	return cli{env: map[string]string{
+		"TEMPORAL_ADDRESS":                    os.Getenv("TEMPORAL_ADDRESS"),
+		"DATABASE_URL":                        s.DB.URL,
+		"SHIPNOTIFY_TASK_QUEUE":               s.TaskQueue,
+		"SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS": "true",
+		"SENDGRID_API_KEY":                    testenv.MailAPIKey,
+		"TEMPORAL_CONFIG_FILE":                "/nonexistent",
+	}}
+}
+
+func updateJSON(t *testing.T, u map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(u)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestScheduleListShow(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	c := stackCLI(s)
+	now := time.Now()
+	u := testenv.ValidUpdate(now)
+	shipment := testenv.ID(t, "SHP")
+	u["shipment_id"] = shipment
+	subs := u["subscribers"].([]any)
+	// Due in a second, to the stack's sinks.
+	for _, sub := range subs {
+		m := sub.(map[string]any)
+		delete(m, "remind_before")
+		m["due_at"] = now.Add(time.Second).UTC().Format(time.RFC3339Nano)
+	}
+	hook := subs[2].(map[string]any)
+	hook["url"], hook["secret"] = s.Hooks.URL()+"/in", s.HookSecret
+	file := filepath.Join(t.TempDir(), "update.json")
+	require.NoError(t, os.WriteFile(file, []byte(updateJSON(t, u)), 0o600))
+
+	code, stdout, stderr := c.run(t, "", "schedule", "-f", file)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 3)
+	var results []starter.Result
+	for _, l := range lines {
+		var r starter.Result
+		require.NoError(t, json.Unmarshal([]byte(l), &r))
+		require.Equal(t, starter.Scheduled, r.Status)
+		require.Len(t, r.DeliveryKey, 64)
+		results = append(results, r)
+	}
+
+	ctx := context.Background()
+	for _, r := range results {
+		var res workflows.ReminderResult
+		require.NoError(t, s.Temporal.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res))
+		require.Equal(t, reminder.Sent, res.State)
+	}
+	require.Len(t, s.Mail.Mails(), 2)
+	require.Len(t, s.Hooks.Hooks(), 1)
+
+	// The same file from stdin: nothing new.
+	code, stdout, stderr = c.run(t, updateJSON(t, u), "schedule")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 3, strings.Count(stdout, `"status":"already_scheduled"`), stdout)
+
+	code, stdout, _ = c.run(t, "", "list", "--shipment", shipment)
+	require.Equal(t, 0, code)
+	require.Equal(t, 3, strings.Count(stdout, " sent "), stdout)
+
+	// "What reminders do we owe next Tuesday?": due between two times.
+	code, stdout, _ = c.run(t, "", "list", "--json", "--due-from", now.Add(-time.Minute).Format(time.RFC3339), "--due-to", now.Add(time.Minute).Format(time.RFC3339))
+	require.Equal(t, 0, code)
+	require.Equal(t, 3, strings.Count(stdout, `"reminder_id":"`+shipment), stdout)
+	code, stdout, _ = c.run(t, "", "list", "--json", "--due-from", now.Add(time.Hour).Format(time.RFC3339))
+	require.Equal(t, 0, code)
+	require.Empty(t, stdout)
+
+	code, stdout, stderr = c.run(t, "", "show", results[2].ReminderID)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, results[2].DeliveryKey)
+	require.Contains(t, stdout, "Completed")
+	require.Contains(t, stdout, "scheduled")
+	require.Contains(t, stdout, "sent")
+	require.NotContains(t, stdout, s.Hooks.URL(), "show prints no URL")
+
+	code, _, stderr = c.run(t, "", "show", shipment+"/nope/nope")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "no reminder")
+}
+
+// Every malformed update is refused with a one-line error naming the field,
+// exit status 2, and nothing written to PostgreSQL or Temporal.
+func TestScheduleBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	tc := testenv.Temporal(t)
+	c := cli{env: map[string]string{
+		"TEMPORAL_ADDRESS":     testenv.TemporalAddress(t),
+		"DATABASE_URL":         db.URL,
+		"TEMPORAL_CONFIG_FILE": "/nonexistent",
+	}}
+	ctx := context.Background()
+	cases := testenv.BadUpdates(time.Now())
+	require.GreaterOrEqual(t, len(cases), 25)
+	for _, tc2 := range cases {
+		code, stdout, stderr := c.run(t, tc2.Doc, "schedule")
+		require.Equal(t, 2, code, "%s: %s", tc2.Name, stderr)
+		require.Empty(t, stdout, tc2.Name)
+		require.Contains(t, stderr, tc2.Field, tc2.Name)
+		require.Equal(t, 1, strings.Count(stderr, "\n"), "%s: one line: %q", tc2.Name, stderr)
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM updates) + (SELECT count(*) FROM reminders) + (SELECT count(*) FROM reminder_events)`).Scan(&n))
+	require.Zero(t, n, "nothing written to the mirror")
+	for _, id := range []string{"shipper-ops", "consignee-inbox", "consignee-hook"} {
+		_, err := tc.DescribeWorkflowExecution(ctx, workflows.ReminderWorkflowID("SHP-1001", "window-1", id), "")
+		var nf *serviceerror.NotFound
+		require.True(t, errors.As(err, &nf), "no workflow started for %s: %v", id, err)
+	}
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	t.Parallel()
+	c := cli{env: map[string]string{}}
+	code, stdout, _ := c.run(t, "", "--help")
+	require.Equal(t, 0, code)
+	for name := range commands {
+		require.Contains(t, stdout, name)
+		code, out, errOut := c.run(t, "", name, "--help")
+		require.Equal(t, 0, code, name)
+		require.Contains(t, out, "Usage: shipnotify "+name, name)
+		require.Empty(t, errOut, name)
+	}
+	code, _, stderr := c.run(t, "", "frobnicate")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "unknown command")
+}
+
+func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"DATABASE_URL": "mysql://x"}, []string{"list"}, "DATABASE_URL"},
+		{map[string]string{"SENDGRID_BASE_URL": "not a url"}, []string{"list"}, "SENDGRID_BASE_URL"},
+		{map[string]string{"SHIPNOTIFY_FROM_EMAIL": "Ops <x@y.example>"}, []string{"list"}, "SHIPNOTIFY_FROM_EMAIL"},
+		{map[string]string{"SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS": "perhaps"}, []string{"list"}, "SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS"},
+		{map[string]string{"SHIPNOTIFY_LOG_LEVEL": "loud"}, []string{"list"}, "SHIPNOTIFY_LOG_LEVEL"},
+		{map[string]string{}, []string{"worker"}, "SENDGRID_API_KEY"},
+		{map[string]string{}, []string{"list", "--state", "lost"}, "--state"},
+		{map[string]string{}, []string{"list", "--due-from", "tuesday"}, "--due-from"},
+	} {
+		tc.env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
+		code, _, stderr := cli{env: tc.env}.run(t, "", tc.args...)
+		require.Equal(t, 2, code, "%v: %s", tc.args, stderr)
+		require.Contains(t, stderr, tc.want)
+	}
+}
+
+// The demo, as `make demo` runs it: every sample reminder arrives.
+func TestDemoDeliversTheSample(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	c := cli{env: map[string]string{
+		"TEMPORAL_ADDRESS":     testenv.TemporalAddress(t),
+		"DATABASE_URL":         db.URL,
+		"TEMPORAL_CONFIG_FILE": "/nonexistent",
+	}}
+	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t))
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 3, strings.Count(stdout, "mail sink got"), stdout)
+	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
+	require.Contains(t, stdout, "All 4 reminders delivered")
+	require.Contains(t, stdout, "http://localhost:8233/namespaces/default/workflows?query=")
+}

@@ -1,0 +1,116 @@
+package mirror_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+func insert(t *testing.T, store *mirror.Store, u reminder.Update, now time.Time) map[string]bool {
+	t.Helper()
+	rems, err := u.Plan(reminder.PlanOptions{Now: now})
+	require.NoError(t, err)
+	rows := make([]mirror.NewReminder, len(rems))
+	for i, r := range rems {
+		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
+	}
+	ids, err := store.InsertUpdate(context.Background(), u, rows)
+	require.NoError(t, err)
+	return ids
+}
+
+func update(shipment string, due ...time.Time) reminder.Update {
+	u := reminder.Update{ShipmentID: shipment, UpdateID: "u-1", Kind: "delivery_window",
+		Message: reminder.Message{Subject: "s", Text: "t"}}
+	for i, d := range due {
+		u.Subscribers = append(u.Subscribers, reminder.Subscriber{
+			ID: "sub-" + string(rune('a'+i)), Channel: reminder.Email, Email: "x@y.example", DueAt: d})
+	}
+	return u
+}
+
+func TestInsertUpdateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	now := time.Now()
+	u := update("SHP-1", now.Add(time.Hour), now.Add(2*time.Hour))
+
+	require.Len(t, insert(t, store, u, now), 2)
+	require.Empty(t, insert(t, store, u, now), "the second insert adds nothing")
+	var reminders, events int
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT (SELECT count(*) FROM reminders), (SELECT count(*) FROM reminder_events)`).Scan(&reminders, &events))
+	require.Equal(t, 2, reminders)
+	require.Equal(t, 2, events, "one scheduled event per reminder")
+}
+
+func TestEventsAreAppendOnlyAndStatesChecked(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	insert(t, store, update("SHP-1", time.Now().Add(time.Hour)), time.Now())
+	ctx := context.Background()
+
+	_, err := db.Pool.Exec(ctx, `UPDATE reminder_events SET type = 'sent'`)
+	require.ErrorContains(t, err, "append-only")
+	_, err = db.Pool.Exec(ctx, `DELETE FROM reminder_events`)
+	require.ErrorContains(t, err, "append-only")
+	_, err = db.Pool.Exec(ctx, `UPDATE reminders SET state = 'lost'`)
+	require.ErrorContains(t, err, "reminders_state_check")
+}
+
+func TestTransitionStopsAtTerminalStates(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	insert(t, store, update("SHP-1", time.Now().Add(time.Hour)), time.Now())
+	ctx := context.Background()
+	id := reminder.ID("SHP-1", "u-1", "sub-a")
+
+	changed, err := store.Transition(ctx, id, reminder.Failed, "failed", map[string]any{"reason": "400"})
+	require.NoError(t, err)
+	require.True(t, changed)
+	changed, err = store.Transition(ctx, id, reminder.Cancelled, "cancelled", nil)
+	require.NoError(t, err)
+	require.False(t, changed, "a failed reminder stays failed")
+	row, err := store.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, reminder.Failed, row.State)
+	events, err := store.Events(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "failed", events[1].Type)
+	require.Equal(t, "400", events[1].Detail["reason"])
+	require.Equal(t, "cancelled", events[2].Type, "late arrivals are still on the trail")
+}
+
+// "What reminders do we owe next Tuesday?"
+func TestListDueBetween(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	now := time.Now().UTC().Truncate(time.Hour)
+	tuesday := now.Add(7 * 24 * time.Hour)
+	insert(t, store, update("SHP-1", tuesday.Add(time.Hour), tuesday.Add(30*time.Hour), now.Add(time.Hour)), now)
+	insert(t, store, update("SHP-2", tuesday.Add(2*time.Hour)), now)
+
+	rows, err := store.List(context.Background(), mirror.Filter{DueFrom: tuesday, DueTo: tuesday.Add(24 * time.Hour)})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, "SHP-1", rows[0].ShipmentID)
+	require.Equal(t, "SHP-2", rows[1].ShipmentID)
+
+	rows, err = store.List(context.Background(), mirror.Filter{ShipmentID: "SHP-1", State: reminder.Scheduled})
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	rows, err = store.List(context.Background(), mirror.Filter{State: reminder.Sent})
+	require.NoError(t, err)
+	require.Empty(t, rows)
+}
