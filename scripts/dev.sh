@@ -70,7 +70,8 @@ install_postgres() {
 
 # PostgreSQL refuses to run as root: as root, run it as the postgres user.
 as_pg() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  # From /, which the postgres user can always enter.
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 # The cluster lives in .dev/pg unless the postgres user cannot reach the
