@@ -19,7 +19,7 @@ pg_default_port=${SHIPNOTIFY_DEV_PG_PORT:-54329}
 # Keep these in step with workflows.SearchAttributeTypes (a test checks).
 search_attributes=(ShipmentId=Keyword UpdateId=Keyword ReminderState=Keyword DueAt=Datetime)
 
-say() { printf 'dev: %s\n' "$*" >&2; }
+say() { printf 'dev: %s\n' "$*" >&2 2>/dev/null || true; }
 die() { say "$*"; exit 1; }
 
 # --- Temporal CLI --------------------------------------------------------
@@ -230,6 +230,8 @@ case "${1:-}" in
     bin=$(temporal_bin); temporal_healthy "$bin" && temporal_was_up=true
     pg_was_up=false; pg_running "$(pg_datadir)" && pg_was_up=true
     cleanup() {
+      # Whatever happened to our output (a closed pipe), stop what we started.
+      trap '' PIPE INT TERM
       $temporal_was_up || temporal_down
       $pg_was_up || pg_down
     }
