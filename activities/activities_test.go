@@ -38,7 +38,7 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{db: testenv.Postgres(t), secret: testenv.NewWebhookSecret(), now: time.Now()}
+	f := &fixture{db: testenv.Postgres(t), secret: webhook.NewSecret(), now: time.Now()}
 	f.mirror = mirror.New(f.db.Pool)
 	var err error
 	f.mail, err = sink.StartMail("", testenv.MailAPIKey)

@@ -6,6 +6,8 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -126,4 +128,14 @@ func transportDetail(err error) string {
 		return ue.Op + ": " + ue.Err.Error()
 	}
 	return err.Error()
+}
+
+// NewSecret returns a fresh signing secret for a subscriber: "whsec_" and
+// 32 random bytes in base64, as Standard Webhooks receivers expect.
+func NewSecret() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }

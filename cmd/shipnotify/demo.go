@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"sync"
 	"time"
@@ -38,26 +35,25 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e)
-	if err != nil {
-		return err
-	}
 	// The demo's own output tells the story; keep the logs to warnings.
-	cfg.LogLevel = max(cfg.LogLevel, slog.LevelWarn)
-	logger := newLogger(e, cfg)
-	store, closeStore, err := openMirror(ctx, cfg, 8)
+	e.lookup = overlay(e.lookup, "SHIPNOTIFY_LOG_LEVEL", "warn")
+	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	if err := migrations.Up(ctx, store.Pool(), logger); err != nil {
-		return err
-	}
-	tc, err := dialTemporal(ctx, cfg, logger)
+	defer d.close()
+	cfg := d.cfg
+	store, err := d.mirror(ctx, 8)
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
+	if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
+		return err
+	}
+	tc, err := d.temporal(ctx)
+	if err != nil {
+		return err
+	}
 
 	out := &lockedPrinter{w: e}
 	const apiKey = "SG.demo-key"
@@ -66,7 +62,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer mails.Close()
-	secret := newWebhookSecret()
+	secret := webhook.NewSecret()
 	hooks, err := sink.StartWebhook("", secret)
 	if err != nil {
 		return err
@@ -163,10 +159,14 @@ func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
 	}
 }
 
-func newWebhookSecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+// overlay returns lookup with key defaulting to value when unset.
+func overlay(lookup func(string) (string, bool), key, value string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if v, ok := lookup(k); ok || k != key {
+			return v, ok
+		}
+		return value, true
+	}
 }
 
 // lockedPrinter serialises output from the sinks' goroutines.

@@ -13,45 +13,61 @@ import (
 	"github.com/shipnotify/shipnotify/mirror"
 )
 
-func loadConfig(e env) (config.Config, error) {
+// deps is a command's configuration and the connections it opened; close
+// releases them all.
+type deps struct {
+	cfg     config.Config
+	logger  *slog.Logger
+	closers []func()
+}
+
+// newDeps loads the configuration; a bad value is a usage error naming its
+// variable. Nothing is connected yet.
+func newDeps(e env) (*deps, error) {
 	cfg, err := config.Load(e.lookup)
 	if err != nil {
-		return config.Config{}, usageError{err}
+		return nil, usageError{err}
 	}
-	return cfg, nil
+	// Logs are JSON on stderr: structured, one event a line.
+	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return &deps{cfg: cfg, logger: logger}, nil
 }
 
-// newLogger logs JSON to stderr: structured, one event a line.
-func newLogger(e env, cfg config.Config) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+func (d *deps) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
 }
 
-// openMirror connects to PostgreSQL; maxConns 0 keeps pgx's default.
-func openMirror(ctx context.Context, cfg config.Config, maxConns int32) (*mirror.Store, func(), error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+// mirror connects to PostgreSQL with a pool of maxConns (0: pgx's default).
+func (d *deps) mirror(ctx context.Context, maxConns int32) (*mirror.Store, error) {
+	pcfg, err := pgxpool.ParseConfig(d.cfg.DatabaseURL)
 	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+		return nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
 	}
 	if maxConns > 0 {
 		pcfg.MaxConns = maxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("error connecting to PostgreSQL: %w", err)
+		return nil, fmt.Errorf("error connecting to PostgreSQL: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, nil, fmt.Errorf("error connecting to PostgreSQL at DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("error connecting to PostgreSQL at DATABASE_URL: %w", err)
 	}
-	return mirror.New(pool), pool.Close, nil
+	d.closers = append(d.closers, pool.Close)
+	return mirror.New(pool), nil
 }
 
-func dialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger) (client.Client, error) {
-	opts := cfg.Temporal
-	opts.Logger = tlog.NewStructuredLogger(logger)
+// temporal dials the Temporal frontend.
+func (d *deps) temporal(ctx context.Context) (client.Client, error) {
+	opts := d.cfg.Temporal
+	opts.Logger = tlog.NewStructuredLogger(d.logger)
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("error connecting to Temporal at %s: %w", opts.HostPort, err)
 	}
+	d.closers = append(d.closers, c.Close)
 	return c, nil
 }

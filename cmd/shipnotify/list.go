@@ -50,15 +50,15 @@ func runList(ctx context.Context, e env, args []string) error {
 	if f.Limit < 0 {
 		return usagef("--limit must not be negative")
 	}
-	cfg, err := loadConfig(e)
+	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openMirror(ctx, cfg, 2)
+	defer d.close()
+	store, err := d.mirror(ctx, 2)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
 	rows, err := store.List(ctx, f)
 	if err != nil {
 		return err

@@ -16,16 +16,16 @@ func runMigrate(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e)
+	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openMirror(ctx, cfg, 2)
+	defer d.close()
+	store, err := d.mirror(ctx, 2)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	if err := migrations.Up(ctx, store.Pool(), newLogger(e, cfg)); err != nil {
+	if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout, "schema is up to date")

@@ -21,32 +21,27 @@ func runSchedule(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e)
+	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
+	defer d.close()
 	u, err := readUpdate(e, *file)
 	if err != nil {
 		return err
 	}
-	st := &starter.Starter{TaskQueue: cfg.TaskQueue, AllowLocalHTTPWebhooks: cfg.AllowLocalHTTPWebhooks, Now: time.Now}
+	st := &starter.Starter{TaskQueue: d.cfg.TaskQueue, AllowLocalHTTPWebhooks: d.cfg.AllowLocalHTTPWebhooks, Now: time.Now}
 	// Check before connecting to anything: bad input writes nothing.
 	if _, err := st.Plan(u); err != nil {
 		return usageError{err}
 	}
 
-	logger := newLogger(e, cfg)
-	store, closeStore, err := openMirror(ctx, cfg, 0)
-	if err != nil {
+	if st.Mirror, err = d.mirror(ctx, 0); err != nil {
 		return err
 	}
-	defer closeStore()
-	tc, err := dialTemporal(ctx, cfg, logger)
-	if err != nil {
+	if st.Temporal, err = d.temporal(ctx); err != nil {
 		return err
 	}
-	defer tc.Close()
-	st.Mirror, st.Temporal = store, tc
 
 	results, err := st.Schedule(ctx, u)
 	enc := json.NewEncoder(e.stdout)

@@ -21,16 +21,16 @@ func runSetup(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e)
+	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
-	tc, err := dialTemporal(ctx, cfg, newLogger(e, cfg))
+	defer d.close()
+	tc, err := d.temporal(ctx)
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
-	ns := cfg.Temporal.Namespace
+	ns := d.cfg.Temporal.Namespace
 	have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 	if err != nil {
 		return fmt.Errorf("error listing search attributes: %w", err)

@@ -42,15 +42,15 @@ func runShow(ctx context.Context, e env, args []string) error {
 		return usagef("show takes one reminder id (shipment/update/subscriber)")
 	}
 	id := fs.Arg(0)
-	cfg, err := loadConfig(e)
+	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openMirror(ctx, cfg, 2)
+	defer d.close()
+	store, err := d.mirror(ctx, 2)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
 	row, err := store.Get(ctx, id)
 	if errors.Is(err, mirror.ErrNotFound) {
 		return fmt.Errorf("no reminder %q in the mirror", id)
@@ -62,11 +62,10 @@ func runShow(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tc, err := dialTemporal(ctx, cfg, newLogger(e, cfg))
+	tc, err := d.temporal(ctx)
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
 	out := showOutput{Reminder: row, Events: events}
 	desc, err := tc.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
 	var nf *serviceerror.NotFound

@@ -27,19 +27,18 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if *maxActivities < 1 {
 		return usagef("--max-activities must be at least 1")
 	}
-	cfg, err := loadConfig(e)
+	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
-	if err := cfg.RequireSender(); err != nil {
+	defer d.close()
+	if err := d.cfg.RequireSender(); err != nil {
 		return usageError{err}
 	}
-	logger := newLogger(e, cfg)
-	store, closeStore, err := openMirror(ctx, cfg, int32(*maxActivities)+4)
+	store, err := d.mirror(ctx, int32(*maxActivities)+4)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
 	pending, err := migrations.Pending(ctx, store.Pool())
 	if err != nil {
 		return err
@@ -47,20 +46,19 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if pending {
 		return fmt.Errorf("the mirror's schema is out of date: run shipnotify migrate")
 	}
-	tc, err := dialTemporal(ctx, cfg, logger)
+	tc, err := d.temporal(ctx)
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
 
-	w := worker.New(tc, cfg.TaskQueue, newActivities(cfg, store), worker.Options{MaxConcurrentActivities: *maxActivities})
+	w := worker.New(tc, d.cfg.TaskQueue, newActivities(d.cfg, store), worker.Options{MaxConcurrentActivities: *maxActivities})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
 	}
-	logger.Info("worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.Temporal.Namespace)
+	d.logger.Info("worker started", "task_queue", d.cfg.TaskQueue, "namespace", d.cfg.Temporal.Namespace)
 	<-ctx.Done()
 	w.Stop()
-	logger.Info("worker stopped")
+	d.logger.Info("worker stopped")
 	return nil
 }
 

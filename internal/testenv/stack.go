@@ -1,8 +1,6 @@
 package testenv
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"testing"
 	"time"
 
@@ -41,7 +39,7 @@ type Stack struct {
 // NewStack builds and starts a Stack; everything stops when the test ends.
 func NewStack(t testing.TB) *Stack {
 	t.Helper()
-	s := &Stack{DB: Postgres(t), Temporal: Temporal(t), TaskQueue: TaskQueue(t), HookSecret: NewWebhookSecret()}
+	s := &Stack{DB: Postgres(t), Temporal: Temporal(t), TaskQueue: TaskQueue(t), HookSecret: webhook.NewSecret()}
 	s.Mirror = mirror.New(s.DB.Pool)
 	var err error
 	if s.Mail, err = sink.StartMail("", MailAPIKey); err != nil {
@@ -100,11 +98,4 @@ func (s *Stack) Update(t testing.TB, due time.Time, channels ...reminder.Channel
 		u.Subscribers = append(u.Subscribers, sub)
 	}
 	return u
-}
-
-// NewWebhookSecret returns a fresh Standard Webhooks secret.
-func NewWebhookSecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
