@@ -5,9 +5,7 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -41,11 +39,38 @@ type Activities struct {
 	RecordRetries int
 }
 
-// NotifyInput names the delivery: the reminder at its current due time.
+// NotifyInput names one delivery. For the reminder itself it is the
+// reminder at its current due time; a cancellation notice and an escalation
+// are keyed by the reminder (and the escalation's reason) alone.
 type NotifyInput struct {
+	// Purpose is what the delivery is for; empty means the reminder.
+	Purpose      reminder.Purpose
 	ReminderID   string
 	SubscriberID string
 	DueAt        time.Time
+	// Reason names an escalation: "approval_timeout" or "delivery_failed".
+	Reason string
+	// Detail explains an escalation to its contact; ids and provider
+	// answers only, never a subscriber's address.
+	Detail string
+}
+
+func (in NotifyInput) purpose() reminder.Purpose {
+	if in.Purpose == "" {
+		return reminder.PurposeReminder
+	}
+	return in.Purpose
+}
+
+// Key is the delivery key of this delivery.
+func (in NotifyInput) Key() string {
+	switch in.purpose() {
+	case reminder.PurposeCancellation:
+		return reminder.CancellationKey(in.ReminderID, in.SubscriberID)
+	case reminder.PurposeEscalation:
+		return reminder.EscalationKey(in.ReminderID, in.Reason)
+	}
+	return reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
 }
 
 // NotifyResult says what the delivery did.
@@ -55,6 +80,10 @@ type NotifyResult struct {
 	// AlreadySent: an earlier execution sent and recorded this key; this one
 	// sent nothing.
 	AlreadySent bool
+	// Skipped: there was nothing to send (no escalation contact, or a
+	// cancellation notice for a reminder that was never delivered).
+	Skipped    bool
+	SkipReason string
 }
 
 // sentProgress is heartbeated when a send succeeded but could not be
@@ -63,22 +92,30 @@ type sentProgress struct {
 	ProviderMessageID string
 }
 
-// Notify delivers one reminder exactly once per delivery key, as far as a
-// crash allows: it claims the key in the mirror first, so a second execution
-// for the same key finds it and sends nothing; then sends by the
-// subscriber's channel; then records the provider's message id and the
-// "sent" event. The one window it cannot close is a crash after the provider
-// accepted and before the record or heartbeat is written.
+// Notify makes one delivery exactly once per delivery key, as far as a crash
+// allows: it claims the key in the mirror first, so a second execution for
+// the same key finds it and sends nothing; then sends; then records the
+// provider's message id and the event. The one window it cannot close is a
+// crash after the provider accepted and before the record or heartbeat is
+// written.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
-	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
+	key := in.Key()
 	res := NotifyResult{DeliveryKey: key}
 	logger := activity.GetLogger(ctx)
+	detail := map[string]any{}
+	if in.Reason != "" {
+		detail["reason"] = in.Reason
+	}
 
 	var prior sentProgress
 	if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prior) == nil {
 		// The previous attempt sent and failed only to record it.
 		res.ProviderMessageID = prior.ProviderMessageID
-		return res, a.record(ctx, key, prior.ProviderMessageID)
+		return res, a.record(ctx, key, prior.ProviderMessageID, detail)
+	}
+	if skip, err := a.nothingToSend(ctx, in); err != nil || skip != "" {
+		res.Skipped, res.SkipReason = skip != "", skip
+		return res, err
 	}
 
 	info := activity.GetInfo(ctx)
@@ -89,7 +126,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
 		Key:        key,
 		ReminderID: in.ReminderID,
-		Purpose:    mirror.PurposeReminder,
+		Purpose:    in.purpose(),
 		Owner:      info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID,
 		LeaseUntil: lease,
 	})
@@ -109,8 +146,10 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	case mirror.HeldElsewhere:
 		return res, temporal.NewApplicationError("another execution holds the delivery key", errTypeInProgress)
 	}
+	// The key names the due time the workflow asked for.
+	claim.Target.Reminder.DueAt = in.DueAt
 
-	providerID, err := a.send(ctx, claim.Target, key)
+	providerID, err := a.send(ctx, in, claim.Target, key)
 	var derr *delivery.Error
 	if errors.As(err, &derr) {
 		if derr.Permanent {
@@ -126,19 +165,38 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		return res, err
 	}
 	res.ProviderMessageID = providerID
-	if err := a.record(ctx, key, providerID); err != nil {
+	if err := a.record(ctx, key, providerID, detail); err != nil {
 		// Sent but not recorded: leave the proof with Temporal so the retry
 		// records instead of sending twice.
 		activity.RecordHeartbeat(ctx, sentProgress{ProviderMessageID: providerID})
 		return res, err
 	}
-	logger.Info("delivery sent", "delivery_key", key, "attempt", claim.Attempts)
+	logger.Info("delivery sent", "delivery_key", key, "purpose", string(in.purpose()), "attempt", claim.Attempts)
 	return res, nil
+}
+
+// nothingToSend says why a notice has no one to go to, if it has none.
+func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string, error) {
+	switch in.purpose() {
+	case reminder.PurposeCancellation:
+		delivered, err := a.Mirror.WasDelivered(ctx, in.ReminderID)
+		if err != nil || delivered {
+			return "", err
+		}
+		return "the reminder was never delivered", nil
+	case reminder.PurposeEscalation:
+		contact, err := a.Mirror.EscalationContact(ctx, in.ReminderID)
+		if err != nil || contact != "" {
+			return "", err
+		}
+		return "the update names no escalation contact", nil
+	}
+	return "", nil
 }
 
 // record writes a completed send, retrying a short while within the attempt
 // so a brief database outage does not turn into a second send.
-func (a *Activities) record(ctx context.Context, key, providerID string) error {
+func (a *Activities) record(ctx context.Context, key, providerID string, detail map[string]any) error {
 	tries := a.RecordRetries
 	if tries == 0 {
 		tries = 5
@@ -146,7 +204,7 @@ func (a *Activities) record(ctx context.Context, key, providerID string) error {
 	wait := 200 * time.Millisecond
 	var err error
 	for i := 0; i < tries; i++ {
-		if err = a.Mirror.RecordSent(ctx, key, providerID); err == nil {
+		if err = a.Mirror.RecordSent(ctx, key, providerID, detail); err == nil {
 			return nil
 		}
 		select {
@@ -157,68 +215,6 @@ func (a *Activities) record(ctx context.Context, key, providerID string) error {
 		wait *= 2
 	}
 	return err
-}
-
-func (a *Activities) send(ctx context.Context, t mirror.Target, key string) (string, error) {
-	r := t.Reminder
-	switch r.Channel {
-	case reminder.Email:
-		return a.Email.Send(ctx, email.Message{
-			To:          r.Email,
-			Subject:     t.Message.Subject,
-			Text:        t.Message.Text,
-			DeliveryKey: key,
-			Args:        map[string]string{"reminder_id": r.ID, "shipment_id": r.ShipmentID},
-		})
-	case reminder.Webhook:
-		body, err := json.Marshal(webhookPayload(t, key))
-		if err != nil {
-			return "", fmt.Errorf("error encoding webhook body: %w", err)
-		}
-		return a.Webhook.Send(ctx, webhook.Message{URL: r.WebhookURL, Secret: r.WebhookSecret, ID: key, Body: body})
-	}
-	return "", temporal.NewNonRetryableApplicationError("unknown channel "+string(r.Channel), ErrTypePermanentDelivery, nil)
-}
-
-// WebhookEvent is the JSON body a webhook receiver gets, in the Standard
-// Webhooks shape (type, timestamp, data). Its timestamp is the due time, so
-// every retry carries the same body.
-type WebhookEvent struct {
-	Type      string      `json:"type"`
-	Timestamp time.Time   `json:"timestamp"`
-	Data      WebhookData `json:"data"`
-}
-
-// WebhookData is the reminder a webhook event carries.
-type WebhookData struct {
-	DeliveryKey  string     `json:"delivery_key"`
-	ReminderID   string     `json:"reminder_id"`
-	ShipmentID   string     `json:"shipment_id"`
-	UpdateID     string     `json:"update_id"`
-	SubscriberID string     `json:"subscriber_id"`
-	Kind         string     `json:"kind"`
-	WindowStart  *time.Time `json:"window_start,omitempty"`
-	DueAt        time.Time  `json:"due_at"`
-	Subject      string     `json:"subject"`
-	Text         string     `json:"text"`
-}
-
-func webhookPayload(t mirror.Target, key string) WebhookEvent {
-	r := t.Reminder
-	ev := WebhookEvent{
-		Type:      "shipment.reminder",
-		Timestamp: r.DueAt.UTC(),
-		Data: WebhookData{
-			DeliveryKey: key, ReminderID: r.ID, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
-			SubscriberID: r.SubscriberID, Kind: t.Kind, DueAt: r.DueAt.UTC(),
-			Subject: t.Message.Subject, Text: t.Message.Text,
-		},
-	}
-	if !t.WindowStart.IsZero() {
-		ws := t.WindowStart.UTC()
-		ev.Data.WindowStart = &ws
-	}
-	return ev
 }
 
 // TransitionInput is a state change of a reminder to mirror.
@@ -234,4 +230,18 @@ type TransitionInput struct {
 func (a *Activities) RecordTransition(ctx context.Context, in TransitionInput) error {
 	_, err := a.Mirror.Transition(ctx, in.ReminderID, in.To, in.Event, in.Detail)
 	return err
+}
+
+// RescheduleInput is a reminder's move to a new due time and delivery key.
+type RescheduleInput struct {
+	ReminderID  string
+	DueAt       time.Time
+	DeliveryKey string
+	Detail      map[string]any
+}
+
+// RecordReschedule mirrors a reschedule: the new due time and key, and the
+// "rescheduled" event. A local activity.
+func (a *Activities) RecordReschedule(ctx context.Context, in RescheduleInput) error {
+	return a.Mirror.Reschedule(ctx, in.ReminderID, in.DueAt, in.DeliveryKey, in.Detail)
 }

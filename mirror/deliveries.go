@@ -11,15 +11,6 @@ import (
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
-// Purpose says what a delivery is for; each has its own delivery keys.
-type Purpose string
-
-const (
-	PurposeReminder     Purpose = "reminder"
-	PurposeCancellation Purpose = "cancellation"
-	PurposeEscalation   Purpose = "escalation"
-)
-
 // ClaimOutcome is what claiming a delivery key found.
 type ClaimOutcome int
 
@@ -38,7 +29,7 @@ const (
 type Claim struct {
 	Key        string
 	ReminderID string
-	Purpose    Purpose
+	Purpose    reminder.Purpose
 	// Owner identifies the execution; a retry of the same execution (same
 	// owner) takes over its own claim at once, since Temporal starts a retry
 	// only after the previous attempt failed or timed out.
@@ -50,11 +41,12 @@ type Claim struct {
 
 // Target is what a claimed delivery needs to be sent.
 type Target struct {
-	Reminder    reminder.Reminder
-	State       reminder.State
-	Kind        string
-	WindowStart time.Time
-	Message     reminder.Message
+	Reminder        reminder.Reminder
+	State           reminder.State
+	Kind            string
+	WindowStart     time.Time
+	Message         reminder.Message
+	EscalationEmail string
 }
 
 // ClaimResult is the outcome of a claim, with what to send when Claimed.
@@ -84,7 +76,7 @@ WITH claim AS (
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''),
        r.due_at, r.state, u.kind, u.window_start, u.subject, u.body,
-       (SELECT attempts FROM claim)
+       coalesce(u.escalation_email, ''), (SELECT attempts FROM claim)
   FROM reminders r
   JOIN updates u USING (shipment_id, update_id)
  WHERE r.id = $2`
@@ -106,7 +98,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
-		&attempts)
+		&t.EscalationEmail, &attempts)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}
@@ -161,15 +153,46 @@ WITH d AS (
 INSERT INTO reminder_events (reminder_id, type, detail)
 SELECT reminder_id,
        CASE purpose WHEN 'reminder' THEN 'sent' ELSE purpose || '_sent' END,
-       jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts)
+       jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts) || $3
   FROM d`
 
-// RecordSent records that the provider accepted the delivery.
-func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string) error {
-	if _, err := s.pool.Exec(ctx, recordSent, key, providerMessageID); err != nil {
+// RecordSent records that the provider accepted the delivery; detail is
+// added to its event.
+func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, detail map[string]any) error {
+	if _, err := s.pool.Exec(ctx, recordSent, key, providerMessageID, jsonDetail(detail)); err != nil {
 		return fmt.Errorf("error recording delivery sent: %w", err)
 	}
 	return nil
+}
+
+// WasDelivered reports whether the reminder's own notification reached its
+// provider at any due time: only then is there anything to compensate.
+func (s *Store) WasDelivered(ctx context.Context, reminderID string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM deliveries
+                WHERE reminder_id = $1 AND purpose = 'reminder' AND status = 'sent')`, reminderID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("error reading deliveries: %w", err)
+	}
+	return ok, nil
+}
+
+// EscalationContact returns the escalation address of a reminder's update
+// ("" when it names none).
+func (s *Store) EscalationContact(ctx context.Context, reminderID string) (string, error) {
+	var contact string
+	err := s.pool.QueryRow(ctx, `
+SELECT coalesce(u.escalation_email, '')
+  FROM reminders r JOIN updates u USING (shipment_id, update_id)
+ WHERE r.id = $1`, reminderID).Scan(&contact)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("error reading escalation contact: %w: %s", ErrNotFound, reminderID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("error reading escalation contact: %w", err)
+	}
+	return contact, nil
 }
 
 // RecordDeliveryFailed records a permanent failure of the delivery: the

@@ -18,7 +18,7 @@ import (
 )
 
 // ErrNotFound is returned when a reminder is not in the mirror.
-var ErrNotFound = errors.New("reminder not found")
+var ErrNotFound = errors.New("not found in the mirror")
 
 // Store reads and writes the mirror through a pgx pool.
 type Store struct {
@@ -45,22 +45,25 @@ type NewReminder struct {
 // no-op; RETURNING names the reminders that are new.
 const insertUpdate = `
 WITH upd AS (
-    INSERT INTO updates (shipment_id, update_id, kind, window_start, subject, body)
-    VALUES ($1, $2, $3, $4, $5, $6)
+    INSERT INTO updates (shipment_id, update_id, kind, window_start, subject, body, escalation_email)
+    VALUES ($1, $2, $3, $4, $5, $6, $16)
     ON CONFLICT DO NOTHING
 ), ins AS (
     INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email,
-                           webhook_url, webhook_secret, due_at, delivery_key, workflow_id)
+                           webhook_url, webhook_secret, due_at, delivery_key, workflow_id,
+                           state, approval_timeout, approval_expire_after)
     SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret,
-           r.due_at, r.delivery_key, r.workflow_id
+           r.due_at, r.delivery_key, r.workflow_id, r.state,
+           make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after)
       FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-                  $13::timestamptz[], $14::text[], $15::text[])
-           AS r(id, subscriber_id, channel, email, webhook_url, webhook_secret, due_at, delivery_key, workflow_id)
+                  $13::timestamptz[], $14::text[], $15::text[], $17::text[], $18::float8[], $19::float8[])
+           AS r(id, subscriber_id, channel, email, webhook_url, webhook_secret, due_at, delivery_key,
+                workflow_id, state, approval_timeout, approval_expire_after)
     ON CONFLICT DO NOTHING
-    RETURNING id, due_at, delivery_key
+    RETURNING id, due_at, delivery_key, state
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
-    SELECT id, 'scheduled', jsonb_build_object('due_at', due_at, 'delivery_key', delivery_key)
+    SELECT id, 'scheduled', jsonb_build_object('due_at', due_at, 'delivery_key', delivery_key, 'state', state)
       FROM ins
 )
 SELECT id FROM ins`
@@ -73,10 +76,16 @@ func (s *Store) InsertUpdate(ctx context.Context, u reminder.Update, rems []NewR
 	ids, subs, channels := make([]string, n), make([]string, n), make([]string, n)
 	emails, urls, secrets := make([]*string, n), make([]*string, n), make([]*string, n)
 	dues, keys, wfids := make([]time.Time, n), make([]string, n), make([]string, n)
+	states, timeouts, expires := make([]string, n), make([]*float64, n), make([]*float64, n)
 	for i, r := range rems {
 		ids[i], subs[i], channels[i] = r.ID, r.SubscriberID, string(r.Channel)
 		emails[i], urls[i], secrets[i] = nullable(r.Email), nullable(r.WebhookURL), nullable(r.WebhookSecret)
 		dues[i], keys[i], wfids[i] = r.DueAt, r.DeliveryKey(), r.WorkflowID
+		states[i] = string(r.InitialState())
+		if r.Approval.Required {
+			t, x := r.Approval.Timeout.Seconds(), r.Approval.ExpireAfter.Seconds()
+			timeouts[i], expires[i] = &t, &x
+		}
 	}
 	var windowStart *time.Time
 	if !u.WindowStart.IsZero() {
@@ -84,7 +93,8 @@ func (s *Store) InsertUpdate(ctx context.Context, u reminder.Update, rems []NewR
 	}
 	rows, err := s.pool.Query(ctx, insertUpdate,
 		u.ShipmentID, u.UpdateID, u.Kind, windowStart, u.Message.Subject, u.Message.Text,
-		ids, subs, channels, emails, urls, secrets, dues, keys, wfids)
+		ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
+		nullable(u.EscalationEmail), states, timeouts, expires)
 	if err != nil {
 		return nil, fmt.Errorf("error inserting update: %w", err)
 	}
@@ -141,6 +151,50 @@ SELECT EXISTS (SELECT 1 FROM r)`, reminderID, string(to), eventType, jsonDetail(
 		return false, fmt.Errorf("error recording %s for reminder: %w", eventType, err)
 	}
 	return changed, nil
+}
+
+// Reschedule moves a reminder to a new due time and delivery key and
+// appends the "rescheduled" event, unless the reminder is finished.
+func (s *Store) Reschedule(ctx context.Context, reminderID string, due time.Time, key string, detail map[string]any) error {
+	_, err := s.pool.Exec(ctx, `
+WITH r AS (
+    UPDATE reminders SET due_at = $2, delivery_key = $3, updated_at = now()
+     WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval')
+    RETURNING id
+)
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT id, 'rescheduled', $4 FROM r`, reminderID, due, key, jsonDetail(detail))
+	if err != nil {
+		return fmt.Errorf("error rescheduling reminder: %w", err)
+	}
+	return nil
+}
+
+// WindowStart returns an update's delivery window start (zero if it has none).
+func (s *Store) WindowStart(ctx context.Context, shipmentID, updateID string) (time.Time, error) {
+	var ws *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT window_start FROM updates WHERE shipment_id = $1 AND update_id = $2`,
+		shipmentID, updateID).Scan(&ws)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("error reading update %s/%s: %w", shipmentID, updateID, ErrNotFound)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("error reading update: %w", err)
+	}
+	if ws == nil {
+		return time.Time{}, nil
+	}
+	return *ws, nil
+}
+
+// SetWindowStart records an update's moved delivery window.
+func (s *Store) SetWindowStart(ctx context.Context, shipmentID, updateID string, t time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE updates SET window_start = $3 WHERE shipment_id = $1 AND update_id = $2`,
+		shipmentID, updateID, t)
+	if err != nil {
+		return fmt.Errorf("error moving the delivery window: %w", err)
+	}
+	return nil
 }
 
 func jsonDetail(d map[string]any) map[string]any {

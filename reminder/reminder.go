@@ -7,6 +7,7 @@ package reminder
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 )
 
@@ -33,6 +34,20 @@ const (
 	Expired          State = "expired"
 )
 
+// Purpose is what a delivery is for. Each purpose has its own delivery keys,
+// so a reminder, its cancellation notice and its escalations never collide.
+type Purpose string
+
+const (
+	// PurposeReminder is the reminder itself, to the subscriber.
+	PurposeReminder Purpose = "reminder"
+	// PurposeCancellation tells a subscriber already reminded that the
+	// shipment was cancelled.
+	PurposeCancellation Purpose = "cancellation"
+	// PurposeEscalation tells the update's escalation contact of trouble.
+	PurposeEscalation Purpose = "escalation"
+)
+
 // Terminal reports whether no further transition can leave the state.
 func (s State) Terminal() bool {
 	switch s {
@@ -57,6 +72,16 @@ type Reminder struct {
 	WebhookURL    string
 	WebhookSecret string
 	DueAt         time.Time
+	// Approval.Required makes the reminder wait for an operator's decision.
+	Approval Approval
+}
+
+// InitialState is the state a new reminder starts in.
+func (r Reminder) InitialState() State {
+	if r.Approval.Required {
+		return AwaitingApproval
+	}
+	return Scheduled
 }
 
 // DeliveryKey is the key of the reminder's notification at its current due time.
@@ -76,6 +101,24 @@ func ID(shipmentID, updateID, subscriberID string) string {
 // is recognised and becomes a no-op. Moving the due time gives a new key.
 func DeliveryKey(reminderID, subscriberID string, due time.Time) string {
 	sum := sha256.Sum256([]byte(reminderID + "|" + subscriberID + "|" + due.UTC().Format(time.RFC3339Nano)))
+	return hex.EncodeToString(sum[:])
+}
+
+// CancellationKey is the key of the one "shipment cancelled" notice a
+// subscriber who was already notified gets: one per reminder, whatever
+// its due time, so compensating twice sends once.
+func CancellationKey(reminderID, subscriberID string) string {
+	return keyOf("cancellation", reminderID, subscriberID)
+}
+
+// EscalationKey is the key of the escalation notice about a reminder for
+// one reason (an overdue approval, a failed delivery): each is sent once.
+func EscalationKey(reminderID, reason string) string {
+	return keyOf("escalation", reminderID, reason)
+}
+
+func keyOf(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "|")))
 	return hex.EncodeToString(sum[:])
 }
 

@@ -50,7 +50,34 @@ type Update struct {
 	WindowStart time.Time
 	Message     Message
 	Subscribers []Subscriber
+	// Approval says whether every reminder of the update waits for an
+	// operator's decision, and for how long.
+	Approval Approval
+	// EscalationEmail is who hears of an overdue approval or a delivery that
+	// failed for good; required when any reminder needs approval.
+	EscalationEmail string
 }
+
+// Approval is an update's approval policy.
+type Approval struct {
+	// Required makes every reminder of the update wait for approval; a
+	// subscriber can also ask for it alone.
+	Required bool
+	// Timeout is how long a reminder waits for a decision before the
+	// escalation contact is told (0 means DefaultApprovalTimeout).
+	Timeout time.Duration
+	// ExpireAfter is the final deadline, counted like Timeout from
+	// scheduling: no decision by then and the reminder expires (0 means
+	// DefaultApprovalExpireAfter).
+	ExpireAfter time.Duration
+}
+
+// Approval defaults and bounds.
+const (
+	DefaultApprovalTimeout     = 24 * time.Hour
+	DefaultApprovalExpireAfter = 72 * time.Hour
+	MaxApprovalWait            = 30 * 24 * time.Hour
+)
 
 // Message is what every subscriber of an update receives.
 type Message struct {
@@ -68,6 +95,8 @@ type Subscriber struct {
 	Secret       string
 	DueAt        time.Time
 	RemindBefore time.Duration
+	// RequiresApproval makes this subscriber's reminder wait for approval.
+	RequiresApproval bool
 }
 
 // FieldError names the input field that is wrong and why. It never repeats
@@ -97,6 +126,18 @@ type updateJSON struct {
 	WindowStart string            `json:"window_start"`
 	Message     json.RawMessage   `json:"message"`
 	Subscribers []json.RawMessage `json:"subscribers"`
+	Approval    json.RawMessage   `json:"approval"`
+	Escalation  json.RawMessage   `json:"escalation"`
+}
+
+type approvalJSON struct {
+	Required    bool   `json:"required"`
+	Timeout     string `json:"timeout"`
+	ExpireAfter string `json:"expire_after"`
+}
+
+type escalationJSON struct {
+	Email string `json:"email"`
 }
 
 type subscriberJSON struct {
@@ -106,7 +147,8 @@ type subscriberJSON struct {
 	URL          string `json:"url"`
 	Secret       string `json:"secret"`
 	DueAt        string `json:"due_at"`
-	RemindBefore string `json:"remind_before"`
+	RemindBefore     string `json:"remind_before"`
+	RequiresApproval bool   `json:"requires_approval"`
 }
 
 // ParseUpdate reads one update document. It rejects malformed JSON, unknown
@@ -203,13 +245,42 @@ func (w updateJSON) toUpdate() (Update, error) {
 	if err := decodeStrict(w.Message, &u.Message, "message"); err != nil {
 		return Update{}, err
 	}
+	if len(w.Approval) > 0 && string(w.Approval) != "null" {
+		var a approvalJSON
+		if err := decodeStrict(w.Approval, &a, "approval"); err != nil {
+			return Update{}, err
+		}
+		u.Approval.Required = a.Required
+		for _, d := range []struct {
+			field string
+			raw   string
+			out   *time.Duration
+		}{{"approval.timeout", a.Timeout, &u.Approval.Timeout}, {"approval.expire_after", a.ExpireAfter, &u.Approval.ExpireAfter}} {
+			if d.raw == "" {
+				continue
+			}
+			v, err := ParseDuration(d.raw)
+			if err != nil {
+				return Update{}, fieldErr(d.field, "%s", err)
+			}
+			*d.out = v
+		}
+	}
+	if len(w.Escalation) > 0 && string(w.Escalation) != "null" {
+		var e escalationJSON
+		if err := decodeStrict(w.Escalation, &e, "escalation"); err != nil {
+			return Update{}, err
+		}
+		u.EscalationEmail = e.Email
+	}
 	for i, raw := range w.Subscribers {
 		field := fmt.Sprintf("subscribers[%d]", i)
 		var s subscriberJSON
 		if err := decodeStrict(raw, &s, field); err != nil {
 			return Update{}, err
 		}
-		sub := Subscriber{ID: s.ID, Channel: Channel(s.Channel), Email: s.Email, URL: s.URL, Secret: s.Secret}
+		sub := Subscriber{ID: s.ID, Channel: Channel(s.Channel), Email: s.Email, URL: s.URL, Secret: s.Secret,
+			RequiresApproval: s.RequiresApproval}
 		if s.DueAt != "" {
 			t, err := parseTime(s.DueAt)
 			if err != nil {
@@ -290,6 +361,15 @@ func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
 	if err := u.Message.check(); err != nil {
 		return nil, err
 	}
+	approval, err := u.approvalPolicy()
+	if err != nil {
+		return nil, err
+	}
+	if u.EscalationEmail != "" {
+		if err := checkEmail("escalation.email", u.EscalationEmail); err != nil {
+			return nil, err
+		}
+	}
 	if len(u.Subscribers) == 0 {
 		return nil, fieldErr("subscribers", "must list at least one subscriber")
 	}
@@ -307,12 +387,21 @@ func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
 			return nil, fieldErr(field+".id", "duplicates subscribers[%d].id %q", j, s.ID)
 		}
 		seen[s.ID] = i
+		if s.RequiresApproval || approval.Required {
+			if u.EscalationEmail == "" {
+				return nil, fieldErr("escalation.email", "is required when a reminder needs approval (overdue approvals escalate to it)")
+			}
+		}
 		r := Reminder{
 			ID:           ID(u.ShipmentID, u.UpdateID, s.ID),
 			ShipmentID:   u.ShipmentID,
 			UpdateID:     u.UpdateID,
 			SubscriberID: s.ID,
 			Channel:      s.Channel,
+		}
+		if s.RequiresApproval || approval.Required {
+			r.Approval = approval
+			r.Approval.Required = true
 		}
 		if err := s.checkChannel(field, opts, &r); err != nil {
 			return nil, err
@@ -325,6 +414,26 @@ func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// approvalPolicy is the update's approval settings with defaults filled in.
+func (u Update) approvalPolicy() (Approval, error) {
+	a := u.Approval
+	if a.Timeout == 0 {
+		a.Timeout = DefaultApprovalTimeout
+	}
+	if a.ExpireAfter == 0 {
+		a.ExpireAfter = max(DefaultApprovalExpireAfter, a.Timeout)
+	}
+	switch {
+	case a.Timeout < 0:
+		return Approval{}, fieldErr("approval.timeout", "must be positive")
+	case a.ExpireAfter < a.Timeout:
+		return Approval{}, fieldErr("approval.expire_after", "must not be shorter than approval.timeout")
+	case a.ExpireAfter > MaxApprovalWait:
+		return Approval{}, fieldErr("approval.expire_after", "is more than %d days", MaxApprovalWait/(24*time.Hour))
+	}
+	return a, nil
 }
 
 func checkID(field, id string) error {

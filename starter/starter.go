@@ -119,7 +119,7 @@ func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, er
 func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, error) {
 	in := workflows.ReminderInput{
 		ReminderID: r.ID, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
-		SubscriberID: r.SubscriberID, DueAt: r.DueAt,
+		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval,
 	}
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       r.WorkflowID,

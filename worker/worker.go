@@ -43,4 +43,5 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 // RegisterWorkflows adds the workflows alone, for the history replayer.
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.ReminderWorkflow, workflow.RegisterOptions{Name: workflows.ReminderWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.CancellationNoticeWorkflow, workflow.RegisterOptions{Name: workflows.CancellationNoticeWorkflowName})
 }

@@ -1,6 +1,7 @@
 // Package workflows holds ReminderWorkflow, the durable life of one reminder
-// (one shipment update for one subscriber), and the contract the starter, the
-// CLI and operators share with it: task queue, ids, search attributes.
+// (one shipment update for one subscriber), CancellationNoticeWorkflow, and
+// the contract the starter, the CLI and operators share with them: task
+// queue, ids, update and query names, search attributes.
 package workflows
 
 import (
@@ -8,21 +9,36 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // DefaultTaskQueue is the task queue workers poll unless configured otherwise.
 const DefaultTaskQueue = "shipnotify"
 
-// ReminderWorkflowName is the workflow type operators see in the Web UI.
-const ReminderWorkflowName = "ReminderWorkflow"
+// Workflow type names, as operators see them in the Web UI.
+const (
+	ReminderWorkflowName           = "ReminderWorkflow"
+	CancellationNoticeWorkflowName = "CancellationNoticeWorkflow"
+)
+
+// Update and query names of ReminderWorkflow.
+const (
+	// UpdateReschedule moves the due time (RescheduleRequest → RescheduleResult).
+	UpdateReschedule = "reschedule"
+	// UpdateApprove and UpdateReject decide a reminder awaiting approval
+	// (Decision → DecisionResult).
+	UpdateApprove = "approve"
+	UpdateReject  = "reject"
+	// UpdateCancel cancels the reminder (CancelRequest → CancelResult).
+	UpdateCancel = "cancel"
+	// QueryStatus returns the reminder's Status.
+	QueryStatus = "status"
+)
 
 // Search attributes set at start and upserted on every state change, so an
 // operator can filter in the Web UI (ShipmentId="S-1" AND
-// ReminderState="scheduled"). Opaque ids only: never an address or URL.
+// ReminderState="awaiting_approval"). Opaque ids only: never an address or URL.
 var (
 	ShipmentIDKey    = temporal.NewSearchAttributeKeyKeyword("ShipmentId")
 	UpdateIDKey      = temporal.NewSearchAttributeKeyKeyword("UpdateId")
@@ -45,14 +61,36 @@ func ReminderWorkflowID(shipmentID, updateID, subscriberID string) string {
 	return "reminder/" + reminder.ID(shipmentID, updateID, subscriberID)
 }
 
-// ReminderInput starts a reminder. It carries ids and the due time only; the
-// recipient and the message stay in the mirror, out of the engine's history.
+// CancellationNoticeWorkflowID names the one compensation workflow of a
+// reminder whose workflow had already finished when its shipment was cancelled.
+func CancellationNoticeWorkflowID(reminderID string) string {
+	return "cancellation/" + reminderID
+}
+
+// ReminderInput starts a reminder. It carries ids, the due time and the
+// approval policy only; the recipient and the message stay in the mirror, out
+// of the engine's history.
 type ReminderInput struct {
 	ReminderID   string
 	ShipmentID   string
 	UpdateID     string
 	SubscriberID string
 	DueAt        time.Time
+	Approval     reminder.Approval
+	// Carried is the state a run hands to its continuation
+	// (continue-as-new); nil on the first run.
+	Carried *Carried `json:",omitempty"`
+}
+
+// Carried is what a reminder has been through, kept across continue-as-new.
+type Carried struct {
+	State               reminder.State
+	ApprovalRequestedAt time.Time
+	Decision            *DecisionRecord `json:",omitempty"`
+	Escalated           bool
+	Reschedules         int
+	Transitions         []Transition
+	TransitionCount     int
 }
 
 // ReminderResult is how a reminder ended.
@@ -60,92 +98,116 @@ type ReminderResult struct {
 	State             reminder.State
 	DeliveryKey       string
 	ProviderMessageID string
+	// Compensated: the shipment was cancelled after this reminder was sent,
+	// and the cancellation notice went out (or had nobody to go to).
+	Compensated bool
+}
+
+// RescheduleRequest moves a pending reminder's due time.
+type RescheduleRequest struct {
+	DueAt  time.Time
+	By     string
+	Reason string
+}
+
+// RescheduleResult is the reminder's new due time and delivery key.
+type RescheduleResult struct {
+	DueAt       time.Time
+	DeliveryKey string
+}
+
+// Decision approves or rejects a reminder; who and why are recorded.
+type Decision struct {
+	By     string
+	Reason string
+}
+
+// DecisionRecord is a decision as taken.
+type DecisionRecord struct {
+	Approved bool
+	By       string
+	Reason   string
+	At       time.Time
+}
+
+// DecisionResult is the reminder's state after a decision.
+type DecisionResult struct {
+	State reminder.State
+}
+
+// CancelRequest cancels a reminder because its shipment was cancelled.
+type CancelRequest struct {
+	By     string
+	Reason string
+}
+
+// CancelResult says what cancelling did.
+type CancelResult struct {
+	// Outcome: "cancelled" (nothing was sent), "compensated" (it had been
+	// sent; the cancellation notice went out) or the state it had already
+	// ended in.
+	Outcome string
+	State   reminder.State
+}
+
+// Cancel outcomes.
+const (
+	OutcomeCancelled   = "cancelled"
+	OutcomeCompensated = "compensated"
+)
+
+// Transition is one step of a reminder's life, as the status query shows it.
+type Transition struct {
+	At     time.Time
+	Event  string
+	State  reminder.State
+	Detail string `json:",omitempty"`
+}
+
+// Status is what the status query returns.
+type Status struct {
+	State           reminder.State
+	DueAt           time.Time
+	DeliveryKey     string
+	Approval        ApprovalStatus
+	CancelRequested bool
+	Reschedules     int
+	// Transitions are the most recent steps (at most maxTransitions);
+	// TransitionCount counts them all. The mirror's events keep every one.
+	Transitions     []Transition
+	TransitionCount int
+}
+
+// ApprovalStatus is where a reminder stands on approval.
+type ApprovalStatus struct {
+	Required  bool
+	TimeoutAt time.Time       `json:",omitempty"`
+	ExpiresAt time.Time       `json:",omitempty"`
+	Escalated bool            `json:",omitempty"`
+	Decision  *DecisionRecord `json:",omitempty"`
+}
+
+// CancellationNoticeInput names a delivered reminder whose shipment was
+// cancelled after its workflow had finished.
+type CancellationNoticeInput struct {
+	ReminderID   string
+	ShipmentID   string
+	UpdateID     string
+	SubscriberID string
+	By           string
+	Reason       string
 }
 
 // StartSearchAttributes are a new reminder's search attributes.
 func StartSearchAttributes(in ReminderInput) temporal.SearchAttributes {
+	state := reminder.Scheduled
+	if in.Approval.Required {
+		state = reminder.AwaitingApproval
+	}
 	return temporal.NewSearchAttributes(
 		ShipmentIDKey.ValueSet(in.ShipmentID),
 		UpdateIDKey.ValueSet(in.UpdateID),
-		ReminderStateKey.ValueSet(string(reminder.Scheduled)),
+		ReminderStateKey.ValueSet(string(state)),
 		DueAtKey.ValueSet(in.DueAt),
 	)
-}
-
-// Activity timeouts and retries. The notify activity's retry budget is about
-// three days, as Stripe and Svix give webhooks; after that the reminder fails.
-const (
-	notifyAttemptTimeout = time.Minute
-	notifyRetryBudget    = 72 * time.Hour
-)
-
-var a *activities.Activities
-
-// ReminderWorkflow sleeps on a durable timer until the reminder is due (9
-// seconds or 9 months away: there is no ceiling), then runs the idempotent
-// notify activity. A timer that came due while no worker ran fires when one
-// returns, which is the seed's backfill. The history is kept lean: a timer,
-// one activity and one search-attribute upsert.
-func ReminderWorkflow(ctx workflow.Context, in ReminderInput) (ReminderResult, error) {
-	logger := workflow.GetLogger(ctx)
-	if wait := in.DueAt.Sub(workflow.Now(ctx)); wait > 0 {
-		if err := workflow.Sleep(ctx, wait); err != nil {
-			return ReminderResult{}, err
-		}
-	}
-
-	notifyCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    notifyAttemptTimeout,
-		ScheduleToCloseTimeout: notifyRetryBudget,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    10 * time.Minute,
-			NonRetryableErrorTypes: []string{
-				activities.ErrTypePermanentDelivery,
-				activities.ErrTypeReminderNotFound,
-			},
-		},
-	})
-	var sent activities.NotifyResult
-	err := workflow.ExecuteActivity(notifyCtx, a.Notify, activities.NotifyInput{
-		ReminderID:   in.ReminderID,
-		SubscriberID: in.SubscriberID,
-		DueAt:        in.DueAt,
-	}).Get(ctx, &sent)
-	if err != nil {
-		logger.Warn("delivery failed for good", "reminder_id", in.ReminderID, "error", err)
-		if err := recordTransition(ctx, in.ReminderID, reminder.Failed, "failed", map[string]any{"reason": err.Error()}); err != nil {
-			return ReminderResult{}, err
-		}
-		return ReminderResult{State: reminder.Failed}, nil
-	}
-	if err := upsertState(ctx, reminder.Sent); err != nil {
-		return ReminderResult{}, err
-	}
-	return ReminderResult{State: reminder.Sent, DeliveryKey: sent.DeliveryKey, ProviderMessageID: sent.ProviderMessageID}, nil
-}
-
-// recordTransition mirrors a state change (a local activity: one marker
-// event, no task round trip) and upserts the ReminderState search attribute.
-func recordTransition(ctx workflow.Context, reminderID string, to reminder.State, event string, detail map[string]any) error {
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    time.Minute,
-		},
-	})
-	err := workflow.ExecuteLocalActivity(lctx, a.RecordTransition, activities.TransitionInput{
-		ReminderID: reminderID, To: to, Event: event, Detail: detail,
-	}).Get(ctx, nil)
-	if err != nil {
-		return err
-	}
-	return upsertState(ctx, to)
-}
-
-func upsertState(ctx workflow.Context, s reminder.State) error {
-	return workflow.UpsertTypedSearchAttributes(ctx, ReminderStateKey.ValueSet(string(s)))
 }

@@ -9,9 +9,11 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -23,6 +25,8 @@ var acts *activities.Activities
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
+const day = 24 * time.Hour
+
 func input(due time.Time) workflows.ReminderInput {
 	return workflows.ReminderInput{
 		ReminderID: "SHP-1/window-1/ops", ShipmentID: "SHP-1", UpdateID: "window-1",
@@ -30,117 +34,455 @@ func input(due time.Time) workflows.ReminderInput {
 	}
 }
 
-// newEnv is a time-skipping test environment with the real registrations;
-// the activities are stubbed per test.
-func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+func withApproval(in workflows.ReminderInput) workflows.ReminderInput {
+	in.Approval = reminder.Approval{Required: true, Timeout: day, ExpireAfter: 3 * day}
+	return in
+}
+
+type notifyCall struct {
+	At time.Time
+	In activities.NotifyInput
+}
+
+// harness runs ReminderWorkflow in the time-skipping test environment with
+// the real registrations and recording stand-ins for the activities.
+type harness struct {
+	t           *testing.T
+	env         *testsuite.TestWorkflowEnvironment
+	notifies    []notifyCall
+	transitions []activities.TransitionInput
+	reschedules []activities.RescheduleInput
+	// fail, when set, makes the reminder's own delivery fail with it.
+	fail error
+	// respond, when set, answers the reminder's own delivery instead.
+	respond func(activities.NotifyInput) (activities.NotifyResult, error)
+}
+
+// newHarness builds a harness whose notify activity takes sendTime (of
+// workflow time) to complete.
+func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	env := suite.NewTestWorkflowEnvironment()
-	env.SetStartTime(t0)
-	worker.Register(env, &activities.Activities{})
-	env.SetTypedSearchAttributesOnStart(workflows.StartSearchAttributes(input(t0)))
-	return env
-}
-
-// notifyRecorder stubs Notify and records the workflow time of each call.
-func notifyRecorder(env *testsuite.TestWorkflowEnvironment, calls *[]time.Time, err error) {
-	env.OnActivity(acts.Notify, mock.Anything, mock.Anything).Return(
+	h := &harness{t: t, env: suite.NewTestWorkflowEnvironment()}
+	h.env.SetStartTime(t0)
+	worker.Register(h.env, &activities.Activities{})
+	notify := h.env.OnActivity(acts.Notify, mock.Anything, mock.Anything)
+	if len(sendTime) > 0 {
+		notify = notify.After(sendTime[0])
+	}
+	notify.Return(
 		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
-			*calls = append(*calls, env.Now().UTC())
-			if err != nil {
-				return activities.NotifyResult{}, err
+			h.notifies = append(h.notifies, notifyCall{At: h.env.Now().UTC(), In: in})
+			switch {
+			case in.Purpose != "":
+			case h.respond != nil:
+				return h.respond(in)
+			case h.fail != nil:
+				return activities.NotifyResult{}, h.fail
 			}
-			return activities.NotifyResult{DeliveryKey: reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)}, nil
+			return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: "pm-1"}, nil
 		})
+	h.env.OnActivity(acts.RecordTransition, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TransitionInput) error {
+			h.transitions = append(h.transitions, in)
+			return nil
+		})
+	h.env.OnActivity(acts.RecordReschedule, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RescheduleInput) error {
+			h.reschedules = append(h.reschedules, in)
+			return nil
+		})
+	return h
 }
 
-// expectStateUpsert requires the ReminderState search attribute to be
-// upserted to state exactly once.
-func expectStateUpsert(env *testsuite.TestWorkflowEnvironment, state reminder.State) {
-	env.OnUpsertTypedSearchAttributes(
-		temporal.NewSearchAttributes(workflows.ReminderStateKey.ValueSet(string(state))),
-	).Return(nil).Once()
+// sends are the calls of one purpose ("" for the reminder itself).
+func (h *harness) sends(p reminder.Purpose) []notifyCall {
+	var out []notifyCall
+	for _, c := range h.notifies {
+		if c.In.Purpose == p {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (h *harness) events() []string {
+	var out []string
+	for _, tr := range h.transitions {
+		out = append(out, tr.Event)
+	}
+	return out
+}
+
+// outcome is what an update sent from the test got back.
+type outcome struct {
+	done     bool
+	rejected error
+	result   any
+	err      error
+}
+
+// update sends an update after d of workflow time.
+func (h *harness) update(d time.Duration, name string, arg any) *outcome {
+	o := &outcome{}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+			OnAccept:   func() {},
+			OnReject:   func(err error) { o.done, o.rejected = true, err },
+			OnComplete: func(res any, err error) { o.done, o.result, o.err = true, res, err },
+		}, arg)
+	}, d)
+	return o
+}
+
+func (h *harness) run(in workflows.ReminderInput) workflows.ReminderResult {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, in)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+	var res workflows.ReminderResult
+	require.NoError(h.t, h.env.GetWorkflowResult(&res))
+	return res
 }
 
 func TestReminderDueIn90DaysFiresAtDay90AndNotBefore(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	due := t0.Add(90 * 24 * time.Hour)
-	var calls []time.Time
-	notifyRecorder(env, &calls, nil)
-	expectStateUpsert(env, reminder.Sent)
-	env.RegisterDelayedCallback(func() {
-		require.Empty(t, calls, "nothing may be sent a minute before the due time")
-	}, 90*24*time.Hour-time.Minute)
+	h := newHarness(t)
+	due := t0.Add(90 * day)
+	h.env.RegisterDelayedCallback(func() {
+		require.Empty(t, h.notifies, "nothing may be sent a minute before the due time")
+	}, 90*day-time.Minute)
 
-	env.ExecuteWorkflow(workflows.ReminderWorkflow, input(due))
+	res := h.run(input(due))
 
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	require.Len(t, calls, 1)
-	require.Equal(t, due, calls[0], "sent at day 90 exactly")
-	var res workflows.ReminderResult
-	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Len(t, h.notifies, 1)
+	require.Equal(t, due, h.notifies[0].At, "sent at day 90 exactly")
 	require.Equal(t, reminder.Sent, res.State)
 	require.Equal(t, reminder.DeliveryKey("SHP-1/window-1/ops", "ops", due), res.DeliveryKey)
-	env.AssertExpectations(t)
 }
 
 func TestReminderPastDueFiresAtOnce(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	var calls []time.Time
-	notifyRecorder(env, &calls, nil)
-
-	env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(-6*time.Hour)))
-
-	require.NoError(t, env.GetWorkflowError())
-	require.Equal(t, []time.Time{t0}, calls, "a reminder that came due while nothing ran is sent at once (backfill)")
-}
-
-func TestPermanentDeliveryFailureMarksReminderFailed(t *testing.T) {
-	t.Parallel()
-	env := newEnv(t)
-	var calls []time.Time
-	notifyRecorder(env, &calls, temporal.NewNonRetryableApplicationError("mail API answered 400", activities.ErrTypePermanentDelivery, nil))
-	expectStateUpsert(env, reminder.Failed)
-	var transitions []activities.TransitionInput
-	env.OnActivity(acts.RecordTransition, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.TransitionInput) error {
-			transitions = append(transitions, in)
-			return nil
-		})
-
-	env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(time.Hour)))
-
-	require.NoError(t, env.GetWorkflowError())
-	var res workflows.ReminderResult
-	require.NoError(t, env.GetWorkflowResult(&res))
-	require.Equal(t, reminder.Failed, res.State)
-	require.Len(t, calls, 1, "a permanent failure is not retried")
-	require.Len(t, transitions, 1)
-	require.Equal(t, reminder.Failed, transitions[0].To)
-	env.AssertExpectations(t)
+	h := newHarness(t)
+	h.run(input(t0.Add(-6 * time.Hour)))
+	require.Len(t, h.notifies, 1)
+	require.Equal(t, t0, h.notifies[0].At, "a reminder that came due while nothing ran is sent at once (backfill)")
 }
 
 func TestTemporaryFailuresAreRetried(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	attempts := 0
-	env.OnActivity(acts.Notify, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
-			attempts++
-			if attempts < 3 {
-				return activities.NotifyResult{}, errors.New("mail API answered 503")
-			}
-			return activities.NotifyResult{DeliveryKey: "k"}, nil
-		})
-
-	env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0))
-
-	require.NoError(t, env.GetWorkflowError())
-	require.Equal(t, 3, attempts)
-	var res workflows.ReminderResult
-	require.NoError(t, env.GetWorkflowResult(&res))
+	h := newHarness(t)
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		if len(h.notifies) < 3 {
+			return activities.NotifyResult{}, errors.New("mail API answered 503")
+		}
+		return activities.NotifyResult{DeliveryKey: in.Key()}, nil
+	}
+	res := h.run(input(t0))
+	require.Len(t, h.notifies, 3)
 	require.Equal(t, reminder.Sent, res.State)
+}
+
+func TestPermanentFailureFailsAndEscalatesOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.fail = temporal.NewNonRetryableApplicationError("mail API answered 400", activities.ErrTypePermanentDelivery, nil)
+
+	res := h.run(input(t0.Add(time.Hour)))
+
+	require.Equal(t, reminder.Failed, res.State)
+	require.Len(t, h.sends(""), 1, "a permanent failure is not retried")
+	esc := h.sends(reminder.PurposeEscalation)
+	require.Len(t, esc, 1, "escalated once")
+	require.Equal(t, "delivery_failed", esc[0].In.Reason)
+	require.Contains(t, esc[0].In.Detail, "400")
+	require.Equal(t, []string{"failed"}, h.events())
+	require.Equal(t, reminder.Failed, h.transitions[0].To)
+}
+
+func TestCancelBeforeDueSendsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	o := h.update(time.Hour, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker", Reason: "shipment cancelled"})
+
+	res := h.run(input(t0.Add(3 * day)))
+
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.Empty(t, h.notifies, "a cancelled reminder sends nothing")
+	require.NoError(t, o.err)
+	require.Equal(t, workflows.OutcomeCancelled, o.result.(workflows.CancelResult).Outcome)
+	require.Equal(t, []string{"cancelled"}, h.events())
+	require.Equal(t, "tracker", h.transitions[0].Detail["by"])
+}
+
+// A cancel that arrives while the reminder is being sent is compensated
+// after the send, once, however often it is asked for.
+func TestCancelDuringTheSendIsCompensatedOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, time.Minute)
+	first := h.update(time.Hour+10*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	second := h.update(time.Hour+20*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+
+	res := h.run(input(t0.Add(time.Hour)))
+
+	require.Equal(t, reminder.Sent, res.State)
+	require.True(t, res.Compensated)
+	require.Len(t, h.sends(""), 1)
+	notices := h.sends(reminder.PurposeCancellation)
+	require.Len(t, notices, 1, "one cancellation notice")
+	require.Equal(t, reminder.CancellationKey("SHP-1/window-1/ops", "ops"), notices[0].In.Key())
+	for _, o := range []*outcome{first, second} {
+		require.True(t, o.done)
+		require.NoError(t, o.err)
+		require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+	}
+	require.Equal(t, []string{"cancelled"}, h.events(), "who cancelled is on the trail")
+}
+
+func TestCancellationNoticeWorkflowSendsOneNotice(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.env.ExecuteWorkflow(workflows.CancellationNoticeWorkflow, workflows.CancellationNoticeInput{
+		ReminderID: "SHP-1/window-1/ops", ShipmentID: "SHP-1", UpdateID: "window-1", SubscriberID: "ops", By: "tracker",
+	})
+	require.NoError(t, h.env.GetWorkflowError())
+	var res workflows.ReminderResult
+	require.NoError(t, h.env.GetWorkflowResult(&res))
+	require.True(t, res.Compensated)
+	require.Len(t, h.sends(reminder.PurposeCancellation), 1)
+	require.Equal(t, []string{"cancelled"}, h.events())
+}
+
+func TestRescheduleLaterEarlierAndIntoThePast(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		moveTo time.Time
+		sentAt time.Time
+	}{
+		{"later", t0.Add(5 * day), t0.Add(5 * day)},
+		{"earlier", t0.Add(time.Hour), t0.Add(time.Hour)},
+		{"into the past", t0.Add(-time.Hour), t0.Add(30 * time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			o := h.update(30*time.Minute, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: tc.moveTo, By: "ops"})
+
+			res := h.run(input(t0.Add(2 * day)))
+
+			require.NoError(t, o.err)
+			require.Nil(t, o.rejected)
+			newKey := reminder.DeliveryKey("SHP-1/window-1/ops", "ops", tc.moveTo)
+			require.Equal(t, newKey, o.result.(workflows.RescheduleResult).DeliveryKey, "the key follows the due time")
+			require.Len(t, h.notifies, 1)
+			require.Equal(t, tc.sentAt, h.notifies[0].At)
+			require.Equal(t, tc.moveTo, h.notifies[0].In.DueAt)
+			require.Equal(t, newKey, res.DeliveryKey)
+			require.Len(t, h.reschedules, 1)
+			require.Equal(t, newKey, h.reschedules[0].DeliveryKey, "the mirror gets the new key")
+		})
+	}
+}
+
+func TestRescheduleValidatorRejectsAbsurdTimes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	zero := h.update(time.Minute, workflows.UpdateReschedule, workflows.RescheduleRequest{})
+	past := h.update(2*time.Minute, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.AddDate(-1, 0, 0)})
+	future := h.update(3*time.Minute, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.AddDate(10, 0, 0)})
+
+	h.run(input(t0.Add(time.Hour)))
+
+	require.ErrorContains(t, zero.rejected, "due time is required")
+	require.ErrorContains(t, past.rejected, "days in the past")
+	require.ErrorContains(t, future.rejected, "days ahead")
+	require.Empty(t, h.reschedules)
+	require.Equal(t, t0.Add(time.Hour), h.notifies[0].At, "the due time did not move")
+}
+
+func TestRescheduleOfASentReminderIsRejected(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, time.Minute)
+	during := h.update(time.Hour+30*time.Second, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(2 * day)})
+	h.run(input(t0.Add(time.Hour)))
+	require.ErrorContains(t, during.rejected, "being sent")
+}
+
+// A thousand reschedules of one reminder end in continue-as-new, the state
+// carried over intact; the next run sends at the last due time.
+func TestAThousandReschedulesContinueAsNewWithStateIntact(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const n = 1000
+	var last time.Time
+	// One update a second, each callback scheduling the next (the test
+	// environment holds at most 1,000 pending callbacks).
+	var send func(i int)
+	send = func(i int) {
+		h.env.RegisterDelayedCallback(func() {
+			last = t0.Add(30*day + time.Duration(i)*time.Minute)
+			h.env.UpdateWorkflow(workflows.UpdateReschedule, "", &testsuite.TestUpdateCallback{
+				OnAccept: func() {}, OnReject: func(err error) { t.Errorf("reschedule %d rejected: %v", i, err) },
+				OnComplete: func(any, error) {},
+			}, workflows.RescheduleRequest{DueAt: last, By: "ops"})
+			if i < n {
+				send(i + 1)
+				return
+			}
+			// Then the server suggests continuing as new (the history grew).
+			h.env.RegisterDelayedCallback(func() { h.env.SetContinueAsNewSuggested(true) }, time.Second)
+		}, time.Second)
+	}
+	send(1)
+
+	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(10*day)))
+
+	require.True(t, h.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
+	require.Equal(t, workflows.ReminderWorkflowName, can.WorkflowType.Name)
+	var next workflows.ReminderInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Equal(t, last, next.DueAt)
+	require.NotNil(t, next.Carried)
+	require.Equal(t, n, next.Carried.Reschedules)
+	require.Equal(t, reminder.Scheduled, next.Carried.State)
+	require.Equal(t, n+1, next.Carried.TransitionCount)
+	require.LessOrEqual(t, len(next.Carried.Transitions), 50, "carried state stays small")
+	require.Len(t, h.reschedules, n)
+	require.Empty(t, h.notifies)
+
+	// The continuation picks up where the run left off.
+	h2 := newHarness(t)
+	var status workflows.Status
+	h2.env.RegisterDelayedCallback(func() {
+		v, err := h2.env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&status))
+	}, time.Minute)
+	res := h2.run(next)
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, h2.notifies, 1)
+	require.Equal(t, last, h2.notifies[0].At)
+	require.Equal(t, n, status.Reschedules)
+	require.Equal(t, reminder.DeliveryKey("SHP-1/window-1/ops", "ops", last), status.DeliveryKey)
+}
+
+func TestApproveBeforeDueSendsAtDue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	due := t0.Add(2 * day)
+	o := h.update(2*time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice", Reason: "customer confirmed"})
+
+	res := h.run(withApproval(input(due)))
+
+	require.NoError(t, o.err)
+	require.Equal(t, reminder.Scheduled, o.result.(workflows.DecisionResult).State)
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, h.sends(""), 1)
+	require.Equal(t, due, h.sends("")[0].At, "approved early: sent at the due time")
+	require.Empty(t, h.sends(reminder.PurposeEscalation), "decided before the timeout: no escalation")
+	require.Equal(t, []string{"approved"}, h.events())
+	require.Equal(t, "alice", h.transitions[0].Detail["by"])
+	require.Equal(t, "customer confirmed", h.transitions[0].Detail["reason"])
+}
+
+func TestApproveAfterDueSendsAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.update(5*time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+
+	h.run(withApproval(input(t0.Add(time.Hour))))
+
+	require.Len(t, h.sends(""), 1)
+	require.Equal(t, t0.Add(5*time.Hour), h.sends("")[0].At, "approved after the due time: sent at once")
+}
+
+func TestRejectCancels(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	o := h.update(time.Hour, workflows.UpdateReject, workflows.Decision{By: "bob", Reason: "wrong consignee"})
+	late := h.update(2*time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+
+	res := h.run(withApproval(input(t0.Add(day))))
+
+	require.NoError(t, o.err)
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.Empty(t, h.notifies)
+	require.Equal(t, []string{"rejected"}, h.events())
+	require.False(t, late.done && late.err == nil && late.rejected == nil, "a second decision is not taken")
+}
+
+func TestDecisionNeedsWhoAndAWaitingReminder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	anon := h.update(time.Minute, workflows.UpdateApprove, workflows.Decision{})
+	h.run(withApproval(input(t0)))
+	require.ErrorContains(t, anon.rejected, "who decides")
+
+	h = newHarness(t)
+	notWaiting := h.update(time.Minute, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	h.run(input(t0.Add(time.Hour)))
+	require.ErrorContains(t, notWaiting.rejected, "not awaiting approval")
+}
+
+// No decision within the timeout: the escalation contact hears of it once,
+// the reminder keeps waiting, and expires at the final deadline.
+func TestApprovalTimeoutEscalatesThenExpires(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var during workflows.Status
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&during))
+	}, 2*day)
+
+	res := h.run(withApproval(input(t0.Add(12 * time.Hour))))
+
+	require.Equal(t, reminder.Expired, res.State)
+	require.Empty(t, h.sends(""), "an expired reminder is never sent")
+	esc := h.sends(reminder.PurposeEscalation)
+	require.Len(t, esc, 1, "escalated once")
+	require.Equal(t, t0.Add(day), esc[0].At, "at the approval timeout")
+	require.Equal(t, "approval_timeout", esc[0].In.Reason)
+	require.Equal(t, []string{"expired"}, h.events())
+	require.Equal(t, reminder.AwaitingApproval, during.State, "still waiting after the escalation")
+	require.True(t, during.Approval.Escalated)
+	require.Equal(t, t0.Add(3*day), during.Approval.ExpiresAt)
+}
+
+func TestApprovalAfterEscalationStillSends(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.update(2*day, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	res := h.run(withApproval(input(t0.Add(12 * time.Hour))))
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, h.sends(reminder.PurposeEscalation), 1)
+	require.Equal(t, t0.Add(2*day), h.sends("")[0].At)
+}
+
+func TestStatusQuery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.update(time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(4 * day), By: "ops"})
+	var st workflows.Status
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&st))
+	}, 2*time.Hour)
+	h.run(input(t0.Add(2 * day)))
+
+	require.Equal(t, reminder.Scheduled, st.State)
+	require.Equal(t, t0.Add(4*day), st.DueAt)
+	require.Equal(t, reminder.DeliveryKey("SHP-1/window-1/ops", "ops", t0.Add(4*day)), st.DeliveryKey)
+	require.Equal(t, 1, st.Reschedules)
+	require.False(t, st.Approval.Required)
+	var events []string
+	for _, tr := range st.Transitions {
+		events = append(events, tr.Event)
+	}
+	require.Equal(t, []string{"scheduled", "rescheduled"}, events)
 }

@@ -1,0 +1,26 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// CancellationNoticeWorkflow compensates a reminder that was delivered and
+// whose workflow had finished before its shipment was cancelled: it records
+// who cancelled and why, then sends the one cancellation notice under the
+// notice's own delivery key. Its workflow id is derived from the reminder
+// (CancellationNoticeWorkflowID), so cancelling twice starts it once.
+func CancellationNoticeWorkflow(ctx workflow.Context, in CancellationNoticeInput) (ReminderResult, error) {
+	recordTransition(ctx, in.ReminderID, reminder.Cancelled, "cancelled",
+		map[string]any{"by": in.By, "reason": in.Reason, "after": "sent"})
+	var res activities.NotifyResult
+	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+		Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID,
+	}).Get(ctx, &res)
+	if err != nil {
+		return ReminderResult{State: reminder.Sent}, err
+	}
+	return ReminderResult{State: reminder.Sent, DeliveryKey: res.DeliveryKey, ProviderMessageID: res.ProviderMessageID, Compensated: true}, nil
+}
