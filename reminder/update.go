@@ -141,12 +141,12 @@ type escalationJSON struct {
 }
 
 type subscriberJSON struct {
-	ID           string `json:"id"`
-	Channel      string `json:"channel"`
-	Email        string `json:"email"`
-	URL          string `json:"url"`
-	Secret       string `json:"secret"`
-	DueAt        string `json:"due_at"`
+	ID               string `json:"id"`
+	Channel          string `json:"channel"`
+	Email            string `json:"email"`
+	URL              string `json:"url"`
+	Secret           string `json:"secret"`
+	DueAt            string `json:"due_at"`
 	RemindBefore     string `json:"remind_before"`
 	RequiresApproval bool   `json:"requires_approval"`
 }
