@@ -86,11 +86,7 @@ func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, er
 	var mu sync.Mutex
 	var started []string
 	g, gctx := errgroup.WithContext(ctx)
-	limit := s.Concurrency
-	if limit <= 0 {
-		limit = 16
-	}
-	g.SetLimit(limit)
+	g.SetLimit(s.concurrency())
 	for i, r := range rows {
 		g.Go(func() error {
 			status, err := s.start(gctx, r)

@@ -223,7 +223,7 @@ func (r *run) deliver(ctx workflow.Context) error {
 func (r *run) finish(ctx workflow.Context) error {
 	for {
 		if r.cancel != nil && r.cancelOutcome == "" {
-			outcome := string(r.state)
+			outcome := "already_" + string(r.state)
 			if r.state == reminder.Sent {
 				r.compensate(ctx)
 				outcome = OutcomeCompensated

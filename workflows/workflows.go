@@ -144,8 +144,8 @@ type CancelRequest struct {
 // CancelResult says what cancelling did.
 type CancelResult struct {
 	// Outcome: "cancelled" (nothing was sent), "compensated" (it had been
-	// sent; the cancellation notice went out) or the state it had already
-	// ended in.
+	// sent; the cancellation notice went out) or "already_" and the state
+	// it had already ended in (rejected: already_cancelled).
 	Outcome string
 	State   reminder.State
 }
