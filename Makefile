@@ -3,7 +3,7 @@
 SHELL := bash
 BIN := .dev/bin/shipnotify
 
-.PHONY: demo test down up build check-ci
+.PHONY: demo test test-ui down up build
 
 ## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
 demo: build
@@ -12,6 +12,10 @@ demo: build
 ## test: every test, against a real Temporal dev server and PostgreSQL
 test:
 	@scripts/dev.sh run -- scripts/test.sh
+
+## test-ui: headless Chromium through the Temporal Web UI (not in CI); screenshots in out/
+test-ui:
+	@scripts/test-ui.sh
 
 ## up / down: keep the dev server and PostgreSQL running between commands
 up:

@@ -144,3 +144,43 @@ func TestBadUpdates(t *testing.T) {
 		})
 	}
 }
+
+func TestApprovalPolicy(t *testing.T) {
+	t.Parallel()
+	u := testenv.ValidUpdate(now)
+	u["approval"] = map[string]any{"required": true, "timeout": "2h"}
+	u["escalation"] = map[string]any{"email": "lead@shipper.example"}
+	b, err := json.Marshal(u)
+	require.NoError(t, err)
+	rems, err := plan(t, string(b))
+	require.NoError(t, err)
+	for _, r := range rems {
+		require.Equal(t, reminder.Approval{Required: true, Timeout: 2 * time.Hour, ExpireAfter: reminder.DefaultApprovalExpireAfter}, r.Approval)
+		require.Equal(t, reminder.AwaitingApproval, r.InitialState())
+	}
+
+	u = testenv.ValidUpdate(now)
+	u["subscribers"].([]any)[1].(map[string]any)["requires_approval"] = true
+	u["escalation"] = map[string]any{"email": "lead@shipper.example"}
+	b, err = json.Marshal(u)
+	require.NoError(t, err)
+	rems, err = plan(t, string(b))
+	require.NoError(t, err)
+	require.False(t, rems[0].Approval.Required)
+	require.Equal(t, reminder.Scheduled, rems[0].InitialState())
+	require.Equal(t, reminder.Approval{Required: true, Timeout: reminder.DefaultApprovalTimeout, ExpireAfter: reminder.DefaultApprovalExpireAfter}, rems[1].Approval)
+}
+
+func TestPurposeKeysAreDistinct(t *testing.T) {
+	t.Parallel()
+	due := now
+	keys := map[string]bool{
+		reminder.DeliveryKey("S/U/a", "a", due):             true,
+		reminder.CancellationKey("S/U/a", "a"):              true,
+		reminder.EscalationKey("S/U/a", "approval_timeout"): true,
+		reminder.EscalationKey("S/U/a", "delivery_failed"):  true,
+		reminder.EscalationKey("S/U/b", "delivery_failed"):  true,
+		reminder.CancellationKey("S/U/b", "b"):              true,
+	}
+	require.Len(t, keys, 6)
+}

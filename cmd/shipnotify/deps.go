@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 // deps is a command's configuration and the connections it opened; close
@@ -70,4 +72,22 @@ func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 	}
 	d.closers = append(d.closers, c.Close)
 	return c, nil
+}
+
+// newStarter is a starter on the configured task queue, not yet connected.
+func (d *deps) newStarter() *starter.Starter {
+	return &starter.Starter{TaskQueue: d.cfg.TaskQueue, AllowLocalHTTPWebhooks: d.cfg.AllowLocalHTTPWebhooks, Now: time.Now}
+}
+
+// starter connects a starter to the mirror and Temporal.
+func (d *deps) starter(ctx context.Context) (*starter.Starter, error) {
+	st := d.newStarter()
+	var err error
+	if st.Mirror, err = d.mirror(ctx, 0); err != nil {
+		return nil, err
+	}
+	if st.Temporal, err = d.temporal(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
 }

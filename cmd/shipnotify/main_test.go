@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -212,4 +215,94 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
 	require.Contains(t, stdout, "All 4 reminders delivered")
 	require.Contains(t, stdout, "http://localhost:8233/namespaces/default/workflows?query=")
+}
+
+// The branches from the command line: show's live status, approve,
+// reschedule (and its refusals), cancel.
+func TestOperateFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	c := stackCLI(s)
+	c.env["USER"] = "alice"
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(time.Second), reminder.Email, reminder.Email)
+	u.Subscribers[0].RequiresApproval = true
+	u.Subscribers[1].DueAt = time.Now().Add(24 * time.Hour)
+	u.EscalationEmail = "lead@shipper.example"
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	gated, later := results[0], results[1]
+
+	code, stdout, stderr := c.run(t, "", "show", gated.ReminderID)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Live")
+	require.Contains(t, stdout, "awaiting_approval")
+	require.Contains(t, stdout, "none yet")
+
+	code, stdout, stderr = c.run(t, "", "approve", "--reminder", gated.ReminderID, "--reason", "checked")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"status":"approved"`)
+	code, stdout, stderr = c.run(t, "", "reschedule", "--reminder", later.ReminderID, "--due-at", time.Now().Add(time.Second).Format(time.RFC3339Nano))
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"status":"rescheduled"`)
+	for _, r := range results {
+		var res workflows.ReminderResult
+		require.NoError(t, s.Temporal.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res))
+		require.Equal(t, reminder.Sent, res.State)
+	}
+	events, err := s.Mirror.Events(ctx, gated.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, "alice", events[1].Detail["by"], "--by defaults to the OS user")
+
+	code, _, stderr = c.run(t, "", "reschedule", "--reminder", later.ReminderID, "--due-at", time.Now().Add(time.Hour).Format(time.RFC3339))
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "refused")
+	code, _, stderr = c.run(t, "", "reschedule", "--reminder", later.ReminderID, "--due-at", "next week")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--due-at")
+	code, _, stderr = c.run(t, "", "approve", "--shipment", u.ShipmentID)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--update")
+
+	code, stdout, stderr = c.run(t, "", "cancel", "--shipment", u.ShipmentID, "--reason", "withdrawn")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 2, strings.Count(stdout, `"status":"compensation_started"`), stdout)
+	code, _, stderr = c.run(t, "", "cancel", "--shipment", "SHP-unknown")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "no reminders for shipment")
+}
+
+// setup registers the search attributes on a namespace that lacks them, and
+// is a no-op the second time.
+func TestSetupRegistersSearchAttributes(t *testing.T) {
+	t.Parallel()
+	tc := testenv.Temporal(t)
+	ctx := context.Background()
+	ns := strings.ToLower(testenv.ID(t, "ns"))
+	_, err := tc.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	})
+	require.NoError(t, err)
+	c := cli{env: map[string]string{
+		"TEMPORAL_ADDRESS":     testenv.TemporalAddress(t),
+		"TEMPORAL_NAMESPACE":   ns,
+		"TEMPORAL_CONFIG_FILE": "/nonexistent",
+	}}
+	// A new namespace takes a moment to reach every service.
+	var stdout, stderr string
+	require.Eventually(t, func() bool {
+		var code int
+		code, stdout, stderr = c.run(t, "", "setup")
+		return code == 0
+	}, 30*time.Second, 500*time.Millisecond, stderr)
+	require.Equal(t, 4, strings.Count(stdout, "added"), stdout)
+
+	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	require.NoError(t, err)
+	for name, typ := range workflows.SearchAttributeTypes {
+		require.Equal(t, typ, resp.GetCustomAttributes()[name], name)
+	}
+	code, stdout, stderr := c.run(t, "", "setup")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 4, strings.Count(stdout, "present"), stdout)
 }

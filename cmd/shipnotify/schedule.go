@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"time"
 
 	"github.com/shipnotify/shipnotify/reminder"
-	"github.com/shipnotify/shipnotify/starter"
 )
 
 func init() {
@@ -21,28 +19,23 @@ func runSchedule(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
+	u, err := readUpdate(e, *file)
+	if err != nil {
+		return err
+	}
 	d, err := newDeps(e)
 	if err != nil {
 		return err
 	}
 	defer d.close()
-	u, err := readUpdate(e, *file)
-	if err != nil {
-		return err
-	}
-	st := &starter.Starter{TaskQueue: d.cfg.TaskQueue, AllowLocalHTTPWebhooks: d.cfg.AllowLocalHTTPWebhooks, Now: time.Now}
+	st := d.newStarter()
 	// Check before connecting to anything: bad input writes nothing.
 	if _, err := st.Plan(u); err != nil {
 		return usageError{err}
 	}
-
-	if st.Mirror, err = d.mirror(ctx, 0); err != nil {
+	if st, err = d.starter(ctx); err != nil {
 		return err
 	}
-	if st.Temporal, err = d.temporal(ctx); err != nil {
-		return err
-	}
-
 	results, err := st.Schedule(ctx, u)
 	enc := json.NewEncoder(e.stdout)
 	for _, r := range results {

@@ -8,9 +8,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 func init() {
@@ -30,6 +32,8 @@ type showOutput struct {
 	Reminder mirror.Row     `json:"reminder"`
 	Events   []mirror.Event `json:"events"`
 	Workflow workflowStatus `json:"workflow"`
+	// Live is the running workflow's own account (its status query).
+	Live *workflows.Status `json:"live,omitempty"`
 }
 
 func runShow(ctx context.Context, e env, args []string) error {
@@ -89,6 +93,17 @@ func runShow(ctx context.Context, e env, args []string) error {
 			ct := t.AsTime()
 			out.Workflow.CloseTime = &ct
 		}
+		if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			v, err := tc.QueryWorkflow(ctx, row.WorkflowID, "", workflows.QueryStatus)
+			if err != nil {
+				return fmt.Errorf("error querying the workflow's status: %w", err)
+			}
+			var live workflows.Status
+			if err := v.Get(&live); err != nil {
+				return fmt.Errorf("error reading the workflow's status: %w", err)
+			}
+			out.Live = &live
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -110,6 +125,28 @@ func printShow(e env, out showOutput) error {
 	fmt.Fprintf(tw, "Workflow\t%s (%s)\n", r.WorkflowID, out.Workflow.Status)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if l := out.Live; l != nil {
+		fmt.Fprintln(e.stdout, "\nLive (the running workflow's status query):")
+		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "  State\t%s\n", l.State)
+		fmt.Fprintf(tw, "  Due\t%s\n", l.DueAt.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(tw, "  Delivery key\t%s\n", l.DeliveryKey)
+		if l.Approval.Required {
+			decision := "none yet"
+			if dr := l.Approval.Decision; dr != nil {
+				decision = map[bool]string{true: "approved", false: "rejected"}[dr.Approved] + " by " + dr.By
+			}
+			fmt.Fprintf(tw, "  Approval\t%s (times out %s, expires %s, escalated %t)\n", decision,
+				l.Approval.TimeoutAt.UTC().Format(time.RFC3339), l.Approval.ExpiresAt.UTC().Format(time.RFC3339), l.Approval.Escalated)
+		}
+		fmt.Fprintf(tw, "  Reschedules\t%d\n", l.Reschedules)
+		for _, tr := range l.Transitions {
+			fmt.Fprintf(tw, "  %s\t%s\t%s %s\n", tr.At.UTC().Format(time.RFC3339), tr.Event, tr.State, tr.Detail)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(e.stdout, "\nEvents:")
 	tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

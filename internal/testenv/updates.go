@@ -107,5 +107,14 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"remind_before without window", "window_start", del("window_start")},
 		{"due absurdly far ahead", "subscribers[2].due_at", subSet(2, "due_at", "2100-01-01T00:00:00Z")},
 		{"due long past", "subscribers[2].due_at", subSet(2, "due_at", now.AddDate(-1, 0, 0).UTC().Format(time.RFC3339))},
+		{"approval without escalation contact", "escalation.email", set("approval", map[string]any{"required": true})},
+		{"subscriber approval without escalation contact", "escalation.email", subSet(0, "requires_approval", true)},
+		{"unparsable approval timeout", "approval.timeout", set("approval", map[string]any{"required": true, "timeout": "a day"})},
+		{"approval expiring before its timeout", "approval.expire_after",
+			set("approval", map[string]any{"required": true, "timeout": "48h", "expire_after": "24h"})},
+		{"approval waiting for months", "approval.expire_after",
+			set("approval", map[string]any{"required": true, "expire_after": "90d"})},
+		{"unknown approval field", "approval.requried", set("approval", map[string]any{"requried": true})},
+		{"invalid escalation email", "escalation.email", set("escalation", map[string]any{"email": "lead at shipper"})},
 	}
 }

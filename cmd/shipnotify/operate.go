@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+func init() {
+	register("cancel", "cancel every reminder of a shipment (a subscriber already reminded gets a cancellation notice)", runCancel)
+	register("reschedule", "move an update's delivery window, or one reminder's due time", runReschedule)
+	register("approve", "approve reminders awaiting approval", func(ctx context.Context, e env, args []string) error {
+		return runDecide(ctx, e, args, true)
+	})
+	register("reject", "reject reminders awaiting approval (they end cancelled)", func(ctx context.Context, e env, args []string) error {
+		return runDecide(ctx, e, args, false)
+	})
+}
+
+// actorFlags adds --by and --reason; --by defaults to the OS user.
+func actorFlags(fs *flag.FlagSet, e env) *starter.Actor {
+	a := &starter.Actor{}
+	by, ok := e.lookup("USER")
+	if !ok || by == "" {
+		by = "cli"
+	}
+	fs.StringVar(&a.By, "by", by, "who asks (recorded in the audit trail)")
+	fs.StringVar(&a.Reason, "reason", "", "why (recorded in the audit trail)")
+	return a
+}
+
+// printOutcomes writes one JSON line per reminder and fails when any
+// reminder refused, so a script notices.
+func printOutcomes(e env, outs []starter.Outcome, err error) error {
+	enc := json.NewEncoder(e.stdout)
+	refused := 0
+	for _, o := range outs {
+		if o.ReminderID == "" {
+			continue
+		}
+		_ = enc.Encode(o)
+		if o.Status == starter.StatusRefused {
+			refused++
+			fmt.Fprintf(e.stderr, "shipnotify: %s refused: %s\n", o.ReminderID, o.Error)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if refused > 0 {
+		return fmt.Errorf("%d of %d reminders refused", refused, len(outs))
+	}
+	return nil
+}
+
+func runCancel(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "cancel", "cancel --shipment S [--reason R] [--by WHO]")
+	shipment := fs.String("shipment", "", "the shipment whose reminders to cancel (required)")
+	who := actorFlags(fs, e)
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if *shipment == "" {
+		return usagef("--shipment is required")
+	}
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	st, err := d.starter(ctx)
+	if err != nil {
+		return err
+	}
+	outs, err := st.Cancel(ctx, *shipment, *who)
+	if errors.Is(err, starter.ErrUnknownShipment) {
+		return fmt.Errorf("no reminders for shipment %q: nothing to cancel", *shipment)
+	}
+	return printOutcomes(e, outs, err)
+}
+
+func runReschedule(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "reschedule", "reschedule --shipment S --update U --window-start T | --reminder ID --due-at T  [--reason R] [--by WHO]")
+	shipment := fs.String("shipment", "", "the update's shipment")
+	update := fs.String("update", "", "the update whose delivery window moved")
+	window := fs.String("window-start", "", "the new delivery window start (RFC 3339); every pending reminder of the update moves by as much")
+	reminderID := fs.String("reminder", "", "one reminder to move instead")
+	dueAt := fs.String("due-at", "", "that reminder's new due time (RFC 3339)")
+	who := actorFlags(fs, e)
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	one := *reminderID != ""
+	switch {
+	case one && (*shipment != "" || *update != "" || *window != ""):
+		return usagef("give --reminder with --due-at, or --shipment, --update and --window-start, not both")
+	case one && *dueAt == "":
+		return usagef("--due-at is required with --reminder")
+	case !one && (*shipment == "" || *update == "" || *window == ""):
+		return usagef("--shipment, --update and --window-start are required (or --reminder and --due-at)")
+	}
+	flagName, value := "--window-start", *window
+	if one {
+		flagName, value = "--due-at", *dueAt
+	}
+	when, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return usagef("%s: not an RFC 3339 time (like 2026-12-03T08:00:00Z)", flagName)
+	}
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	st, err := d.starter(ctx)
+	if err != nil {
+		return err
+	}
+	if one {
+		out, err := st.RescheduleReminder(ctx, *reminderID, when, *who)
+		if errors.Is(err, mirror.ErrNotFound) {
+			return fmt.Errorf("no reminder %q in the mirror", *reminderID)
+		}
+		return printOutcomes(e, []starter.Outcome{out}, err)
+	}
+	outs, err := st.RescheduleUpdate(ctx, *shipment, *update, when, *who)
+	if errors.Is(err, mirror.ErrNotFound) {
+		return fmt.Errorf("no update %s/%s in the mirror", *shipment, *update)
+	}
+	return printOutcomes(e, outs, err)
+}
+
+func runDecide(ctx context.Context, e env, args []string, approve bool) error {
+	name := "reject"
+	if approve {
+		name = "approve"
+	}
+	fs := newFlags(e, name, name+" --reminder ID | --shipment S --update U  [--reason R] [--by WHO]")
+	var sel starter.Selection
+	fs.StringVar(&sel.ReminderID, "reminder", "", "one reminder")
+	fs.StringVar(&sel.ShipmentID, "shipment", "", "with --update: every reminder of the update awaiting approval")
+	fs.StringVar(&sel.UpdateID, "update", "", "the update")
+	who := actorFlags(fs, e)
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if (sel.ReminderID == "") == (sel.ShipmentID == "" || sel.UpdateID == "") {
+		return usagef("give --reminder, or --shipment with --update")
+	}
+	if who.By == "" {
+		return usagef("--by: who decides is required")
+	}
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	st, err := d.starter(ctx)
+	if err != nil {
+		return err
+	}
+	outs, err := st.Decide(ctx, sel, approve, *who)
+	if errors.Is(err, mirror.ErrNotFound) {
+		return fmt.Errorf("no reminder %q in the mirror", sel.ReminderID)
+	}
+	return printOutcomes(e, outs, err)
+}

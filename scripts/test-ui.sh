@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# make test-ui: drive a real headless Chromium (Debian's chromium package)
+# through the Temporal Web UI of the dev server. Not part of CI: it needs
+# Chromium and the npm registry. Screenshots land in out/ (git-ignored).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+if ! command -v chromium >/dev/null; then
+  [ "$(id -u)" = 0 ] || { echo "install Debian's chromium package first" >&2; exit 1; }
+  echo "installing Chromium from Debian's packages" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+fi
+(cd ui-test && npm ci --no-audit --no-fund --silent)
+go build -o .dev/bin/shipnotify ./cmd/shipnotify
+
+exec scripts/dev.sh run -- bash -c '
+  set -euo pipefail
+  shipment="SHP-UI-$(date +%s)"
+  due=$(date -u -d "+30 days" +%Y-%m-%dT%H:%M:%SZ)
+  .dev/bin/shipnotify migrate >/dev/null
+  printf "%s" "{\"shipment_id\":\"$shipment\",\"update_id\":\"window-1\",\"kind\":\"delivery_window\",
+    \"message\":{\"subject\":\"UI test\",\"text\":\"Web UI test reminder.\"},
+    \"subscribers\":[{\"id\":\"ops\",\"channel\":\"email\",\"email\":\"ops@shipper.example\",\"due_at\":\"$due\"}]}" \
+    | SHIPNOTIFY_TASK_QUEUE=shipnotify-ui-test .dev/bin/shipnotify schedule >/dev/null
+  workflow="reminder/$shipment/window-1/ops"
+  status=0
+  SHIPMENT_ID="$shipment" WORKFLOW_ID="$workflow" OUT_DIR="'"$root"'/out" node ui-test/webui.mjs || status=$?
+  "$SHIPNOTIFY_DEV_TEMPORAL_BIN" workflow terminate --address "$TEMPORAL_ADDRESS" -w "$workflow" --reason "ui test over" >/dev/null || true
+  exit $status
+'
