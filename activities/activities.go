@@ -149,10 +149,21 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	// The key names the due time the workflow asked for.
 	claim.Target.Reminder.DueAt = in.DueAt
 
-	providerID, err := a.send(ctx, in, claim.Target, key)
+	var providerID string
+	t := claim.Target
+	if t.EndpointDisabled && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
+		err = &delivery.Error{Channel: "webhook receiver", Status: 410, Permanent: true, Detail: "endpoint disabled after an earlier 410 Gone"}
+	} else {
+		providerID, err = a.send(ctx, in, t, key)
+	}
 	var derr *delivery.Error
 	if errors.As(err, &derr) {
 		if derr.Permanent {
+			if derr.Status == 410 && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
+				if rerr := a.Mirror.DisableEndpoint(ctx, t.Reminder.ID, t.Reminder.WebhookURL, derr.Error()); rerr != nil {
+					return res, rerr
+				}
+			}
 			if rerr := a.Mirror.RecordDeliveryFailed(ctx, key, derr.Error()); rerr != nil {
 				return res, rerr
 			}

@@ -53,7 +53,7 @@ func setup(t *testing.T) *fixture {
 			APIKey: testenv.MailAPIKey, BaseURL: f.mail.URL(), FromEmail: "reminders@shipnotify.example",
 			Now: func() time.Time { return f.now },
 		}),
-		Webhook:       webhook.NewSender(webhook.Options{}),
+		Webhook:       webhook.NewSender(webhook.Options{Guard: webhook.Guard{AllowLoopback: true}}),
 		RecordRetries: 1,
 	}
 	return f
@@ -74,7 +74,7 @@ func (f *fixture) schedule(t *testing.T, channel reminder.Channel) activities.No
 		Message:     reminder.Message{Subject: "Window opens in 3 days", Text: "Dock 4."},
 		Subscribers: []reminder.Subscriber{sub},
 	}
-	rems, err := u.Plan(reminder.PlanOptions{Now: f.now, AllowLocalHTTPWebhooks: true})
+	rems, err := u.Plan(reminder.PlanOptions{Now: f.now, WebhookDestination: func(string) error { return nil }})
 	require.NoError(t, err)
 	r := rems[0]
 	_, err = f.mirror.InsertUpdate(context.Background(), u, []mirror.NewReminder{{
@@ -284,4 +284,27 @@ func TestUnknownReminderIsPermanent(t *testing.T) {
 	require.True(t, errors.As(err, &appErr), "got %v", err)
 	require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type())
 	require.True(t, appErr.NonRetryable())
+}
+
+// 410 Gone disables the endpoint: that delivery fails for good, and no
+// later delivery to the same URL is attempted.
+func TestGoneDisablesTheEndpoint(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	first := f.schedule(t, reminder.Webhook)
+	f.hooks.Fail(sink.Answer{Status: 410})
+
+	_, err := f.notify(t, first, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.True(t, appErr.NonRetryable())
+	require.Equal(t, 1, f.hooks.Requests())
+	require.Equal(t, []string{"scheduled", "endpoint_disabled", "delivery_failed"}, f.eventTypes(t, first.ReminderID))
+
+	second := f.schedule(t, reminder.Webhook) // same receiver URL, another shipment
+	_, err = f.notify(t, second, nil)
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.True(t, appErr.NonRetryable())
+	require.Contains(t, appErr.Error(), "disabled")
+	require.Equal(t, 1, f.hooks.Requests(), "nothing more is sent to a disabled endpoint")
 }

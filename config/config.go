@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/webhook"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -43,9 +44,9 @@ type Config struct {
 	FromEmail       string
 	FromName        string
 
-	// AllowLocalHTTPWebhooks accepts plain-http webhooks to loopback hosts;
-	// a development setting for a receiver on the same machine.
-	AllowLocalHTTPWebhooks bool
+	// Webhooks guards webhook destinations; AllowLoopback is a development
+	// setting for a receiver on the same machine.
+	Webhooks webhook.Guard
 
 	LogLevel slog.Level
 }
@@ -88,8 +89,8 @@ func Load(lookup Lookup) (Config, error) {
 	}
 	c.FromName = get("SHIPNOTIFY_FROM_NAME", DefaultFromName)
 
-	if c.AllowLocalHTTPWebhooks, err = parseBool(get("SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS", "false")); err != nil {
-		return Config{}, fmt.Errorf("SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS: %w", err)
+	if c.Webhooks.AllowLoopback, err = parseBool(get("SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK", "false")); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK: %w", err)
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("SHIPNOTIFY_LOG_LEVEL", "info"))); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_LOG_LEVEL: want debug, info, warn or error")

@@ -47,6 +47,8 @@ type Target struct {
 	WindowStart     time.Time
 	Message         reminder.Message
 	EscalationEmail string
+	// EndpointDisabled: the webhook answered 410 Gone before; send nothing.
+	EndpointDisabled bool
 }
 
 // ClaimResult is the outcome of a claim, with what to send when Claimed.
@@ -76,7 +78,10 @@ WITH claim AS (
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''),
        r.due_at, r.state, u.kind, u.window_start, u.subject, u.body,
-       coalesce(u.escalation_email, ''), (SELECT attempts FROM claim)
+       coalesce(u.escalation_email, ''),
+       EXISTS (SELECT 1 FROM disabled_endpoints d
+                WHERE d.url_sha256 = encode(sha256(convert_to(r.webhook_url, 'UTF8')), 'hex')),
+       (SELECT attempts FROM claim)
   FROM reminders r
   JOIN updates u USING (shipment_id, update_id)
  WHERE r.id = $2`
@@ -98,7 +103,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
-		&t.EscalationEmail, &attempts)
+		&t.EscalationEmail, &t.EndpointDisabled, &attempts)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}
@@ -193,6 +198,24 @@ SELECT coalesce(u.escalation_email, '')
 		return "", fmt.Errorf("error reading escalation contact: %w", err)
 	}
 	return contact, nil
+}
+
+// DisableEndpoint stops all deliveries to a webhook URL that answered 410
+// Gone, and notes it on the reminder's trail.
+func (s *Store) DisableEndpoint(ctx context.Context, reminderID, url, reason string) error {
+	_, err := s.pool.Exec(ctx, `
+WITH d AS (
+    INSERT INTO disabled_endpoints (url_sha256, reminder_id, reason)
+    VALUES (encode(sha256(convert_to($2, 'UTF8')), 'hex'), $1, $3)
+    ON CONFLICT DO NOTHING
+    RETURNING reminder_id
+)
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT reminder_id, 'endpoint_disabled', jsonb_build_object('reason', $3::text) FROM d`, reminderID, url, reason)
+	if err != nil {
+		return fmt.Errorf("error disabling webhook endpoint: %w", err)
+	}
+	return nil
 }
 
 // RecordDeliveryFailed records a permanent failure of the delivery: the

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/mail"
 	"net/url"
 	"regexp"
@@ -338,9 +337,10 @@ func ParseDuration(s string) (time.Duration, error) {
 type PlanOptions struct {
 	// Now is the time due times are checked against.
 	Now time.Time
-	// AllowLocalHTTPWebhooks lets a webhook URL be plain http to a loopback
-	// host. A development setting, for a receiver on the same machine.
-	AllowLocalHTTPWebhooks bool
+	// WebhookDestination decides whether a well-formed webhook URL may be
+	// used: scheme, port, and the addresses its host is or resolves to (the
+	// webhook package's Guard). Nil accepts https URLs only.
+	WebhookDestination func(rawURL string) error
 }
 
 // Plan checks an update and turns it into its reminders, one per subscriber,
@@ -485,7 +485,7 @@ func (s Subscriber) checkChannel(field string, opts PlanOptions, r *Reminder) er
 		if s.Email != "" {
 			return fieldErr(field, "a webhook subscriber takes no email")
 		}
-		if err := CheckWebhookURL(field+".url", s.URL, opts.AllowLocalHTTPWebhooks); err != nil {
+		if err := CheckWebhookURL(field+".url", s.URL, opts.WebhookDestination); err != nil {
 			return err
 		}
 		if err := checkSecret(field+".secret", s.Secret); err != nil {
@@ -519,10 +519,9 @@ func checkEmail(field, addr string) error {
 	return nil
 }
 
-// CheckWebhookURL checks the form of a webhook URL: absolute https with a
-// host, no credentials or fragment. With allowLocalHTTP, plain http to a
-// loopback host is accepted too (a local receiver in development).
-func CheckWebhookURL(field, raw string, allowLocalHTTP bool) error {
+// CheckWebhookURL checks a webhook URL: absolute, with a host, no
+// credentials or fragment, then destination's verdict (https only when nil).
+func CheckWebhookURL(field, raw string, destination func(string) error) error {
 	if raw == "" {
 		return fieldErr(field, "is required for the webhook channel")
 	}
@@ -539,24 +538,19 @@ func CheckWebhookURL(field, raw string, allowLocalHTTP bool) error {
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return fieldErr(field, "must not have a fragment")
 	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !allowLocalHTTP || !isLoopbackHost(u.Hostname()) {
-			return fieldErr(field, "must use https")
-		}
-	default:
+	if u.Scheme != "https" && u.Scheme != "http" {
 		return fieldErr(field, "must use https")
 	}
-	return nil
-}
-
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
+	if destination == nil {
+		if u.Scheme != "https" {
+			return fieldErr(field, "must use https")
+		}
+		return nil
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	if err := destination(raw); err != nil {
+		return fieldErr(field, "%s", err)
+	}
+	return nil
 }
 
 func checkSecret(field, secret string) error {

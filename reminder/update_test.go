@@ -104,21 +104,23 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
-func TestLocalHTTPWebhooksOnlyWhenAllowed(t *testing.T) {
+func TestWebhookDestinationIsConsulted(t *testing.T) {
 	t.Parallel()
-	doc := strings.Replace(validDoc(t), "https://hooks.consignee.example/in", "http://127.0.0.1:9999/in", 1)
-	u, err := reminder.ParseUpdate(strings.NewReader(doc))
+	u, err := reminder.ParseUpdate(strings.NewReader(validDoc(t)))
 	require.NoError(t, err)
-	_, err = u.Plan(reminder.PlanOptions{Now: now})
-	require.ErrorContains(t, err, "subscribers[2].url: must use https")
-	_, err = u.Plan(reminder.PlanOptions{Now: now, AllowLocalHTTPWebhooks: true})
-	require.NoError(t, err)
+	var asked []string
+	_, err = u.Plan(reminder.PlanOptions{Now: now, WebhookDestination: func(raw string) error {
+		asked = append(asked, raw)
+		return errors.New("resolves to a forbidden address")
+	}})
+	require.EqualError(t, err, "subscribers[2].url: resolves to a forbidden address")
+	require.Equal(t, []string{"https://hooks.consignee.example/in"}, asked)
 
-	doc = strings.Replace(validDoc(t), "https://hooks.consignee.example/in", "http://hooks.consignee.example/in", 1)
+	doc := strings.Replace(validDoc(t), "https://hooks.consignee.example/in", "http://hooks.consignee.example/in", 1)
 	u, err = reminder.ParseUpdate(strings.NewReader(doc))
 	require.NoError(t, err)
-	_, err = u.Plan(reminder.PlanOptions{Now: now, AllowLocalHTTPWebhooks: true})
-	require.ErrorContains(t, err, "must use https", "plain http only to loopback")
+	_, err = u.Plan(reminder.PlanOptions{Now: now})
+	require.ErrorContains(t, err, "subscribers[2].url: must use https", "without a policy, https only")
 }
 
 func TestOversizedDocument(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/webhook"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -38,8 +39,9 @@ type Starter struct {
 	TaskQueue string
 	// Concurrency bounds workflow starts in flight for one update (0 means 16).
 	Concurrency int
-	// AllowLocalHTTPWebhooks accepts http:// webhook URLs on loopback (development only).
-	AllowLocalHTTPWebhooks bool
+	// Webhooks is the guard webhook URLs must pass at schedule time (the
+	// worker's sender applies the same one at connection time).
+	Webhooks webhook.Guard
 	// Now is the clock due times are checked against (nil means time.Now).
 	Now func() time.Time
 }
@@ -56,12 +58,15 @@ type Result struct {
 
 // Plan checks an update and returns its reminders without writing anything.
 // A bad update is a *reminder.FieldError naming the field.
-func (s *Starter) Plan(u reminder.Update) ([]reminder.Reminder, error) {
+func (s *Starter) Plan(ctx context.Context, u reminder.Update) ([]reminder.Reminder, error) {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
 	}
-	return u.Plan(reminder.PlanOptions{Now: now(), AllowLocalHTTPWebhooks: s.AllowLocalHTTPWebhooks})
+	return u.Plan(reminder.PlanOptions{
+		Now:                now(),
+		WebhookDestination: func(raw string) error { return s.Webhooks.CheckURL(ctx, raw) },
+	})
 }
 
 // Schedule checks the update, writes its mirror rows (ON CONFLICT DO
@@ -70,7 +75,7 @@ func (s *Starter) Plan(u reminder.Update) ([]reminder.Reminder, error) {
 // fail, the results of the others are returned with the error; the failed
 // reminders' rows stay for the reconciler or a retry of the same call.
 func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, error) {
-	rems, err := s.Plan(u)
+	rems, err := s.Plan(ctx, u)
 	if err != nil {
 		return nil, err
 	}

@@ -36,28 +36,29 @@ type Sender struct {
 
 // Options configure a Sender.
 type Options struct {
-	// Transport carries the requests; nil means a plain transport without any
-	// proxy.
-	Transport http.RoundTripper
+	// Guard decides which destinations may be reached; its zero value
+	// allows public addresses on port 443 only.
+	Guard Guard
 	// Now is the clock for the signature timestamp.
 	Now func() time.Time
+	// Timeout bounds one attempt, connection to last byte (0 means Timeout).
+	Timeout time.Duration
 }
 
-// NewSender returns a Sender that never follows redirects: a 3xx is a failed
-// delivery, not an invitation to post elsewhere.
+// NewSender returns a Sender whose every connection passes the guard and
+// which never follows redirects: a 3xx is a failed delivery, not an
+// invitation to post elsewhere.
 func NewSender(o Options) *Sender {
-	if o.Transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.Proxy = nil
-		o.Transport = t
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Timeout == 0 {
+		o.Timeout = Timeout
+	}
 	return &Sender{
 		client: &http.Client{
-			Transport: o.Transport,
-			Timeout:   Timeout,
+			Transport: o.Guard.Transport(),
+			Timeout:   o.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},

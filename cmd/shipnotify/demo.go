@@ -80,10 +80,12 @@ func runDemo(ctx context.Context, e env, args []string) error {
 			ev.Data.ReminderID, ev.Data.Subject, h.ID, time.Since(start).Seconds())
 	}
 
+	// The demo's receiver is on this machine.
+	local := webhook.Guard{AllowLoopback: true}
 	acts := &activities.Activities{
 		Mirror:  store,
 		Email:   email.NewSender(email.Options{APIKey: apiKey, BaseURL: mails.URL(), FromEmail: cfg.FromEmail, FromName: cfg.FromName}),
-		Webhook: webhook.NewSender(webhook.Options{}),
+		Webhook: webhook.NewSender(webhook.Options{Guard: local}),
 	}
 	w := worker.New(tc, *taskQueue, acts, worker.Options{})
 	if err := w.Start(); err != nil {
@@ -92,7 +94,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	defer w.Stop()
 
 	u := sampleUpdate(start, hooks.URL()+"/consignee/in", secret)
-	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, AllowLocalHTTPWebhooks: true, Now: time.Now}
+	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, Webhooks: local, Now: time.Now}
 	results, err := st.Schedule(ctx, u)
 	if err != nil {
 		return err

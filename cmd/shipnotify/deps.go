@@ -76,7 +76,7 @@ func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 
 // newStarter is a starter on the configured task queue, not yet connected.
 func (d *deps) newStarter() *starter.Starter {
-	return &starter.Starter{TaskQueue: d.cfg.TaskQueue, AllowLocalHTTPWebhooks: d.cfg.AllowLocalHTTPWebhooks, Now: time.Now}
+	return &starter.Starter{TaskQueue: d.cfg.TaskQueue, Webhooks: d.cfg.Webhooks, Now: time.Now}
 }
 
 // starter connects a starter to the mirror and Temporal.

@@ -44,7 +44,7 @@ func stackCLI(s *testenv.Stack) cli {
 		"TEMPORAL_ADDRESS":                     os.Getenv("TEMPORAL_ADDRESS"),
 		"DATABASE_URL":                         s.DB.URL,
 		"SHIPNOTIFY_TASK_QUEUE":                s.TaskQueue,
-		"SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS": "true",
+		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK": "true",
 		"SENDGRID_API_KEY":                     testenv.MailAPIKey,
 		"TEMPORAL_CONFIG_FILE":                 "/nonexistent",
 	}}
@@ -187,7 +187,7 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{"DATABASE_URL": "mysql://x"}, []string{"list"}, "DATABASE_URL"},
 		{map[string]string{"SENDGRID_BASE_URL": "not a url"}, []string{"list"}, "SENDGRID_BASE_URL"},
 		{map[string]string{"SHIPNOTIFY_FROM_EMAIL": "Ops <x@y.example>"}, []string{"list"}, "SHIPNOTIFY_FROM_EMAIL"},
-		{map[string]string{"SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS": "perhaps"}, []string{"list"}, "SHIPNOTIFY_ALLOW_LOCAL_HTTP_WEBHOOKS"},
+		{map[string]string{"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK": "perhaps"}, []string{"list"}, "SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK"},
 		{map[string]string{"SHIPNOTIFY_LOG_LEVEL": "loud"}, []string{"list"}, "SHIPNOTIFY_LOG_LEVEL"},
 		{map[string]string{}, []string{"worker"}, "SENDGRID_API_KEY"},
 		{map[string]string{}, []string{"list", "--state", "lost"}, "--state"},

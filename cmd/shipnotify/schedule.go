@@ -30,7 +30,7 @@ func runSchedule(ctx context.Context, e env, args []string) error {
 	defer d.close()
 	st := d.newStarter()
 	// Check before connecting to anything: bad input writes nothing.
-	if _, err := st.Plan(u); err != nil {
+	if _, err := st.Plan(ctx, u); err != nil {
 		return usageError{err}
 	}
 	if st, err = d.starter(ctx); err != nil {

@@ -69,6 +69,6 @@ func newActivities(cfg config.Config, store *mirror.Store) *activities.Activitie
 			APIKey: cfg.SendGridAPIKey, BaseURL: cfg.SendGridBaseURL,
 			FromEmail: cfg.FromEmail, FromName: cfg.FromName, Now: time.Now,
 		}),
-		Webhook: webhook.NewSender(webhook.Options{Now: time.Now}),
+		Webhook: webhook.NewSender(webhook.Options{Guard: cfg.Webhooks, Now: time.Now}),
 	}
 }

@@ -55,11 +55,11 @@ func NewStack(t testing.TB) *Stack {
 		Email: email.NewSender(email.Options{
 			APIKey: MailAPIKey, BaseURL: s.Mail.URL(), FromEmail: "reminders@shipnotify.example",
 		}),
-		Webhook: webhook.NewSender(webhook.Options{}),
+		Webhook: webhook.NewSender(webhook.Options{Guard: webhook.Guard{AllowLoopback: true}}),
 	}
 	s.Starter = &starter.Starter{
 		Temporal: s.Temporal, Mirror: s.Mirror, TaskQueue: s.TaskQueue,
-		AllowLocalHTTPWebhooks: true, Now: time.Now,
+		Webhooks: webhook.Guard{AllowLoopback: true}, Now: time.Now,
 	}
 	s.StartWorker(t)
 	return s
