@@ -41,12 +41,12 @@ func (c cli) run(t *testing.T, stdin string, args ...string) (code int, stdout, 
 
 func stackCLI(s *testenv.Stack) cli {
 	return cli{env: map[string]string{
-		"TEMPORAL_ADDRESS":                     os.Getenv("TEMPORAL_ADDRESS"),
-		"DATABASE_URL":                         s.DB.URL,
-		"SHIPNOTIFY_TASK_QUEUE":                s.TaskQueue,
+		"TEMPORAL_ADDRESS":                  os.Getenv("TEMPORAL_ADDRESS"),
+		"DATABASE_URL":                      s.DB.URL,
+		"SHIPNOTIFY_TASK_QUEUE":             s.TaskQueue,
 		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK": "true",
-		"SENDGRID_API_KEY":                     testenv.MailAPIKey,
-		"TEMPORAL_CONFIG_FILE":                 "/nonexistent",
+		"SENDGRID_API_KEY":                  testenv.MailAPIKey,
+		"TEMPORAL_CONFIG_FILE":              "/nonexistent",
 	}}
 }
 
