@@ -4,16 +4,20 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/mail"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/webhook"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -49,7 +53,18 @@ type Config struct {
 	Webhooks webhook.Guard
 
 	LogLevel slog.Level
+
+	// Codec encrypts Temporal payloads; nil only when CodecOff.
+	Codec    *codec.Codec
+	CodecOff bool
+	// CodecServerToken, when set, is the bearer token the codec server
+	// requires.
+	CodecServerToken string
 }
+
+// ErrNoCodecKeys is returned by RequireCodec when no payload keys are set.
+var ErrNoCodecKeys = errors.New("SHIPNOTIFY_CODEC_KEYS or SHIPNOTIFY_CODEC_KEYS_FILE: required, so histories hold " +
+	"no personal data in plain view (make one with `shipnotify codec-keygen`), or set SHIPNOTIFY_CODEC=off")
 
 // Load reads the configuration. An invalid value is an error naming its variable.
 func Load(lookup Lookup) (Config, error) {
@@ -95,7 +110,58 @@ func Load(lookup Lookup) (Config, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(get("SHIPNOTIFY_LOG_LEVEL", "info"))); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_LOG_LEVEL: want debug, info, warn or error")
 	}
+	if err := c.loadCodec(get); err != nil {
+		return Config{}, err
+	}
+	c.CodecServerToken = get("SHIPNOTIFY_CODEC_SERVER_TOKEN", "")
 	return c, nil
+}
+
+// loadCodec reads the payload keys: inline, or from a file (one
+// "id:base64" per line, the first sealing new payloads).
+func (c *Config) loadCodec(get func(key, def string) string) error {
+	switch mode := get("SHIPNOTIFY_CODEC", "on"); mode {
+	case "on":
+	case "off":
+		c.CodecOff = true
+		return nil
+	default:
+		return fmt.Errorf("SHIPNOTIFY_CODEC: want on or off")
+	}
+	inline, file := get("SHIPNOTIFY_CODEC_KEYS", ""), get("SHIPNOTIFY_CODEC_KEYS_FILE", "")
+	var src io.Reader
+	name := "SHIPNOTIFY_CODEC_KEYS"
+	switch {
+	case inline != "" && file != "":
+		return fmt.Errorf("SHIPNOTIFY_CODEC_KEYS and SHIPNOTIFY_CODEC_KEYS_FILE: set one, not both")
+	case inline != "":
+		src = strings.NewReader(inline)
+	case file != "":
+		name = "SHIPNOTIFY_CODEC_KEYS_FILE"
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("SHIPNOTIFY_CODEC_KEYS_FILE: %w", err)
+		}
+		src = strings.NewReader(string(b))
+	default:
+		return nil
+	}
+	keys, err := codec.ParseKeys(src)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if c.Codec, err = codec.New(keys); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// RequireCodec checks that payload encryption is configured or explicitly off.
+func (c Config) RequireCodec() error {
+	if c.Codec == nil && !c.CodecOff {
+		return ErrNoCodecKeys
+	}
+	return nil
 }
 
 // RequireSender checks what sending mail needs; only the worker sends.

@@ -16,6 +16,7 @@ temporal_version=v1.5.1
 temporal_port=${SHIPNOTIFY_DEV_TEMPORAL_PORT:-7233}
 ui_port=${SHIPNOTIFY_DEV_UI_PORT:-8233}
 pg_default_port=${SHIPNOTIFY_DEV_PG_PORT:-54329}
+codec_port=${SHIPNOTIFY_DEV_CODEC_PORT:-8081}
 # Keep these in step with workflows.SearchAttributeTypes (a test checks).
 search_attributes=(ShipmentId=Keyword UpdateId=Keyword ReminderState=Keyword DueAt=Datetime)
 
@@ -162,7 +163,9 @@ temporal_up() {
   local args=(server start-dev --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port"
     --db-filename "$dev/temporal/temporal.db"
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
-    --log-level warn)
+    --log-level warn
+    # `shipnotify codec-server` (started by the demo) decrypts payloads for the UI.
+    --ui-codec-endpoint "http://localhost:$codec_port")
   local sa; for sa in "${search_attributes[@]}"; do args+=(--search-attribute "$sa"); done
   say "starting the Temporal dev server on 127.0.0.1:$temporal_port (Web UI http://localhost:$ui_port)"
   # Its own session, so a Ctrl-C meant for the demo does not reach it.
@@ -190,8 +193,20 @@ temporal_down() {
 
 # --- commands --------------------------------------------------------------
 
+# The dev environment's payload key, made once: histories on the dev server
+# stay readable across runs.
+codec_keys() {
+  local f="$dev/codec.keys"
+  if [ ! -s "$f" ]; then
+    (umask 077; printf 'dev-1:%s\n' "$(head -c 32 /dev/urandom | base64)" > "$f")
+  fi
+  echo "$f"
+}
+
 print_env() {
   local port; port=$(cat "$(pg_datadir).port")
+  echo "SHIPNOTIFY_CODEC_KEYS_FILE=$(codec_keys)"
+  echo "SHIPNOTIFY_DEV_CODEC_ADDR=127.0.0.1:$codec_port"
   echo "TEMPORAL_ADDRESS=127.0.0.1:$temporal_port"
   echo "TEMPORAL_NAMESPACE=default"
   echo "DATABASE_URL=postgres://postgres@127.0.0.1:$port/shipnotify?sslmode=disable"

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"sync"
 	"time"
 
 	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
@@ -28,7 +30,8 @@ func init() {
 const demoTaskQueue = "shipnotify-demo"
 
 func runDemo(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q]")
+	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR]")
+	codecAddr := fs.String("codec-server", "127.0.0.1:8081", "where to serve the codec for the Web UI (\"\" for none)")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
 	taskQueue := fs.String("task-queue", demoTaskQueue, "the demo worker's own task queue, away from real workers")
 	uiURL := fs.String("ui", "http://localhost:8233", "the Temporal Web UI's address, for the printed link")
@@ -43,6 +46,11 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	}
 	defer d.close()
 	cfg := d.cfg
+	out := &lockedPrinter{w: e}
+	if d.cfg.Codec != nil && *codecAddr != "" {
+		stop := serveCodec(d, *codecAddr, *uiURL, out)
+		defer stop()
+	}
 	store, err := d.mirror(ctx, 8)
 	if err != nil {
 		return err
@@ -55,7 +63,6 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 
-	out := &lockedPrinter{w: e}
 	const apiKey = "SG.demo-key"
 	mails, err := sink.StartMail("", apiKey)
 	if err != nil {
@@ -159,6 +166,19 @@ func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
 			{ID: "consignee-hook", Channel: reminder.Webhook, URL: hookURL, Secret: secret, DueAt: now.Add(8 * time.Second)},
 		},
 	}
+}
+
+// serveCodec runs the codec server for the Web UI beside the demo; a busy
+// port (another codec server) is not fatal.
+func serveCodec(d *deps, addr, uiURL string, out *lockedPrinter) (stop func()) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		out.printf("(codec server not started on %s: %v; the Web UI shows payloads encrypted)\n", addr, err)
+		return func() {}
+	}
+	srv := d.cfg.Codec.Server(addr, codec.ServerOptions{Origins: []string{uiURL}, Token: d.cfg.CodecServerToken})
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }
 }
 
 // overlay returns lookup with key defaulting to value when unset.

@@ -62,10 +62,16 @@ func (d *deps) mirror(ctx context.Context, maxConns int32) (*mirror.Store, error
 	return mirror.New(pool), nil
 }
 
-// temporal dials the Temporal frontend.
+// temporal dials the Temporal frontend, with the payload codec.
 func (d *deps) temporal(ctx context.Context) (client.Client, error) {
+	if err := d.cfg.RequireCodec(); err != nil {
+		return nil, usageError{err}
+	}
 	opts := d.cfg.Temporal
 	opts.Logger = tlog.NewStructuredLogger(d.logger)
+	if c := d.cfg.Codec; c != nil {
+		opts.DataConverter, opts.FailureConverter = c.DataConverter(), c.FailureConverter()
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("error connecting to Temporal at %s: %w", opts.HostPort, err)

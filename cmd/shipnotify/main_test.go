@@ -47,6 +47,7 @@ func stackCLI(s *testenv.Stack) cli {
 		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK": "true",
 		"SENDGRID_API_KEY":                  testenv.MailAPIKey,
 		"TEMPORAL_CONFIG_FILE":              "/nonexistent",
+		"SHIPNOTIFY_CODEC_KEYS":             testenv.CodecKeys,
 	}}
 }
 
@@ -136,9 +137,10 @@ func TestScheduleBadInputWritesNothing(t *testing.T) {
 	db := testenv.Postgres(t)
 	tc := testenv.Temporal(t)
 	c := cli{env: map[string]string{
-		"TEMPORAL_ADDRESS":     testenv.TemporalAddress(t),
-		"DATABASE_URL":         db.URL,
-		"TEMPORAL_CONFIG_FILE": "/nonexistent",
+		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
+		"DATABASE_URL":          db.URL,
+		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
+		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}
 	ctx := context.Background()
 	cases := testenv.BadUpdates(time.Now())
@@ -192,6 +194,11 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{}, []string{"worker"}, "SENDGRID_API_KEY"},
 		{map[string]string{}, []string{"list", "--state", "lost"}, "--state"},
 		{map[string]string{}, []string{"list", "--due-from", "tuesday"}, "--due-from"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": "k1:c2hvcnQ="}, []string{"list"}, "SHIPNOTIFY_CODEC_KEYS"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS_FILE": "/nonexistent/keys"}, []string{"list"}, "SHIPNOTIFY_CODEC_KEYS_FILE"},
+		{map[string]string{"SHIPNOTIFY_CODEC": "maybe"}, []string{"list"}, "SHIPNOTIFY_CODEC"},
+		{map[string]string{}, []string{"setup"}, "SHIPNOTIFY_CODEC_KEYS"},
+		{map[string]string{}, []string{"codec-server"}, "SHIPNOTIFY_CODEC_KEYS"},
 	} {
 		tc.env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
 		code, _, stderr := cli{env: tc.env}.run(t, "", tc.args...)
@@ -205,11 +212,12 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	c := cli{env: map[string]string{
-		"TEMPORAL_ADDRESS":     testenv.TemporalAddress(t),
-		"DATABASE_URL":         db.URL,
-		"TEMPORAL_CONFIG_FILE": "/nonexistent",
+		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
+		"DATABASE_URL":          db.URL,
+		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
+		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}
-	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t))
+	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t), "--codec-server", "127.0.0.1:0")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, 3, strings.Count(stdout, "mail sink got"), stdout)
 	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
@@ -284,9 +292,10 @@ func TestSetupRegistersSearchAttributes(t *testing.T) {
 	})
 	require.NoError(t, err)
 	c := cli{env: map[string]string{
-		"TEMPORAL_ADDRESS":     testenv.TemporalAddress(t),
-		"TEMPORAL_NAMESPACE":   ns,
-		"TEMPORAL_CONFIG_FILE": "/nonexistent",
+		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
+		"TEMPORAL_NAMESPACE":    ns,
+		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
+		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}
 	// A new namespace takes a moment to reach every service.
 	var stdout, stderr string

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/mail"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,31 @@ type MailSink struct {
 	requests atomic.Int64
 	// OnMail, when set before traffic starts, sees each accepted message.
 	OnMail func(Mail)
+
+	refuseMu sync.Mutex
+	refuse   map[string]int
+}
+
+// Refuse makes every message to addr fail with status, as SendGrid does
+// for an address it will not deliver to.
+func (s *MailSink) Refuse(addr string, status int) {
+	s.refuseMu.Lock()
+	defer s.refuseMu.Unlock()
+	if s.refuse == nil {
+		s.refuse = map[string]int{}
+	}
+	s.refuse[addr] = status
+}
+
+func (s *MailSink) refused(to []string) int {
+	s.refuseMu.Lock()
+	defer s.refuseMu.Unlock()
+	for _, a := range to {
+		if st, ok := s.refuse[a]; ok {
+			return st
+		}
+	}
+	return 0
 }
 
 // StartMail starts a mail sink on addr ("" for a free loopback port) that
@@ -119,6 +145,10 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 	m, field, problem := body.check()
 	if problem != "" {
 		sgError(w, http.StatusBadRequest, field, problem)
+		return
+	}
+	if status := s.refused(m.To); status != 0 {
+		sgError(w, status, "personalizations.0.to", "The recipient is refused.")
 		return
 	}
 	m.MessageID = randomID()

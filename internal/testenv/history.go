@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // History fetches a workflow's full history from the server.
@@ -49,4 +51,56 @@ func RecordHistory(t testing.TB, c client.Client, workflowID, name string) {
 	if err := os.WriteFile(filepath.Join(HistoriesDir(), name+".json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// HistoryText is every string and byte field of a history, raw and
+// concatenated (payload data as stored, not base64), for searching it.
+func HistoryText(h *historypb.History) string {
+	var b strings.Builder
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.IsMap():
+				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+					b.WriteString(k.String())
+					b.WriteByte('\n')
+					if fd.MapValue().Kind() == protoreflect.MessageKind {
+						walk(mv.Message())
+					} else {
+						writeScalar(&b, fd.MapValue().Kind(), mv)
+					}
+					return true
+				})
+			case fd.IsList():
+				l := v.List()
+				for i := 0; i < l.Len(); i++ {
+					if fd.Kind() == protoreflect.MessageKind {
+						walk(l.Get(i).Message())
+					} else {
+						writeScalar(&b, fd.Kind(), l.Get(i))
+					}
+				}
+			case fd.Kind() == protoreflect.MessageKind:
+				walk(v.Message())
+			default:
+				writeScalar(&b, fd.Kind(), v)
+			}
+			return true
+		})
+	}
+	walk(h.ProtoReflect())
+	return b.String()
+}
+
+func writeScalar(b *strings.Builder, k protoreflect.Kind, v protoreflect.Value) {
+	switch k {
+	case protoreflect.StringKind:
+		b.WriteString(v.String())
+	case protoreflect.BytesKind:
+		b.Write(v.Bytes())
+	default:
+		return
+	}
+	b.WriteByte('\n')
 }

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"bytes"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,12 +36,34 @@ type Stack struct {
 	Activities *activities.Activities
 	Starter    *starter.Starter
 	Worker     sdkworker.Worker
+	// Logs holds everything the worker and clients logged (JSON lines).
+	Logs *SyncBuffer
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // NewStack builds and starts a Stack; everything stops when the test ends.
 func NewStack(t testing.TB) *Stack {
 	t.Helper()
-	s := &Stack{DB: Postgres(t), Temporal: Temporal(t), TaskQueue: TaskQueue(t), HookSecret: webhook.NewSecret()}
+	logs := &SyncBuffer{}
+	s := &Stack{DB: Postgres(t), Temporal: Temporal(t, logs), TaskQueue: TaskQueue(t), HookSecret: webhook.NewSecret(), Logs: logs}
 	s.Mirror = mirror.New(s.DB.Pool)
 	var err error
 	if s.Mail, err = sink.StartMail("", MailAPIKey); err != nil {

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/migrations"
 )
 
@@ -104,14 +105,40 @@ func TemporalAddress(t testing.TB) string {
 	return need(t, "TEMPORAL_ADDRESS")
 }
 
-// Temporal returns a client of the dev server, closed when the test ends.
-func Temporal(t testing.TB) client.Client {
+// CodecKeys is the payload key set of the tests (SHIPNOTIFY_CODEC_KEYS form).
+const CodecKeys = "test-2:hBDBAyrebMYrvKhyCyIEzNyePPGuSwMzZJI9xOzprUY=,test-1:O+dGDzZ7wX8RLbpIuzrpACiwCbJC8P0UQ5qpy1w+usU="
+
+// Codec is the tests' payload codec.
+func Codec(t testing.TB) *codec.Codec {
+	t.Helper()
+	keys, err := codec.ParseKeys(strings.NewReader(CodecKeys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.New(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Temporal returns a client of the dev server that encrypts payloads as
+// the product does, closed when the test ends. Its logs go to logs (nil:
+// discarded).
+func Temporal(t testing.TB, logs ...io.Writer) client.Client {
 	t.Helper()
 	addr := TemporalAddress(t)
+	var w io.Writer = io.Discard
+	if len(logs) > 0 && logs[0] != nil {
+		w = logs[0]
+	}
+	cdc := Codec(t)
 	c, err := client.Dial(client.Options{
-		HostPort:  addr,
-		Namespace: "default",
-		Logger:    tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		HostPort:         addr,
+		Namespace:        "default",
+		Logger:           tlog.NewStructuredLogger(slog.New(slog.NewJSONHandler(w, nil))),
+		DataConverter:    cdc.DataConverter(),
+		FailureConverter: cdc.FailureConverter(),
 	})
 	if err != nil {
 		t.Fatalf("connecting to Temporal at %s: %v", addr, err)

@@ -1,0 +1,74 @@
+package starter_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/codec"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// Email addresses, webhook URLs, secrets and message text never show in
+// plain text in a Temporal history, nor in the logs of an end-to-end run.
+func TestPersonalDataStaysOutOfHistoriesAndLogs(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(time.Second), reminder.Email, reminder.Email, reminder.Webhook)
+	u.Message = reminder.Message{Subject: "Dock 4 slot for Ms Privacy", Text: "Gate code 4711, ask for Ms Privacy at the ramp."}
+	u.EscalationEmail = "escalations.private@shipper.example"
+	u.Subscribers[1].RequiresApproval = true
+	u.Subscribers[1].DueAt = time.Now().Add(-time.Minute)
+	u.Subscribers[2].URL = s.Hooks.URL() + "/hooks/tenant-9931/token-cafebabe"
+	u.Approval = reminder.Approval{Timeout: time.Second, ExpireAfter: 2 * time.Second}
+	// The first subscriber's mail is refused for good: error text and an
+	// escalation go through the engine too.
+	s.Mail.Refuse(u.Subscribers[0].Email, 400)
+
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	states := map[reminder.State]int{}
+	for _, r := range results {
+		states[waitFor(t, s, r.WorkflowID).State]++
+	}
+	require.Equal(t, map[reminder.State]int{reminder.Failed: 1, reminder.Expired: 1, reminder.Sent: 1}, states)
+	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "privacy test"})
+	require.NoError(t, err)
+	require.Len(t, outs, 3)
+	waitFor(t, s, workflows.CancellationNoticeWorkflowID(results[2].ReminderID))
+
+	personal := []string{
+		u.Subscribers[0].Email, u.Subscribers[1].Email, u.EscalationEmail,
+		u.Subscribers[2].URL, "tenant-9931", "token-cafebabe", s.HookSecret,
+		strings.TrimPrefix(s.HookSecret, "whsec_"), u.Message.Subject, u.Message.Text, "Ms Privacy", "Gate code",
+	}
+	workflowIDs := []string{workflows.CancellationNoticeWorkflowID(results[2].ReminderID)}
+	for _, r := range results {
+		workflowIDs = append(workflowIDs, r.WorkflowID)
+	}
+	for _, id := range workflowIDs {
+		text := testenv.HistoryText(testenv.History(t, s.Temporal, id))
+		require.Contains(t, text, u.ShipmentID, "the search sees the history's text (ids are plain)")
+		require.Contains(t, text, codec.Encoding, "payloads are encrypted")
+		for _, p := range personal {
+			require.NotContains(t, text, p, "history of %s", id)
+		}
+	}
+
+	logs := s.Logs.String()
+	require.Contains(t, logs, "delivery sent", "the worker's logs were captured")
+	for _, p := range personal {
+		require.NotContains(t, logs, p, "logs")
+	}
+	if os.Getenv("SHIPNOTIFY_PRINT_LOGS") != "" {
+		t.Log(logs)
+	}
+}
