@@ -24,6 +24,10 @@ exec scripts/dev.sh run -- bash -c '
     \"subscribers\":[{\"id\":\"ops\",\"channel\":\"email\",\"email\":\"ops@shipper.example\",\"due_at\":\"$due\"}]}" \
     | SHIPNOTIFY_TASK_QUEUE=shipnotify-ui-test .dev/bin/shipnotify schedule >/dev/null
   workflow="reminder/$shipment/window-1/ops"
+  # The UI decodes payloads through the codec server (the dev server points it there).
+  .dev/bin/shipnotify codec-server --listen "$SHIPNOTIFY_DEV_CODEC_ADDR" 2>/dev/null &
+  codec=$!
+  trap "kill $codec 2>/dev/null" EXIT
   status=0
   SHIPMENT_ID="$shipment" WORKFLOW_ID="$workflow" OUT_DIR="'"$root"'/out" node ui-test/webui.mjs || status=$?
   "$SHIPNOTIFY_DEV_TEMPORAL_BIN" workflow terminate --address "$TEMPORAL_ADDRESS" -w "$workflow" --reason "ui test over" >/dev/null || true

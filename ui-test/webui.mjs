@@ -40,7 +40,13 @@ try {
 
   await link.click();
   await page.waitForURL(/\/workflows\/.+/, { timeout: 30_000 });
-  await page.screenshot({ path: join(outDir, 'ui-workflow.png'), fullPage: true });
+  // The input is encrypted in the history; the UI shows it decoded through
+  // shipnotify's codec server.
+  await page.getByText('"ReminderID"').first().waitFor({ timeout: 30_000 });
+  const input = (await page.textContent('main')).replace(/\s+/g, ' ');
+  check(input.includes(`"ShipmentID": "${shipment}"`), 'the workflow input is shown decoded by the codec server');
+  check(!input.includes('binary/encrypted'), 'no encrypted payload is left on the page');
+  await page.screenshot({ path: join(outDir, 'ui-workflow-decoded.png'), fullPage: true });
   // The custom search attributes have their own tab on the workflow's page.
   await page.getByText('Search Attributes', { exact: true }).first().click();
   await page.waitForURL(/\/search-attributes$/, { timeout: 30_000 });
