@@ -116,6 +116,35 @@ func nullable(s string) *string {
 	return &s
 }
 
+// Unstarted returns up to limit reminders created before the given time
+// whose workflow Temporal never accepted, oldest first, as the reconciler
+// needs them to start it.
+func (s *Store) Unstarted(ctx context.Context, createdBefore time.Time, limit int) ([]NewReminder, error) {
+	rows, _ := s.pool.Query(ctx, `
+SELECT id, shipment_id, update_id, subscriber_id, channel, due_at, workflow_id,
+       approval_timeout, approval_expire_after
+  FROM reminders
+ WHERE workflow_started_at IS NULL AND created_at < $1
+   AND state IN ('scheduled', 'awaiting_approval')
+ ORDER BY created_at, id
+ LIMIT $2`, createdBefore, limit)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (NewReminder, error) {
+		var r NewReminder
+		var channel string
+		var timeout, expire *time.Duration
+		err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire)
+		r.Channel = reminder.Channel(channel)
+		if timeout != nil && expire != nil {
+			r.Approval = reminder.Approval{Required: true, Timeout: *timeout, ExpireAfter: *expire}
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing unstarted reminders: %w", err)
+	}
+	return out, nil
+}
+
 // MarkStarted records that Temporal accepted the workflows of these
 // reminders; rows never marked are the reconciler's to start.
 func (s *Store) MarkStarted(ctx context.Context, ids []string) error {

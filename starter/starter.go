@@ -44,6 +44,10 @@ type Starter struct {
 	Webhooks webhook.Guard
 	// Now is the clock due times are checked against (nil means time.Now).
 	Now func() time.Time
+
+	// afterMirror, when set (by tests), runs between the mirror write and the
+	// workflow starts; an error aborts there, as a crash would.
+	afterMirror func() error
 }
 
 // Result is the outcome for one subscriber.
@@ -59,12 +63,8 @@ type Result struct {
 // Plan checks an update and returns its reminders without writing anything.
 // A bad update is a *reminder.FieldError naming the field.
 func (s *Starter) Plan(ctx context.Context, u reminder.Update) ([]reminder.Reminder, error) {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
 	return u.Plan(reminder.PlanOptions{
-		Now:                now(),
+		Now:                s.now(),
 		WebhookDestination: func(raw string) error { return s.Webhooks.CheckURL(ctx, raw) },
 	})
 }
@@ -86,7 +86,36 @@ func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, er
 	if _, err := s.Mirror.InsertUpdate(ctx, u, rows); err != nil {
 		return nil, err
 	}
+	if s.afterMirror != nil {
+		if err := s.afterMirror(); err != nil {
+			return nil, err
+		}
+	}
+	return s.startAll(ctx, rows)
+}
 
+// Reconcile starts the workflows of mirror rows that never got one (the
+// starter died between its two steps), at least grace old so a Schedule in
+// progress is left alone. It is idempotent: a workflow that exists is
+// reported already_scheduled.
+func (s *Starter) Reconcile(ctx context.Context, grace time.Duration) ([]Result, error) {
+	rows, err := s.Mirror.Unstarted(ctx, s.now().Add(-grace), 1000)
+	if err != nil {
+		return nil, err
+	}
+	return s.startAll(ctx, rows)
+}
+
+func (s *Starter) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// startAll starts a workflow per row with bounded concurrency and marks in
+// the mirror those Temporal holds. Results keep the rows' order.
+func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Result, error) {
 	results := make([]Result, len(rows))
 	var mu sync.Mutex
 	var started []string

@@ -171,3 +171,38 @@ func runDecide(ctx context.Context, e env, args []string, approve bool) error {
 	}
 	return printOutcomes(e, outs, err)
 }
+
+func init() {
+	register("reconcile", "start the workflows of mirror rows that never got one (a starter died mid-schedule)", runReconcile)
+}
+
+func runReconcile(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "reconcile", "reconcile [--grace D]")
+	grace := fs.Duration("grace", 2*time.Minute, "leave rows younger than this alone: their Schedule may still be running")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if *grace < 0 {
+		return usagef("--grace must not be negative")
+	}
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	st, err := d.starter(ctx)
+	if err != nil {
+		return err
+	}
+	results, err := st.Reconcile(ctx, *grace)
+	enc := json.NewEncoder(e.stdout)
+	for _, r := range results {
+		if r.ReminderID != "" {
+			_ = enc.Encode(r)
+		}
+	}
+	if err == nil {
+		d.logger.Info("reconciled", "started", len(results))
+	}
+	return err
+}

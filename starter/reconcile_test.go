@@ -1,0 +1,71 @@
+package starter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// The starter dies between writing the mirror and starting the workflows;
+// the reconciler finds the rows and starts them, once.
+func TestReconcileStartsWhatTheStarterDidNot(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(time.Second), reminder.Email, reminder.Webhook)
+	u.Subscribers[1].RequiresApproval = true
+	u.EscalationEmail = "lead@shipper.example"
+
+	crashing := *s.Starter
+	crashing.CrashAfterMirror(errors.New("starter killed"))
+	_, err := crashing.Schedule(ctx, u)
+	require.ErrorContains(t, err, "starter killed")
+	wfID := workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, u.Subscribers[0].ID)
+	_, err = s.Temporal.DescribeWorkflowExecution(ctx, wfID, "")
+	require.Error(t, err, "no workflow was started")
+
+	results, err := s.Starter.Reconcile(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, results, 2)
+	for _, r := range results {
+		require.Equal(t, starter.Scheduled, r.Status)
+	}
+	again, err := s.Starter.Reconcile(ctx, 0)
+	require.NoError(t, err)
+	require.Empty(t, again, "started rows are marked; nothing is left to reconcile")
+
+	var res workflows.ReminderResult
+	require.NoError(t, s.Temporal.GetWorkflow(ctx, wfID, "").Get(ctx, &res))
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, s.Mail.Mails(), 1)
+	gated := workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, u.Subscribers[1].ID)
+	v, err := s.Temporal.QueryWorkflow(ctx, gated, "", workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+	require.Equal(t, reminder.AwaitingApproval, st.State, "the approval policy is restored from the mirror")
+	require.NoError(t, s.Temporal.TerminateWorkflow(ctx, gated, "", "test over"))
+
+	// A row whose workflow exists already is reported, not started again.
+	_, err = s.DB.Pool.Exec(ctx, `UPDATE reminders SET workflow_started_at = NULL`)
+	require.NoError(t, err)
+	again, err = s.Starter.Reconcile(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, again, 1, "only the pending one; the sent one is not a candidate")
+	require.Equal(t, starter.AlreadyScheduled, again[0].Status)
+
+	// Rows younger than the grace period are a Schedule in progress: left alone.
+	_, err = s.DB.Pool.Exec(ctx, `UPDATE reminders SET workflow_started_at = NULL, state = 'scheduled'`)
+	require.NoError(t, err)
+	young, err := s.Starter.Reconcile(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, young)
+}
