@@ -36,7 +36,7 @@ type Options struct {
 	BaseURL   string
 	FromEmail string
 	FromName  string
-	// Timeout bounds one API call; 0 means 30 s.
+	// Timeout bounds one API call; 0 means 20 s (the activity attempt has 30).
 	Timeout time.Duration
 	// Now is the clock used to turn a rate-limit reset time into a wait.
 	Now func() time.Time
@@ -49,7 +49,7 @@ func NewSender(o Options) *Sender {
 		o.BaseURL = DefaultBaseURL
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 30 * time.Second
+		o.Timeout = 20 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -75,7 +75,11 @@ func TestReplayRecordedHistories(t *testing.T) {
 	logger := tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			replayer := sdkworker.NewWorkflowReplayer()
+			replayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
+				DataConverter:    testenv.Codec(t).DataConverter(),
+				FailureConverter: testenv.Codec(t).FailureConverter(),
+			})
+			require.NoError(t, err)
 			worker.RegisterWorkflows(replayer)
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(logger, f))
 		})

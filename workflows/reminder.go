@@ -15,7 +15,7 @@ import (
 // Activity timeouts and retries. The notify activity's retry budget is about
 // three days, as Stripe and Svix give webhooks; after that the reminder fails.
 const (
-	notifyAttemptTimeout = time.Minute
+	notifyAttemptTimeout = 30 * time.Second
 	notifyRetryBudget    = 72 * time.Hour
 	// maxTransitions bounds the steps the status query carries (and
 	// continue-as-new hands on); the mirror keeps every one.

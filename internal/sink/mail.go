@@ -40,7 +40,18 @@ type MailSink struct {
 
 	refuseMu sync.Mutex
 	refuse   map[string]int
+
+	latency  atomic.Int64
+	inFlight atomic.Int64
 }
+
+// SetLatency makes every accepted message take d to answer; the message is
+// recorded (accepted) even if the caller has gone by then, as a real
+// provider would.
+func (s *MailSink) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+
+// InFlight is how many calls are being answered right now.
+func (s *MailSink) InFlight() int { return int(s.inFlight.Load()) }
 
 // Refuse makes every message to addr fail with status, as SendGrid does
 // for an address it will not deliver to.
@@ -150,6 +161,11 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 	if status := s.refused(m.To); status != 0 {
 		sgError(w, status, "personalizations.0.to", "The recipient is refused.")
 		return
+	}
+	if d := time.Duration(s.latency.Load()); d > 0 {
+		s.inFlight.Add(1)
+		<-time.After(d)
+		s.inFlight.Add(-1)
 	}
 	m.MessageID = randomID()
 	m.Received = time.Now()

@@ -26,16 +26,17 @@ const MailAPIKey = "SG.test-key"
 // server, local stand-ins for SendGrid and a webhook receiver, a worker on a
 // private task queue and a starter.
 type Stack struct {
-	DB         DB
-	Mirror     *mirror.Store
-	Temporal   client.Client
-	TaskQueue  string
-	Mail       *sink.MailSink
-	Hooks      *sink.WebhookSink
-	HookSecret string
-	Activities *activities.Activities
-	Starter    *starter.Starter
-	Worker     sdkworker.Worker
+	DB              DB
+	TemporalAddress string
+	Mirror          *mirror.Store
+	Temporal        client.Client
+	TaskQueue       string
+	Mail            *sink.MailSink
+	Hooks           *sink.WebhookSink
+	HookSecret      string
+	Activities      *activities.Activities
+	Starter         *starter.Starter
+	Worker          sdkworker.Worker
 	// Logs holds everything the worker and clients logged (JSON lines).
 	Logs *SyncBuffer
 }
@@ -59,11 +60,38 @@ func (b *SyncBuffer) String() string {
 	return b.buf.String()
 }
 
+// StackOptions point a stack at private servers, or leave out its worker.
+type StackOptions struct {
+	// TemporalAddress is the server; empty means the shared dev server.
+	TemporalAddress string
+	// DatabaseURL is the database holding the test's schema; empty means
+	// TEST_DATABASE_URL.
+	DatabaseURL string
+	// NoWorker leaves the worker out (a test runs its own, as a process).
+	NoWorker bool
+}
+
 // NewStack builds and starts a Stack; everything stops when the test ends.
 func NewStack(t testing.TB) *Stack {
 	t.Helper()
+	return NewStackWith(t, StackOptions{})
+}
+
+// NewStackWith is NewStack with options.
+func NewStackWith(t testing.TB, o StackOptions) *Stack {
+	t.Helper()
+	if o.TemporalAddress == "" {
+		o.TemporalAddress = TemporalAddress(t)
+	}
+	if o.DatabaseURL == "" {
+		o.DatabaseURL = need(t, "TEST_DATABASE_URL")
+	}
 	logs := &SyncBuffer{}
-	s := &Stack{DB: Postgres(t), Temporal: Temporal(t, logs), TaskQueue: TaskQueue(t), HookSecret: webhook.NewSecret(), Logs: logs}
+	s := &Stack{
+		DB: PostgresAt(t, o.DatabaseURL), TemporalAddress: o.TemporalAddress,
+		Temporal: TemporalAt(t, o.TemporalAddress, logs), TaskQueue: TaskQueue(t),
+		HookSecret: webhook.NewSecret(), Logs: logs,
+	}
 	s.Mirror = mirror.New(s.DB.Pool)
 	var err error
 	if s.Mail, err = sink.StartMail("", MailAPIKey); err != nil {
@@ -85,7 +113,9 @@ func NewStack(t testing.TB) *Stack {
 		Temporal: s.Temporal, Mirror: s.Mirror, TaskQueue: s.TaskQueue,
 		Webhooks: webhook.Guard{AllowLoopback: true}, Now: time.Now,
 	}
-	s.StartWorker(t)
+	if !o.NoWorker {
+		s.StartWorker(t)
+	}
 	return s
 }
 

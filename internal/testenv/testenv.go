@@ -55,7 +55,12 @@ type DB struct {
 // schema is dropped when the test ends.
 func Postgres(t testing.TB) DB {
 	t.Helper()
-	base := need(t, "TEST_DATABASE_URL")
+	return PostgresAt(t, need(t, "TEST_DATABASE_URL"))
+}
+
+// PostgresAt is Postgres on the database at base.
+func PostgresAt(t testing.TB, base string) DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -127,7 +132,12 @@ func Codec(t testing.TB) *codec.Codec {
 // discarded).
 func Temporal(t testing.TB, logs ...io.Writer) client.Client {
 	t.Helper()
-	addr := TemporalAddress(t)
+	return TemporalAt(t, TemporalAddress(t), logs...)
+}
+
+// TemporalAt is Temporal for the server at addr.
+func TemporalAt(t testing.TB, addr string, logs ...io.Writer) client.Client {
+	t.Helper()
 	var w io.Writer = io.Discard
 	if len(logs) > 0 && logs[0] != nil {
 		w = logs[0]

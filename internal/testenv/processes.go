@@ -1,0 +1,278 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds the shipnotify command once per test binary and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "shipnotify-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "shipnotify")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/shipnotify/shipnotify/cmd/shipnotify").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Process is a child process a test can kill and restart.
+type Process struct {
+	t    testing.TB
+	name string
+	args []string
+	env  []string
+	dir  string
+	uid  *syscall.Credential
+	log  *SyncBuffer
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartProcess starts name with args and exactly env; its output is kept
+// in Log. It is killed when the test ends.
+func StartProcess(t testing.TB, env []string, name string, args ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, name: name, args: args, env: env, log: &SyncBuffer{}}
+	p.Start()
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// Start (re)starts the process.
+func (p *Process) Start() {
+	p.t.Helper()
+	cmd := exec.Command(p.name, p.args...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = p.env, p.dir, p.log, p.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.uid}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("starting %s: %v", p.name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	done := p.done
+	go func() { _ = cmd.Wait(); close(done) }()
+}
+
+// Kill sends SIGKILL to the process group and waits for the process to die.
+func (p *Process) Kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Log is what the process printed.
+func (p *Process) Log() string { return p.log.String() }
+
+// FreePort returns a loopback port nothing listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// DevServer is a private Temporal dev server, file-backed, that a test may
+// kill and restart without disturbing the shared one.
+type DevServer struct {
+	*Process
+	Address string
+}
+
+// StartDevServer starts a private dev server (the CLI from
+// SHIPNOTIFY_DEV_TEMPORAL_BIN) with our search attributes, and waits for it.
+func StartDevServer(t testing.TB) *DevServer {
+	t.Helper()
+	bin := need(t, "SHIPNOTIFY_DEV_TEMPORAL_BIN")
+	port := FreePort(t)
+	db := filepath.Join(t.TempDir(), "temporal.db")
+	args := []string{"server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--http-port", strconv.Itoa(FreePort(t)), "--metrics-port", strconv.Itoa(FreePort(t)),
+		"--db-filename", db, "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
+		"--log-level", "error"}
+	for _, sa := range []string{"ShipmentId=Keyword", "UpdateId=Keyword", "ReminderState=Keyword", "DueAt=Datetime"} {
+		args = append(args, "--search-attribute", sa)
+	}
+	s := &DevServer{Process: StartProcess(t, os.Environ(), bin, args...), Address: fmt.Sprintf("127.0.0.1:%d", port)}
+	s.WaitHealthy(t)
+	return s
+}
+
+// WaitHealthy waits until the server answers.
+func (s *DevServer) WaitHealthy(t testing.TB) {
+	t.Helper()
+	bin := os.Getenv("SHIPNOTIFY_DEV_TEMPORAL_BIN")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if exec.Command(bin, "operator", "cluster", "health", "--address", s.Address).Run() == nil {
+			return
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("dev server exited:\n%s", s.Log())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev server not healthy in 60 s:\n%s", s.Log())
+		}
+	}
+}
+
+// Cluster is a private PostgreSQL cluster a test may stop and start.
+type Cluster struct {
+	t    testing.TB
+	bin  string
+	data string
+	port int
+	uid  *syscall.Credential
+	URL  string
+}
+
+// StartCluster initialises and starts a private cluster (as the postgres
+// user when running as root; PostgreSQL refuses root).
+func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	need(t, "TEST_DATABASE_URL") // same prerequisites as the shared one
+	bin, err := pgBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.MkdirTemp("", "shipnotify-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	pg := &Cluster{t: t, bin: bin, data: filepath.Join(root, "data"), port: FreePort(t)}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(pg.data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root needs the postgres user: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(pg.data, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		pg.uid = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	pg.run("initdb", "-D", pg.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale")
+	pg.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", pg.port)
+	pg.Start()
+	t.Cleanup(pg.Stop)
+	return pg
+}
+
+// Start starts the cluster and waits until it accepts connections.
+func (pg *Cluster) Start() {
+	pg.t.Helper()
+	pg.run("pg_ctl", "-D", pg.data, "-w", "-t", "60", "-l", filepath.Join(pg.data, "server.log"),
+		"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=''", pg.port), "start")
+}
+
+// Stop stops the cluster (fast shutdown: connections are cut).
+func (pg *Cluster) Stop() {
+	pg.t.Helper()
+	cmd := pg.command("pg_ctl", "-D", pg.data, "-m", "fast", "-w", "status")
+	if cmd.Run() != nil {
+		return // not running
+	}
+	pg.run("pg_ctl", "-D", pg.data, "-m", "fast", "-w", "stop")
+}
+
+// Pool connects to the cluster's postgres database.
+func (pg *Cluster) Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func (pg *Cluster) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(pg.bin, name), args...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.uid}
+	return cmd
+}
+
+func (pg *Cluster) run(name string, args ...string) {
+	pg.t.Helper()
+	if out, err := pg.command(name, args...).CombinedOutput(); err != nil {
+		pg.t.Fatalf("%s: %v\n%s", name, err, out)
+	}
+}
+
+func pgBinDir() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Dir(real), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("PostgreSQL's initdb not found (scripts/dev.sh install)")
+}
+
+// Env is the environment a shipnotify process of this stack runs with.
+func (s *Stack) Env(extra ...string) []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"TEMPORAL_ADDRESS=" + s.TemporalAddress,
+		"TEMPORAL_NAMESPACE=default",
+		"TEMPORAL_CONFIG_FILE=/nonexistent",
+		"DATABASE_URL=" + s.DB.URL,
+		"SHIPNOTIFY_TASK_QUEUE=" + s.TaskQueue,
+		"SENDGRID_API_KEY=" + MailAPIKey,
+		"SENDGRID_BASE_URL=" + s.Mail.URL(),
+		"SHIPNOTIFY_CODEC_KEYS=" + CodecKeys,
+		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK=true",
+	}
+	return append(env, extra...)
+}
