@@ -97,3 +97,32 @@ func (d *deps) starter(ctx context.Context) (*starter.Starter, error) {
 	}
 	return st, nil
 }
+
+// withMirror loads the configuration, connects the mirror (maxConns 0:
+// pgx's default) and runs fn; connections close after.
+func withMirror(ctx context.Context, e env, maxConns int32, fn func(*deps, *mirror.Store) error) error {
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	store, err := d.mirror(ctx, maxConns)
+	if err != nil {
+		return err
+	}
+	return fn(d, store)
+}
+
+// withStarter loads the configuration, connects a starter and runs fn.
+func withStarter(ctx context.Context, e env, fn func(*deps, *starter.Starter) error) error {
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	st, err := d.starter(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(d, st)
+}

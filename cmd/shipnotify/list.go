@@ -50,32 +50,25 @@ func runList(ctx context.Context, e env, args []string) error {
 	if f.Limit < 0 {
 		return usagef("--limit must not be negative")
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	store, err := d.mirror(ctx, 2)
-	if err != nil {
-		return err
-	}
-	rows, err := store.List(ctx, f)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		for _, r := range rows {
-			_ = enc.Encode(r)
+	return withMirror(ctx, e, 2, func(_ *deps, store *mirror.Store) error {
+		rows, err := store.List(ctx, f)
+		if err != nil {
+			return err
 		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tSTATE\tDELIVERY KEY")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), r.State, r.DeliveryKey[:16]+"…")
-	}
-	return tw.Flush()
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			for _, r := range rows {
+				_ = enc.Encode(r)
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tSTATE\tDELIVERY KEY")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), r.State, r.DeliveryKey[:16]+"…")
+		}
+		return tw.Flush()
+	})
 }
 
 func parseState(s string) (reminder.State, error) {

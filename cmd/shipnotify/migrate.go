@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shipnotify/shipnotify/migrations"
+	"github.com/shipnotify/shipnotify/mirror"
 )
 
 func init() {
@@ -16,18 +17,11 @@ func runMigrate(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	store, err := d.mirror(ctx, 2)
-	if err != nil {
-		return err
-	}
-	if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
-		return err
-	}
-	fmt.Fprintln(e.stdout, "schema is up to date")
-	return nil
+	return withMirror(ctx, e, 2, func(d *deps, store *mirror.Store) error {
+		if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, "schema is up to date")
+		return nil
+	})
 }

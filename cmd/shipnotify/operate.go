@@ -69,20 +69,13 @@ func runCancel(ctx context.Context, e env, args []string) error {
 	if *shipment == "" {
 		return usagef("--shipment is required")
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	st, err := d.starter(ctx)
-	if err != nil {
-		return err
-	}
-	outs, err := st.Cancel(ctx, *shipment, *who)
-	if errors.Is(err, starter.ErrUnknownShipment) {
-		return fmt.Errorf("no reminders for shipment %q: nothing to cancel", *shipment)
-	}
-	return printOutcomes(e, outs, err)
+	return withStarter(ctx, e, func(_ *deps, st *starter.Starter) error {
+		outs, err := st.Cancel(ctx, *shipment, *who)
+		if errors.Is(err, starter.ErrUnknownShipment) {
+			return fmt.Errorf("no reminders for shipment %q: nothing to cancel", *shipment)
+		}
+		return printOutcomes(e, outs, err)
+	})
 }
 
 func runReschedule(ctx context.Context, e env, args []string) error {
@@ -113,27 +106,20 @@ func runReschedule(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return usagef("%s: not an RFC 3339 time (like 2026-12-03T08:00:00Z)", flagName)
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	st, err := d.starter(ctx)
-	if err != nil {
-		return err
-	}
-	if one {
-		out, err := st.RescheduleReminder(ctx, *reminderID, when, *who)
-		if errors.Is(err, mirror.ErrNotFound) {
-			return fmt.Errorf("no reminder %q in the mirror", *reminderID)
+	return withStarter(ctx, e, func(_ *deps, st *starter.Starter) error {
+		if one {
+			out, err := st.RescheduleReminder(ctx, *reminderID, when, *who)
+			if errors.Is(err, mirror.ErrNotFound) {
+				return fmt.Errorf("no reminder %q in the mirror", *reminderID)
+			}
+			return printOutcomes(e, []starter.Outcome{out}, err)
 		}
-		return printOutcomes(e, []starter.Outcome{out}, err)
-	}
-	outs, err := st.RescheduleUpdate(ctx, *shipment, *update, when, *who)
-	if errors.Is(err, mirror.ErrNotFound) {
-		return fmt.Errorf("no update %s/%s in the mirror", *shipment, *update)
-	}
-	return printOutcomes(e, outs, err)
+		outs, err := st.RescheduleUpdate(ctx, *shipment, *update, when, *who)
+		if errors.Is(err, mirror.ErrNotFound) {
+			return fmt.Errorf("no update %s/%s in the mirror", *shipment, *update)
+		}
+		return printOutcomes(e, outs, err)
+	})
 }
 
 func runDecide(ctx context.Context, e env, args []string, approve bool) error {
@@ -156,20 +142,13 @@ func runDecide(ctx context.Context, e env, args []string, approve bool) error {
 	if who.By == "" {
 		return usagef("--by: who decides is required")
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	st, err := d.starter(ctx)
-	if err != nil {
-		return err
-	}
-	outs, err := st.Decide(ctx, sel, approve, *who)
-	if errors.Is(err, mirror.ErrNotFound) {
-		return fmt.Errorf("no reminder %q in the mirror", sel.ReminderID)
-	}
-	return printOutcomes(e, outs, err)
+	return withStarter(ctx, e, func(_ *deps, st *starter.Starter) error {
+		outs, err := st.Decide(ctx, sel, approve, *who)
+		if errors.Is(err, mirror.ErrNotFound) {
+			return fmt.Errorf("no reminder %q in the mirror", sel.ReminderID)
+		}
+		return printOutcomes(e, outs, err)
+	})
 }
 
 func init() {
@@ -185,24 +164,12 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 	if *grace < 0 {
 		return usagef("--grace must not be negative")
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	st, err := d.starter(ctx)
-	if err != nil {
-		return err
-	}
-	results, err := st.Reconcile(ctx, *grace)
-	enc := json.NewEncoder(e.stdout)
-	for _, r := range results {
-		if r.ReminderID != "" {
-			_ = enc.Encode(r)
+	return withStarter(ctx, e, func(d *deps, st *starter.Starter) error {
+		results, err := st.Reconcile(ctx, *grace)
+		printResults(e, results)
+		if err == nil {
+			d.logger.Info("reconciled", "started", len(results))
 		}
-	}
-	if err == nil {
-		d.logger.Info("reconciled", "started", len(results))
-	}
-	return err
+		return err
+	})
 }

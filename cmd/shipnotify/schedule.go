@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 func init() {
@@ -37,13 +38,18 @@ func runSchedule(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	results, err := st.Schedule(ctx, u)
+	printResults(e, results)
+	return err
+}
+
+// printResults writes one JSON line per reminder a start reached.
+func printResults(e env, results []starter.Result) {
 	enc := json.NewEncoder(e.stdout)
 	for _, r := range results {
 		if r.ReminderID != "" {
 			_ = enc.Encode(r)
 		}
 	}
-	return err
 }
 
 func readUpdate(e env, file string) (reminder.Update, error) {
