@@ -3,7 +3,7 @@
 SHELL := bash
 BIN := .dev/bin/shipnotify
 
-.PHONY: demo test test-ui down up build
+.PHONY: demo test test-ui bench down up build
 
 ## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
 demo: build
@@ -16,6 +16,10 @@ test:
 ## test-ui: headless Chromium through the Temporal Web UI (not in CI); screenshots in out/
 test-ui:
 	@scripts/test-ui.sh
+
+## bench: the full reminder path against a bare Temporal baseline (about 15 min); BENCH_ARGS passes flags
+bench:
+	@scripts/bench.sh $(BENCH_ARGS)
 
 ## up / down: keep the dev server and PostgreSQL running between commands
 up:

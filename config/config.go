@@ -54,6 +54,15 @@ type Config struct {
 
 	LogLevel slog.Level
 
+	// WorkerCacheSize bounds the reminders a worker keeps in memory.
+	WorkerCacheSize int
+	// WorkerMaxActivities bounds notify activities in flight per worker;
+	// the PostgreSQL pool is sized to match.
+	WorkerMaxActivities int
+	// WorkerActivitiesPerSecond caps deliveries across all workers of the
+	// task queue (the mail provider's rate limit); 0 is unlimited.
+	WorkerActivitiesPerSecond float64
+
 	// Codec encrypts Temporal payloads; nil only when CodecOff.
 	Codec    *codec.Codec
 	CodecOff bool
@@ -109,6 +118,15 @@ func Load(lookup Lookup) (Config, error) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("SHIPNOTIFY_LOG_LEVEL", "info"))); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_LOG_LEVEL: want debug, info, warn or error")
+	}
+	if c.WorkerCacheSize, err = positiveInt(get("SHIPNOTIFY_WORKER_CACHE_SIZE", "2000")); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_CACHE_SIZE: %w", err)
+	}
+	if c.WorkerMaxActivities, err = positiveInt(get("SHIPNOTIFY_WORKER_MAX_ACTIVITIES", "200")); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_MAX_ACTIVITIES: %w", err)
+	}
+	if c.WorkerActivitiesPerSecond, err = strconv.ParseFloat(get("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND", "0"), 64); err != nil || c.WorkerActivitiesPerSecond < 0 {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND: want a number of deliveries per second, 0 for no cap")
 	}
 	if err := c.loadCodec(get); err != nil {
 		return Config{}, err
@@ -170,6 +188,14 @@ func (c Config) RequireSender() error {
 		return fmt.Errorf("SENDGRID_API_KEY: required to send mail")
 	}
 	return nil
+}
+
+func positiveInt(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("want a whole number of at least 1")
+	}
+	return n, nil
 }
 
 func parseBool(s string) (bool, error) {

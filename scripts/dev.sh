@@ -17,6 +17,8 @@ temporal_port=${SHIPNOTIFY_DEV_TEMPORAL_PORT:-7233}
 ui_port=${SHIPNOTIFY_DEV_UI_PORT:-8233}
 pg_default_port=${SHIPNOTIFY_DEV_PG_PORT:-54329}
 codec_port=${SHIPNOTIFY_DEV_CODEC_PORT:-8081}
+# A second server (make bench) lives in its own folder on its own ports.
+temporal_dir=${SHIPNOTIFY_DEV_TEMPORAL_DIR:-$dev/temporal}
 # Keep these in step with workflows.SearchAttributeTypes (a test checks).
 search_attributes=(ShipmentId=Keyword UpdateId=Keyword ReminderState=Keyword DueAt=Datetime)
 
@@ -150,7 +152,7 @@ temporal_healthy() {
 }
 
 temporal_pid_alive() {
-  [ -f "$dev/temporal/pid" ] && kill -0 "$(cat "$dev/temporal/pid")" 2>/dev/null
+  [ -f "$temporal_dir/pid" ] && kill -0 "$(cat "$temporal_dir/pid")" 2>/dev/null
 }
 
 temporal_up() {
@@ -159,9 +161,9 @@ temporal_up() {
     temporal_pid_alive || say "reusing the Temporal server already on :$temporal_port (not ours; it is left running)"
     return 0
   fi
-  mkdir -p "$dev/temporal"
+  mkdir -p "$temporal_dir"
   local args=(server start-dev --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port"
-    --db-filename "$dev/temporal/temporal.db"
+    --db-filename "$temporal_dir/temporal.db"
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
     --log-level warn
     # `shipnotify codec-server` (started by the demo) decrypts payloads for the UI.
@@ -169,26 +171,26 @@ temporal_up() {
   local sa; for sa in "${search_attributes[@]}"; do args+=(--search-attribute "$sa"); done
   say "starting the Temporal dev server on 127.0.0.1:$temporal_port (Web UI http://localhost:$ui_port)"
   # Its own session, so a Ctrl-C meant for the demo does not reach it.
-  setsid "$bin" "${args[@]}" >"$dev/temporal/server.log" 2>&1 < /dev/null &
-  echo $! > "$dev/temporal/pid"
+  setsid "$bin" "${args[@]}" >"$temporal_dir/server.log" 2>&1 < /dev/null &
+  echo $! > "$temporal_dir/pid"
   local i
   for i in $(seq 1 120); do
     temporal_healthy "$bin" && return 0
-    temporal_pid_alive || { tail -20 "$dev/temporal/server.log" >&2; die "the Temporal dev server exited"; }
+    temporal_pid_alive || { tail -20 "$temporal_dir/server.log" >&2; die "the Temporal dev server exited"; }
     sleep 0.5
   done
   die "the Temporal dev server did not become healthy in 60 s"
 }
 
 temporal_down() {
-  temporal_pid_alive || { rm -f "$dev/temporal/pid"; return 0; }
-  local pid; pid=$(cat "$dev/temporal/pid")
+  temporal_pid_alive || { rm -f "$temporal_dir/pid"; return 0; }
+  local pid; pid=$(cat "$temporal_dir/pid")
   say "stopping the Temporal dev server"
   kill -TERM "$pid" 2>/dev/null || true
   local i
   for i in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
   kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$dev/temporal/pid"
+  rm -f "$temporal_dir/pid"
 }
 
 # --- commands --------------------------------------------------------------

@@ -22,6 +22,21 @@ type Options struct {
 	ActivitiesPerSecond float64
 }
 
+// DefaultCacheSize is how many running reminders a worker keeps in memory
+// (about 35 KB each). A reminder mostly sleeps for days, so caching more
+// buys little: one that was evicted replays its short history when its
+// timer fires.
+const DefaultCacheSize = 2000
+
+// SetCacheSize bounds the workflows every worker of this process keeps in
+// memory; call it once, before creating workers (the SDK's cache is shared
+// by the process).
+func SetCacheSize(n int) {
+	if n > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(n)
+	}
+}
+
 // New returns a worker on taskQueue with every workflow and activity
 // registered. Start it with Run or Start.
 func New(c client.Client, taskQueue string, acts *activities.Activities, o Options) sdkworker.Worker {

@@ -19,13 +19,9 @@ func init() {
 }
 
 func runWorker(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "worker", "worker [--max-activities N]")
-	maxActivities := fs.Int("max-activities", 200, "notify activities in flight at once; the PostgreSQL pool is sized to match")
+	fs := newFlags(e, "worker", "worker   (configured by the environment: see the README)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
-	}
-	if *maxActivities < 1 {
-		return usagef("--max-activities must be at least 1")
 	}
 	d, err := newDeps(e)
 	if err != nil {
@@ -35,7 +31,7 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if err := d.cfg.RequireSender(); err != nil {
 		return usageError{err}
 	}
-	store, err := d.mirror(ctx, int32(*maxActivities)+4)
+	store, err := d.mirror(ctx, int32(d.cfg.WorkerMaxActivities)+4)
 	if err != nil {
 		return err
 	}
@@ -51,7 +47,11 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		return err
 	}
 
-	w := worker.New(tc, d.cfg.TaskQueue, newActivities(d.cfg, store), worker.Options{MaxConcurrentActivities: *maxActivities})
+	worker.SetCacheSize(d.cfg.WorkerCacheSize)
+	w := worker.New(tc, d.cfg.TaskQueue, newActivities(d.cfg, store), worker.Options{
+		MaxConcurrentActivities: d.cfg.WorkerMaxActivities,
+		ActivitiesPerSecond:     d.cfg.WorkerActivitiesPerSecond,
+	})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
 	}

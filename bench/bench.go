@@ -1,0 +1,446 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// Kind is which path a run measures.
+type Kind string
+
+const (
+	Bare Kind = "bare"
+	Full Kind = "full"
+)
+
+// Workers starts and stops the worker processes of each kind and reads
+// their memory.
+type Workers interface {
+	Start(Kind) error
+	Stop(Kind)
+	// RSS is the worker's resident memory in bytes (0 if not running).
+	RSS(Kind) int64
+}
+
+// Runner runs workloads against one Temporal server and one mirror.
+type Runner struct {
+	Temporal  client.Client
+	Namespace string
+	// Starter schedules the full path on its task queue.
+	Starter *starter.Starter
+	Mirror  *mirror.Store
+	// Mail is the local SendGrid the full path's worker sends to.
+	Mail      *sink.MailSink
+	BareQueue string
+	Workers   Workers
+	// RunID keeps this run's shipment ids apart from earlier runs'.
+	RunID string
+	// Fanout is subscribers per update on the full path (one mirror
+	// statement per update).
+	Fanout int
+	// Concurrency is workflow starts in flight.
+	Concurrency int
+	Progress    io.Writer
+
+	seq atomic.Int64
+}
+
+// Result is one workload on one path.
+type Result struct {
+	Workload string `json:"workload"`
+	Kind     Kind   `json:"kind"`
+	N        int    `json:"n"`
+	// ScheduleRate is reminders started per second.
+	ScheduleRate float64 `json:"schedule_rate"`
+	// DrainRate is reminders whose notify started per second, from the due
+	// instant (burst) or the worker's start (catchup) to the last one.
+	DrainRate float64       `json:"drain_rate,omitempty"`
+	LagP50    time.Duration `json:"lag_p50_ns"`
+	LagP90    time.Duration `json:"lag_p90_ns"`
+	LagP99    time.Duration `json:"lag_p99_ns"`
+	LagMax    time.Duration `json:"lag_max_ns"`
+	Delivered int           `json:"delivered"`
+	// Duplicates are delivery keys the sink received more than once.
+	Duplicates int `json:"duplicates"`
+	Lost       int `json:"lost"`
+	// WorkerRSS is the worker's resident memory at the end, in bytes.
+	WorkerRSS int64 `json:"worker_rss_bytes"`
+	// HistoryEvents is one finished reminder's history length.
+	HistoryEvents int `json:"history_events,omitempty"`
+	// QueryP99 is the mirror's due-between query p99 (hold only).
+	QueryP99 time.Duration `json:"due_between_query_p99_ns,omitempty"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// batch is one scheduled run of reminders and how to find them again.
+type batch struct {
+	kind     Kind
+	shipment string // full: the shipment id prefix of its updates
+	ids      []string
+	keys     map[string]bool // full: delivery keys
+	due      []time.Time
+}
+
+// schedule starts n reminders of kind, the i-th due at due(i), and
+// returns the batch and the schedule rate.
+func (r *Runner) schedule(ctx context.Context, kind Kind, n int, due func(i int) time.Time) (*batch, float64, error) {
+	b := &batch{kind: kind, shipment: fmt.Sprintf("BENCH-%s-%d", r.RunID, r.seq.Add(1)), keys: map[string]bool{}}
+	b.due = make([]time.Time, n)
+	for i := range n {
+		b.due[i] = reminder.NormalizeTime(due(i))
+	}
+	start := time.Now()
+	var err error
+	if kind == Bare {
+		err = r.scheduleBare(ctx, b)
+	} else {
+		err = r.scheduleFull(ctx, b)
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	return b, rate, err
+}
+
+func (r *Runner) scheduleBare(ctx context.Context, b *batch) error {
+	b.ids = make([]string, len(b.due))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.Concurrency)
+	for i, due := range b.due {
+		id := fmt.Sprintf("bare/%s/%06d", b.shipment, i)
+		b.ids[i] = id
+		g.Go(func() error {
+			_, err := r.Temporal.ExecuteWorkflow(gctx, client.StartWorkflowOptions{
+				ID: id, TaskQueue: r.BareQueue,
+				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			}, BareWorkflowName, BareInput{DueAt: due})
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+func (r *Runner) scheduleFull(ctx context.Context, b *batch) error {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	// Each update already starts its fan-out concurrently.
+	g.SetLimit(max(1, r.Concurrency/r.Fanout))
+	for first := 0; first < len(b.due); first += r.Fanout {
+		u := reminder.Update{
+			ShipmentID: b.shipment, UpdateID: fmt.Sprintf("u-%06d", first), Kind: "delivery_window",
+			Message: reminder.Message{Subject: "Delivery window opens in 3 days", Text: "Benchmark reminder."},
+		}
+		for i := first; i < min(first+r.Fanout, len(b.due)); i++ {
+			id := fmt.Sprintf("s%06d", i)
+			u.Subscribers = append(u.Subscribers, reminder.Subscriber{
+				ID: id, Channel: reminder.Email, Email: id + "@bench.example", DueAt: b.due[i],
+			})
+		}
+		g.Go(func() error {
+			results, err := r.Starter.Schedule(gctx, u)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, res := range results {
+				b.ids = append(b.ids, res.ReminderID)
+				b.keys[res.DeliveryKey] = true
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// starts waits until every reminder of the batch has started its notify
+// (or deadline) and returns the start times.
+func (r *Runner) starts(ctx context.Context, b *batch, deadline time.Duration) ([]time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	if b.kind == Bare {
+		out := make([]time.Time, len(b.ids))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(64)
+		for i, id := range b.ids {
+			g.Go(func() error { return r.Temporal.GetWorkflow(gctx, id, "").Get(gctx, &out[i]) })
+		}
+		return out, g.Wait()
+	}
+	for {
+		var n int
+		if err := r.Mirror.Pool().QueryRow(ctx, `
+SELECT count(*) FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
+ WHERE r.shipment_id = $1 AND d.purpose = 'reminder' AND d.status = 'sent'`, b.shipment).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n >= len(b.ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			r.logf("%d of %d delivered when the wait ended", n, len(b.ids))
+			goto collect
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+collect:
+	rows, err := r.Mirror.Pool().Query(context.Background(), `
+SELECT d.created_at FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
+ WHERE r.shipment_id = $1 AND d.purpose = 'reminder' AND d.status = 'sent'`, b.shipment)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var t time.Time
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// measure fills the lag, delivery and memory figures of a finished batch.
+func (r *Runner) measure(ctx context.Context, res *Result, b *batch, starts []time.Time) {
+	res.N = len(b.due)
+	if b.kind == Bare {
+		lags := make([]time.Duration, 0, len(starts))
+		for i, s := range starts {
+			if !s.IsZero() {
+				lags = append(lags, s.Sub(b.due[i]))
+			}
+		}
+		res.Delivered = len(lags)
+		setLags(res, lags)
+	} else {
+		r.measureFull(ctx, res, b)
+	}
+	res.Lost = res.N - res.Delivered
+	res.WorkerRSS = r.Workers.RSS(b.kind)
+	if len(b.ids) > 0 {
+		id := b.ids[0]
+		if b.kind == Full {
+			id = "reminder/" + id
+		}
+		res.HistoryEvents = r.historyLength(ctx, id)
+	}
+}
+
+func (r *Runner) measureFull(ctx context.Context, res *Result, b *batch) {
+	rows, err := r.Mirror.Pool().Query(ctx, `
+SELECT d.created_at - r.due_at FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
+ WHERE r.shipment_id = $1 AND d.purpose = 'reminder' AND d.status = 'sent'`, b.shipment)
+	var lags []time.Duration
+	if err == nil {
+		for rows.Next() {
+			var d time.Duration
+			if rows.Scan(&d) == nil {
+				lags = append(lags, d)
+			}
+		}
+		rows.Close()
+	}
+	setLags(res, lags)
+	counts := map[string]int{}
+	for _, m := range r.Mail.Mails() {
+		if k := m.CustomArgs["delivery_key"]; b.keys[k] {
+			counts[k]++
+		}
+	}
+	res.Delivered = len(counts)
+	for _, c := range counts {
+		if c > 1 {
+			res.Duplicates++
+		}
+	}
+}
+
+func setLags(res *Result, lags []time.Duration) {
+	if len(lags) == 0 {
+		return
+	}
+	slices.Sort(lags)
+	q := func(p float64) time.Duration { return lags[min(len(lags)-1, int(p*float64(len(lags))))] }
+	res.LagP50, res.LagP90, res.LagP99, res.LagMax = q(0.50), q(0.90), q(0.99), lags[len(lags)-1]
+}
+
+func (r *Runner) historyLength(ctx context.Context, workflowID string) int {
+	desc, err := r.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return 0
+	}
+	return int(desc.GetWorkflowExecutionInfo().GetHistoryLength())
+}
+
+// lead is how far ahead to put the first due time so scheduling n
+// reminders finishes before it.
+func lead(n int) time.Duration {
+	return time.Duration(n)*time.Second/150 + 5*time.Second
+}
+
+// Steady runs n reminders due at rate per second.
+func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) (Result, error) {
+	res := Result{Workload: "steady", Kind: kind}
+	first := time.Now().Add(lead(n))
+	step := time.Duration(float64(time.Second) / rate)
+	begin := time.Now()
+	b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return first.Add(time.Duration(i) * step) })
+	res.ScheduleRate = schedRate
+	if err != nil {
+		return res, err
+	}
+	starts, err := r.starts(ctx, b, time.Until(first)+time.Duration(n)*step+2*time.Minute)
+	r.measure(ctx, &res, b, starts)
+	res.Elapsed = time.Since(begin)
+	return res, err
+}
+
+// Burst runs n reminders due at one instant: the morning peak.
+func (r *Runner) Burst(ctx context.Context, kind Kind, n int) (Result, error) {
+	res := Result{Workload: "burst", Kind: kind}
+	due := time.Now().Add(lead(n))
+	begin := time.Now()
+	b, schedRate, err := r.schedule(ctx, kind, n, func(int) time.Time { return due })
+	res.ScheduleRate = schedRate
+	if err != nil {
+		return res, err
+	}
+	starts, err := r.starts(ctx, b, time.Until(due)+10*time.Minute)
+	r.measure(ctx, &res, b, starts)
+	res.DrainRate = drainRate(starts, due)
+	res.Elapsed = time.Since(begin)
+	return res, err
+}
+
+// Catchup stops the worker while n reminders come due, then starts it:
+// the seed article's rehearsal.
+func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) (Result, error) {
+	res := Result{Workload: "catchup", Kind: kind}
+	r.Workers.Stop(kind)
+	due := time.Now().Add(lead(n))
+	begin := time.Now()
+	b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return due.Add(time.Duration(i) * time.Millisecond) })
+	res.ScheduleRate = schedRate
+	if err != nil {
+		return res, err
+	}
+	// The outage: everything comes due while no worker runs.
+	select {
+	case <-time.After(time.Until(due.Add(time.Duration(n)*time.Millisecond + 3*time.Second))):
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	restart := time.Now()
+	if err := r.Workers.Start(kind); err != nil {
+		return res, err
+	}
+	starts, err := r.starts(ctx, b, 10*time.Minute)
+	r.measure(ctx, &res, b, starts)
+	res.DrainRate = drainRate(starts, restart)
+	res.Elapsed = time.Since(begin)
+	return res, err
+}
+
+// Hold schedules n reminders far in the future, then reads the worker's
+// memory and times the mirror's "due between" query.
+func (r *Runner) Hold(ctx context.Context, n int, queries int) (Result, error) {
+	res := Result{Workload: "hold", Kind: Full, N: n}
+	begin := time.Now()
+	from := time.Now().Add(24 * time.Hour)
+	span := 30 * 24 * time.Hour
+	b, schedRate, err := r.schedule(ctx, Full, n, func(i int) time.Time {
+		return from.Add(time.Duration(float64(span) * float64(i) / float64(n)))
+	})
+	res.ScheduleRate = schedRate
+	if err != nil {
+		return res, err
+	}
+	// Let the worker take every reminder's first workflow task.
+	if err := r.waitBacklog(ctx, r.Starter.TaskQueue, 10*time.Minute); err != nil {
+		return res, err
+	}
+	res.WorkerRSS = r.Workers.RSS(Full)
+	lat := make([]time.Duration, 0, queries)
+	for range queries {
+		t := from.Add(time.Duration(rand.Int64N(int64(span))))
+		q := time.Now()
+		if _, err := r.Mirror.List(ctx, mirror.Filter{DueFrom: t, DueTo: t.Add(time.Hour), Limit: 1000}); err != nil {
+			return res, err
+		}
+		lat = append(lat, time.Since(q))
+	}
+	slices.Sort(lat)
+	res.QueryP99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	res.HistoryEvents = r.historyLength(ctx, "reminder/"+b.ids[0])
+	res.Elapsed = time.Since(begin)
+	return res, nil
+}
+
+// waitBacklog waits until the task queue's workflow-task backlog is empty.
+func (r *Runner) waitBacklog(ctx context.Context, queue string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	empty := 0
+	for empty < 3 {
+		resp, err := r.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace:     r.Namespace,
+			TaskQueue:     &taskqueuepb.TaskQueue{Name: queue, Kind: enums.TASK_QUEUE_KIND_NORMAL},
+			TaskQueueType: enums.TASK_QUEUE_TYPE_WORKFLOW,
+			ReportStats:   true,
+		})
+		if err != nil {
+			return err
+		}
+		if resp.GetStats().GetApproximateBacklogCount() == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("the worker did not take the held reminders' tasks in time")
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+func drainRate(starts []time.Time, from time.Time) float64 {
+	var last time.Time
+	n := 0
+	for _, s := range starts {
+		if s.IsZero() {
+			continue
+		}
+		n++
+		if s.After(last) {
+			last = s
+		}
+	}
+	if n == 0 || !last.After(from) {
+		return 0
+	}
+	return float64(n) / last.Sub(from).Seconds()
+}
