@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/shipnotify/shipnotify/delivery"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -37,6 +39,8 @@ type Activities struct {
 	// RecordRetries bounds how often a failed write of a completed send is
 	// retried within the attempt before it gives up (0 means 5).
 	RecordRetries int
+	// Metrics records lag, durations and outcomes; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // NotifyInput names one delivery. For the reminder itself it is the
@@ -98,10 +102,29 @@ type sentProgress struct {
 // provider's message id and the event. The one window it cannot close is a
 // crash after the provider accepted and before the record or heartbeat is
 // written.
-func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
+func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResult, err error) {
 	key := in.Key()
-	res := NotifyResult{DeliveryKey: key}
-	logger := activity.GetLogger(ctx)
+	res.DeliveryKey = key
+	info := activity.GetInfo(ctx)
+	logger := log.With(activity.GetLogger(ctx), "reminder_id", in.ReminderID, "delivery_key", key, "purpose", string(in.purpose()))
+	if in.purpose() == reminder.PurposeReminder && info.Attempt == 1 {
+		a.Metrics.SchedulingLag(info.StartedTime.Sub(in.DueAt))
+	}
+	// What the attempt came to, for the metrics.
+	channel, outcome, took := "email", "retry", time.Duration(0)
+	defer func() {
+		switch {
+		case err == nil && res.Skipped:
+			outcome = "skipped"
+		case err == nil && res.AlreadySent:
+			outcome = "already_sent"
+		case err == nil:
+			outcome = "sent"
+		case temporal.IsApplicationError(err) && isNonRetryable(err):
+			outcome = "failed"
+		}
+		a.Metrics.Delivery(channel, string(in.purpose()), outcome, took)
+	}()
 	detail := map[string]any{}
 	if in.Reason != "" {
 		detail["reason"] = in.Reason
@@ -118,7 +141,6 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		return res, err
 	}
 
-	info := activity.GetInfo(ctx)
 	lease := info.Deadline
 	if lease.IsZero() {
 		lease = time.Now().Add(time.Minute)
@@ -136,9 +158,15 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	if err != nil {
 		return res, err
 	}
+	if in.purpose() != reminder.PurposeEscalation {
+		channel = string(claim.Target.Reminder.Channel)
+	}
+	if info.Attempt > 1 {
+		a.Metrics.Retry(channel)
+	}
 	switch claim.Outcome {
 	case mirror.AlreadySent:
-		logger.Info("delivery already sent; nothing to do", "delivery_key", key)
+		logger.Info("delivery already sent; nothing to do")
 		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
 		return res, nil
 	case mirror.AlreadyFailed:
@@ -154,7 +182,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	if t.EndpointDisabled && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
 		err = &delivery.Error{Channel: "webhook receiver", Status: 410, Permanent: true, Detail: "endpoint disabled after an earlier 410 Gone"}
 	} else {
+		began := time.Now()
 		providerID, err = a.send(ctx, in, t, key)
+		took = time.Since(began)
 	}
 	var derr *delivery.Error
 	if errors.As(err, &derr) {
@@ -182,8 +212,13 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		activity.RecordHeartbeat(ctx, sentProgress{ProviderMessageID: providerID})
 		return res, err
 	}
-	logger.Info("delivery sent", "delivery_key", key, "purpose", string(in.purpose()), "attempt", claim.Attempts)
+	logger.Info("delivery sent", "attempt", claim.Attempts, "took", took)
 	return res, nil
+}
+
+func isNonRetryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
 
 // nothingToSend says why a notice has no one to go to, if it has none.

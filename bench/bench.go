@@ -378,7 +378,7 @@ func (r *Runner) Hold(ctx context.Context, n int, queries int) (Result, error) {
 		return res, err
 	}
 	// Let the worker take every reminder's first workflow task.
-	if err := r.waitBacklog(ctx, r.Starter.TaskQueue, 10*time.Minute); err != nil {
+	if err := r.waitBacklog(ctx, r.Starter.TaskQueue, 45*time.Minute); err != nil {
 		return res, err
 	}
 	res.WorkerRSS = r.Workers.RSS(Full)

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 )
@@ -16,33 +17,58 @@ type Ratio struct {
 	P99 float64 `json:"p99_lag_ratio"`
 }
 
-// Ratios pairs each workload's full result with its bare one.
+// Ratios pairs each workload's full results with its bare ones, comparing
+// medians when a workload was repeated (runs on one shared machine vary).
 func Ratios(results []Result) []Ratio {
-	bare := map[string]Result{}
+	type key struct {
+		workload string
+		kind     Kind
+	}
+	groups := map[key][]Result{}
+	var order []string
 	for _, r := range results {
-		if r.Kind == Bare {
-			bare[r.Workload] = r
+		k := key{r.Workload, r.Kind}
+		if _, seen := groups[k]; !seen && r.Kind == Full {
+			order = append(order, r.Workload)
 		}
+		groups[k] = append(groups[k], r)
 	}
 	var out []Ratio
-	for _, r := range results {
-		b, ok := bare[r.Workload]
-		if r.Kind != Full || !ok {
+	for _, w := range order {
+		full, bare := groups[key{w, Full}], groups[key{w, Bare}]
+		if len(bare) == 0 {
 			continue
 		}
-		ratio := Ratio{Workload: r.Workload}
+		ratio := Ratio{Workload: w}
+		fd, bd := median(full, func(r Result) float64 { return r.DrainRate }), median(bare, func(r Result) float64 { return r.DrainRate })
 		switch {
-		case r.DrainRate > 0 && b.DrainRate > 0:
-			ratio.Rate = r.DrainRate / b.DrainRate
-		case b.ScheduleRate > 0:
-			ratio.Rate = r.ScheduleRate / b.ScheduleRate
+		case fd > 0 && bd > 0:
+			ratio.Rate = fd / bd
+		default:
+			ratio.Rate = median(full, func(r Result) float64 { return r.ScheduleRate }) /
+				median(bare, func(r Result) float64 { return r.ScheduleRate })
 		}
-		if b.LagP99 > 0 {
-			ratio.P99 = float64(r.LagP99) / float64(b.LagP99)
+		if bp := median(bare, func(r Result) float64 { return float64(r.LagP99) }); bp > 0 {
+			ratio.P99 = median(full, func(r Result) float64 { return float64(r.LagP99) }) / bp
 		}
 		out = append(out, ratio)
 	}
 	return out
+}
+
+func median(rs []Result, f func(Result) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // WriteTable prints the results and ratios for people.
@@ -64,7 +90,7 @@ func WriteTable(w io.Writer, results []Result) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tfull/bare rate\tfull/bare p99 lag\t")
+	fmt.Fprintln(tw, "workload\tfull/bare rate (median)\tfull/bare p99 lag (median)\t")
 	for _, r := range ratios {
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t\n", r.Workload, r.Rate, r.P99)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/webhook"
-	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // Defaults, chosen so `make demo` runs with nothing set.
@@ -54,6 +53,9 @@ type Config struct {
 
 	LogLevel slog.Level
 
+	// MetricsAddr is where the worker serves /metrics and health ("" none).
+	MetricsAddr string
+
 	// WorkerCacheSize bounds the reminders a worker keeps in memory.
 	WorkerCacheSize int
 	// WorkerMaxActivities bounds notify activities in flight per worker;
@@ -77,11 +79,12 @@ var ErrNoCodecKeys = errors.New("SHIPNOTIFY_CODEC_KEYS or SHIPNOTIFY_CODEC_KEYS_
 
 // Load reads the configuration. An invalid value is an error naming its variable.
 func Load(lookup Lookup) (Config, error) {
-	get := func(key, def string) string {
+	// Every variable read is in the Variables table, with its default.
+	get := func(key string) string {
 		if v, ok := lookup(key); ok && v != "" {
 			return v
 		}
-		return def
+		return variable(key).Default
 	}
 	var c Config
 	var err error
@@ -95,50 +98,53 @@ func Load(lookup Lookup) (Config, error) {
 	if c.Temporal.Namespace == "" {
 		c.Temporal.Namespace = "default"
 	}
-	c.TaskQueue = get("SHIPNOTIFY_TASK_QUEUE", workflows.DefaultTaskQueue)
+	c.TaskQueue = get("SHIPNOTIFY_TASK_QUEUE")
 
-	c.DatabaseURL = get("DATABASE_URL", DefaultDatabaseURL)
+	c.DatabaseURL = get("DATABASE_URL")
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return Config{}, fmt.Errorf("DATABASE_URL: want a postgres:// URL")
 	}
 
-	c.SendGridAPIKey = get("SENDGRID_API_KEY", "")
-	c.SendGridBaseURL = get("SENDGRID_BASE_URL", email.DefaultBaseURL)
+	c.SendGridAPIKey = get("SENDGRID_API_KEY")
+	c.SendGridBaseURL = get("SENDGRID_BASE_URL")
 	if u, err := url.Parse(c.SendGridBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return Config{}, fmt.Errorf("SENDGRID_BASE_URL: want an http(s) URL like %s", email.DefaultBaseURL)
 	}
-	c.FromEmail = get("SHIPNOTIFY_FROM_EMAIL", DefaultFromEmail)
+	c.FromEmail = get("SHIPNOTIFY_FROM_EMAIL")
 	if a, err := mail.ParseAddress(c.FromEmail); err != nil || a.Address != c.FromEmail {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_FROM_EMAIL: want a bare address like %s", DefaultFromEmail)
 	}
-	c.FromName = get("SHIPNOTIFY_FROM_NAME", DefaultFromName)
+	c.FromName = get("SHIPNOTIFY_FROM_NAME")
 
-	if c.Webhooks.AllowLoopback, err = parseBool(get("SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK", "false")); err != nil {
+	if c.Webhooks.AllowLoopback, err = parseBool(get("SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK")); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK: %w", err)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(get("SHIPNOTIFY_LOG_LEVEL", "info"))); err != nil {
+	if err := c.LogLevel.UnmarshalText([]byte(get("SHIPNOTIFY_LOG_LEVEL"))); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_LOG_LEVEL: want debug, info, warn or error")
 	}
-	if c.WorkerCacheSize, err = positiveInt(get("SHIPNOTIFY_WORKER_CACHE_SIZE", "2000")); err != nil {
+	if c.MetricsAddr = get("SHIPNOTIFY_METRICS_ADDR"); c.MetricsAddr == "off" {
+		c.MetricsAddr = ""
+	}
+	if c.WorkerCacheSize, err = positiveInt(get("SHIPNOTIFY_WORKER_CACHE_SIZE")); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_CACHE_SIZE: %w", err)
 	}
-	if c.WorkerMaxActivities, err = positiveInt(get("SHIPNOTIFY_WORKER_MAX_ACTIVITIES", "200")); err != nil {
+	if c.WorkerMaxActivities, err = positiveInt(get("SHIPNOTIFY_WORKER_MAX_ACTIVITIES")); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_MAX_ACTIVITIES: %w", err)
 	}
-	if c.WorkerActivitiesPerSecond, err = strconv.ParseFloat(get("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND", "0"), 64); err != nil || c.WorkerActivitiesPerSecond < 0 {
+	if c.WorkerActivitiesPerSecond, err = strconv.ParseFloat(get("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND"), 64); err != nil || c.WorkerActivitiesPerSecond < 0 {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND: want a number of deliveries per second, 0 for no cap")
 	}
 	if err := c.loadCodec(get); err != nil {
 		return Config{}, err
 	}
-	c.CodecServerToken = get("SHIPNOTIFY_CODEC_SERVER_TOKEN", "")
+	c.CodecServerToken = get("SHIPNOTIFY_CODEC_SERVER_TOKEN")
 	return c, nil
 }
 
 // loadCodec reads the payload keys: inline, or from a file (one
 // "id:base64" per line, the first sealing new payloads).
-func (c *Config) loadCodec(get func(key, def string) string) error {
-	switch mode := get("SHIPNOTIFY_CODEC", "on"); mode {
+func (c *Config) loadCodec(get func(key string) string) error {
+	switch mode := get("SHIPNOTIFY_CODEC"); mode {
 	case "on":
 	case "off":
 		c.CodecOff = true
@@ -146,7 +152,7 @@ func (c *Config) loadCodec(get func(key, def string) string) error {
 	default:
 		return fmt.Errorf("SHIPNOTIFY_CODEC: want on or off")
 	}
-	inline, file := get("SHIPNOTIFY_CODEC_KEYS", ""), get("SHIPNOTIFY_CODEC_KEYS_FILE", "")
+	inline, file := get("SHIPNOTIFY_CODEC_KEYS"), get("SHIPNOTIFY_CODEC_KEYS_FILE")
 	var src io.Reader
 	name := "SHIPNOTIFY_CODEC_KEYS"
 	switch {

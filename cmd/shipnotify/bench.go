@@ -51,11 +51,12 @@ func runBench(ctx context.Context, e env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	out := fs.String("out", "", "also write the JSON report to this file (capacity reads it)")
 	keep := fs.Bool("keep", false, "keep the benchmark's mirror schema")
+	repeat := fs.Int("repeat", 2, "runs of each steady, burst and catchup workload per path, alternating which path goes first; ratios compare medians")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	if *n < 1 || *rateFlag <= 0 || *duration <= 0 || *holdN < 1 || *fanout < 1 || *concurrency < 1 {
-		return usagef("--n, --rate, --duration, --hold-n, --fanout and --concurrency must be positive")
+	if *n < 1 || *rateFlag <= 0 || *duration <= 0 || *holdN < 1 || *fanout < 1 || *concurrency < 1 || *repeat < 1 {
+		return usagef("--n, --rate, --duration, --hold-n, --fanout, --concurrency and --repeat must be positive")
 	}
 	for _, w := range strings.Split(*workloads, ",") {
 		switch w {
@@ -125,8 +126,16 @@ func runBench(ctx context.Context, e env, args []string) error {
 	}
 	report := BenchReport{Machine: machine(), At: time.Now().UTC(), Options: map[string]any{
 		"workloads": *workloads, "n": *n, "rate": *rateFlag, "duration": duration.String(), "hold_n": *holdN,
-		"fanout": *fanout, "concurrency": *concurrency,
+		"fanout": *fanout, "concurrency": *concurrency, "repeat": *repeat,
 	}}
+	// Each repetition alternates which path runs first, so neither always
+	// meets a colder or a busier server.
+	paths := func(rep int) []bench.Kind {
+		if rep%2 == 1 {
+			return []bench.Kind{bench.Full, bench.Bare}
+		}
+		return []bench.Kind{bench.Bare, bench.Full}
+	}
 	run := func(res bench.Result, err error) {
 		report.Results = append(report.Results, res)
 		if err != nil {
@@ -142,16 +151,22 @@ func runBench(ctx context.Context, e env, args []string) error {
 		switch w {
 		case "steady":
 			count := int(*rateFlag * duration.Seconds())
-			for _, k := range []bench.Kind{bench.Bare, bench.Full} {
-				run(r.Steady(ctx, k, count, *rateFlag))
+			for rep := range *repeat {
+				for _, k := range paths(rep) {
+					run(r.Steady(ctx, k, count, *rateFlag))
+				}
 			}
 		case "burst":
-			for _, k := range []bench.Kind{bench.Bare, bench.Full} {
-				run(r.Burst(ctx, k, *n))
+			for rep := range *repeat {
+				for _, k := range paths(rep) {
+					run(r.Burst(ctx, k, *n))
+				}
 			}
 		case "catchup":
-			for _, k := range []bench.Kind{bench.Bare, bench.Full} {
-				run(r.Catchup(ctx, k, *n))
+			for rep := range *repeat {
+				for _, k := range paths(rep) {
+					run(r.Catchup(ctx, k, *n))
+				}
 			}
 		case "hold":
 			run(r.Hold(ctx, *holdN, 1000))

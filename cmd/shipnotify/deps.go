@@ -21,6 +21,8 @@ type deps struct {
 	cfg     config.Config
 	logger  *slog.Logger
 	closers []func()
+	// sdkMetrics, when set before temporal(), receives the SDK's metrics.
+	sdkMetrics client.MetricsHandler
 }
 
 // newDeps loads the configuration; a bad value is a usage error naming its
@@ -71,6 +73,9 @@ func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 	opts.Logger = tlog.NewStructuredLogger(d.logger)
 	if c := d.cfg.Codec; c != nil {
 		opts.DataConverter, opts.FailureConverter = c.DataConverter(), c.FailureConverter()
+	}
+	if d.sdkMetrics != nil {
+		opts.MetricsHandler = d.sdkMetrics
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {

@@ -315,3 +315,70 @@ func TestSetupRegistersSearchAttributes(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, 4, strings.Count(stdout, "present"), stdout)
 }
+
+func TestConfigCommandRedactsSecrets(t *testing.T) {
+	t.Parallel()
+	c := cli{env: map[string]string{
+		"SENDGRID_API_KEY": "SG.topsecret", "DATABASE_URL": "postgres://u:pw123@db:5432/x",
+		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys, "TEMPORAL_CONFIG_FILE": "/nonexistent",
+	}}
+	code, stdout, stderr := c.run(t, "", "config")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "SENDGRID_API_KEY")
+	require.Contains(t, stdout, "postgres://u:xxxxx@db:5432/x")
+	for _, secret := range []string{"topsecret", "pw123", strings.Split(testenv.CodecKeys, ":")[1][:10]} {
+		require.NotContains(t, stdout, secret)
+	}
+	code, _, stderr = cli{env: map[string]string{"SHIPNOTIFY_LOG_LEVEL": "loud"}}.run(t, "", "config")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "SHIPNOTIFY_LOG_LEVEL")
+}
+
+// The seed article's worked example, through the command.
+func TestCapacityCommand(t *testing.T) {
+	t.Parallel()
+	c := cli{env: map[string]string{}}
+	code, stdout, stderr := c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3",
+		"--peak-factor", "10", "--drain-rate", "33.33", "--outage", "6h", "--bench-results", "/nonexistent")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{"120,000", "1.39/s", "13.9/s", "30,000 deliveries", "15m0s"} {
+		require.Contains(t, stdout, want)
+	}
+	// Without --drain-rate: the last benchmark's catch-up rate.
+	report := filepath.Join(t.TempDir(), "bench.json")
+	require.NoError(t, os.WriteFile(report, []byte(`{"results":[{"workload":"catchup","kind":"full","drain_rate":50}]}`), 0o600))
+	code, stdout, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3", "--bench-results", report)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "50.0/s")
+	require.Contains(t, stdout, "10m0s", "30,000 at 50/s")
+	code, _, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3", "--bench-results", "/nonexistent")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--drain-rate")
+}
+
+func TestExportCommand(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	c := stackCLI(s)
+	u := s.Update(t, time.Now().Add(time.Hour), reminder.Email, reminder.Webhook)
+	results, err := s.Starter.Schedule(context.Background(), u)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, r := range results {
+			_ = s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
+	code, stdout, stderr := c.run(t, "", "export", "--state", "pending")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 2, strings.Count(stdout, "\n"))
+	require.Contains(t, stdout, results[0].DeliveryKey)
+	require.NotContains(t, stdout, u.Subscribers[0].Email, "the export holds ids, not addresses")
+	code, stdout, stderr = c.run(t, "", "export", "--format", "csv")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 3)
+	require.True(t, strings.HasPrefix(lines[0], "reminder_id,shipment_id"))
+	code, _, stderr = c.run(t, "", "export", "--format", "xml")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--format")
+}

@@ -3,11 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/sdk/client"
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/migrations"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -42,13 +49,38 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if pending {
 		return fmt.Errorf("the mirror's schema is out of date: run shipnotify migrate")
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sdkMetrics, closeSDKMetrics, err := metrics.TemporalHandler(reg)
+	if err != nil {
+		return err
+	}
+	defer closeSDKMetrics.Close()
+	d.sdkMetrics = sdkMetrics
 	tc, err := d.temporal(ctx)
 	if err != nil {
 		return err
 	}
+	acts := newActivities(d.cfg, store)
+	acts.Metrics = metrics.New(reg, store)
+	if d.cfg.MetricsAddr != "" {
+		stop, err := serveOps(d, reg, func(ctx context.Context) error {
+			if err := store.Pool().Ping(ctx); err != nil {
+				return fmt.Errorf("postgres: %w", err)
+			}
+			if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+				return fmt.Errorf("temporal: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	worker.SetCacheSize(d.cfg.WorkerCacheSize)
-	w := worker.New(tc, d.cfg.TaskQueue, newActivities(d.cfg, store), worker.Options{
+	w := worker.New(tc, d.cfg.TaskQueue, acts, worker.Options{
 		MaxConcurrentActivities: d.cfg.WorkerMaxActivities,
 		ActivitiesPerSecond:     d.cfg.WorkerActivitiesPerSecond,
 	})
@@ -60,6 +92,18 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	w.Stop()
 	d.logger.Info("worker stopped")
 	return nil
+}
+
+// serveOps serves /metrics, /healthz and /readyz on the configured address.
+func serveOps(d *deps, reg *prometheus.Registry, ready func(context.Context) error) (stop func(), err error) {
+	ln, err := net.Listen("tcp", d.cfg.MetricsAddr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("SHIPNOTIFY_METRICS_ADDR: %w", err)}
+	}
+	srv := &http.Server{Handler: metrics.Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	d.logger.Info("serving metrics and health", "address", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 func newActivities(cfg config.Config, store *mirror.Store) *activities.Activities {

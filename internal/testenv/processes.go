@@ -273,6 +273,8 @@ func (s *Stack) Env(extra ...string) []string {
 		"SENDGRID_BASE_URL=" + s.Mail.URL(),
 		"SHIPNOTIFY_CODEC_KEYS=" + CodecKeys,
 		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK=true",
+		// Several workers run at once; each serves its metrics on a free port.
+		"SHIPNOTIFY_METRICS_ADDR=127.0.0.1:0",
 	}
 	return append(env, extra...)
 }

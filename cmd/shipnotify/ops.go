@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shipnotify/shipnotify/capacity"
+	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/mirror"
+)
+
+func init() {
+	register("config", "print the effective configuration, secrets redacted", runConfig)
+	register("capacity", "the seed article's capacity arithmetic: rates, headroom, catch-up after an outage", runCapacity)
+	register("export", "stream the schedule of record from the mirror as JSON lines or CSV", runExport)
+}
+
+func runConfig(_ context.Context, e env, args []string) error {
+	fs := newFlags(e, "config", "config [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	settings := config.Effective(e.lookup)
+	// Validate too: the same errors the other commands would stop on.
+	_, loadErr := config.Load(e.lookup)
+	if *asJSON {
+		if err := json.NewEncoder(e.stdout).Encode(settings); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VARIABLE\tVALUE\tSOURCE")
+		for _, s := range settings {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Value, s.Source)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if loadErr != nil {
+		return usageError{loadErr}
+	}
+	return nil
+}
+
+func runCapacity(_ context.Context, e env, args []string) error {
+	fs := newFlags(e, "capacity", "capacity --updates-per-day N --subscribers-per-update N --peak-factor N [--drain-rate R] [--outage D]")
+	var in capacity.Input
+	fs.Float64Var(&in.UpdatesPerDay, "updates-per-day", 0, "shipment updates a day")
+	fs.Float64Var(&in.SubscribersPerUpdate, "subscribers-per-update", 0, "subscribers each update fans out to")
+	fs.Float64Var(&in.PeakFactor, "peak-factor", 10, "peak rate over the average")
+	fs.Float64Var(&in.DrainRate, "drain-rate", 0, "deliveries a second the system drains; default: the last benchmark's catch-up rate")
+	fs.DurationVar(&in.Outage, "outage", 6*time.Hour, "how long nothing is delivered")
+	benchFile := fs.String("bench-results", "out/bench.json", "where the last benchmark's report is (make bench writes it)")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	source := "--drain-rate"
+	if in.DrainRate == 0 {
+		rate, err := measuredDrainRate(*benchFile)
+		if err != nil {
+			return usagef("--drain-rate: not given, and no benchmark result to take it from (%v); run make bench or pass it", err)
+		}
+		in.DrainRate, source = rate, "the catch-up drain rate measured in "+*benchFile
+	}
+	p, err := capacity.Compute(in)
+	if err != nil {
+		return usageError{err}
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "deliveries per day\t%s\n", thousands(p.DeliveriesPerDay))
+	fmt.Fprintf(tw, "average rate\t%.2f/s\n", p.AverageRate)
+	fmt.Fprintf(tw, "peak rate (x%g)\t%.1f/s\n", in.PeakFactor, p.PeakRate)
+	fmt.Fprintf(tw, "drain rate\t%.1f/s (%s)\n", in.DrainRate, source)
+	fmt.Fprintf(tw, "headroom at peak\t%.1fx\n", p.Headroom)
+	fmt.Fprintf(tw, "backlog after a %s outage\t%s deliveries\n", in.Outage, thousands(p.Backlog))
+	fmt.Fprintf(tw, "catch-up\t%s", p.CatchUp)
+	if p.Keeps {
+		fmt.Fprintf(tw, " (%s while new ones keep arriving at the average rate)\n", p.CatchUpWhileArriving)
+	} else {
+		fmt.Fprintf(tw, " (never, while new ones keep arriving faster than the drain)\n")
+	}
+	return tw.Flush()
+}
+
+// measuredDrainRate reads the full path's catch-up drain rate from a
+// benchmark report.
+func measuredDrainRate(path string) (float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var report BenchReport
+	if err := json.Unmarshal(b, &report); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, r := range report.Results {
+		if r.Workload == "catchup" && r.Kind == "full" && r.DrainRate > 0 {
+			return r.DrainRate, nil
+		}
+	}
+	return 0, errors.New(path + " has no catch-up result")
+}
+
+func thousands(f float64) string {
+	s := strconv.FormatInt(int64(f+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func runExport(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "export", "export [--state S|pending] [--shipment S] [--format jsonl|csv]")
+	var f mirror.Filter
+	state := fs.String("state", "", "only this state, or pending (scheduled and awaiting approval)")
+	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment")
+	format := fs.String("format", "jsonl", "jsonl or csv")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if *state == string(mirror.Pending) {
+		f.State = mirror.Pending
+	} else {
+		s, err := parseState(*state)
+		if err != nil {
+			return err
+		}
+		f.State = s
+	}
+	write, flush, err := exporter(e.stdout, *format)
+	if err != nil {
+		return err
+	}
+	return withMirror(ctx, e, 2, func(_ *deps, store *mirror.Store) error {
+		if err := store.Export(ctx, f, write); err != nil {
+			return err
+		}
+		return flush()
+	})
+}
+
+// exporter writes rows in a format, one at a time.
+func exporter(w io.Writer, format string) (write func(mirror.Row) error, flush func() error, err error) {
+	switch format {
+	case "jsonl":
+		enc := json.NewEncoder(w)
+		return func(r mirror.Row) error { return enc.Encode(r) }, func() error { return nil }, nil
+	case "csv":
+		cw := csv.NewWriter(w)
+		header := []string{"reminder_id", "shipment_id", "update_id", "subscriber_id", "channel", "due_at", "state",
+			"delivery_key", "workflow_id", "sent_at", "created_at", "updated_at"}
+		wroteHeader := false
+		return func(r mirror.Row) error {
+				if !wroteHeader {
+					wroteHeader = true
+					if err := cw.Write(header); err != nil {
+						return err
+					}
+				}
+				sent := ""
+				if r.SentAt != nil {
+					sent = r.SentAt.UTC().Format(time.RFC3339Nano)
+				}
+				return cw.Write([]string{r.ID, r.ShipmentID, r.UpdateID, r.SubscriberID, string(r.Channel),
+					r.DueAt.UTC().Format(time.RFC3339Nano), string(r.State), r.DeliveryKey, r.WorkflowID, sent,
+					r.CreatedAt.UTC().Format(time.RFC3339Nano), r.UpdatedAt.UTC().Format(time.RFC3339Nano)})
+			}, func() error {
+				cw.Flush()
+				return cw.Error()
+			}, nil
+	}
+	return nil, nil, usagef("--format: want jsonl or csv")
+}
+
+func init() {
+	register("probe", "exit 0 if an HTTP health endpoint answers 2xx (a container healthcheck)", runProbe)
+}
+
+func runProbe(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "probe", "probe [URL]   (default http://127.0.0.1:9090/readyz)")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	target := "http://127.0.0.1:9090/readyz"
+	if fs.NArg() > 0 {
+		target = fs.Arg(0)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return usagef("not a URL: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("probe: %s answered %d", target, resp.StatusCode)
+	}
+	fmt.Fprintln(e.stdout, "ok")
+	return nil
+}

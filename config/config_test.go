@@ -1,0 +1,98 @@
+package config_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/config"
+)
+
+func lookup(env map[string]string) config.Lookup {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+// The README's configuration table lists exactly the variables shipnotify reads.
+func TestReadmeTableIsInStep(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	section := string(b)[strings.Index(string(b), "## Configuration"):]
+	section = section[:strings.Index(section[3:], "\n## ")+3]
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		documented = append(documented, m[1])
+	}
+	var read []string
+	for _, v := range config.Variables {
+		read = append(read, v.Name)
+	}
+	require.Equal(t, read, documented)
+}
+
+func TestDefaultsLoad(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(lookup(map[string]string{"TEMPORAL_CONFIG_FILE": "/nonexistent"}))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:7233", c.Temporal.HostPort)
+	require.Equal(t, "default", c.Temporal.Namespace)
+	require.Equal(t, "shipnotify", c.TaskQueue)
+	require.Equal(t, config.DefaultDatabaseURL, c.DatabaseURL)
+	require.Equal(t, 2000, c.WorkerCacheSize)
+	require.Equal(t, ":9090", c.MetricsAddr)
+	require.ErrorIs(t, c.RequireCodec(), config.ErrNoCodecKeys)
+	require.Error(t, c.RequireSender())
+}
+
+func TestInvalidValuesNameTheirVariable(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		"DATABASE_URL":                            "mysql://x",
+		"SENDGRID_BASE_URL":                       "ftp://x",
+		"SHIPNOTIFY_FROM_EMAIL":                   "nobody",
+		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK":       "sometimes",
+		"SHIPNOTIFY_LOG_LEVEL":                    "chatty",
+		"SHIPNOTIFY_WORKER_CACHE_SIZE":            "0",
+		"SHIPNOTIFY_WORKER_MAX_ACTIVITIES":        "many",
+		"SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "-1",
+		"SHIPNOTIFY_CODEC":                        "maybe",
+		"SHIPNOTIFY_CODEC_KEYS":                   "k:short",
+	} {
+		_, err := config.Load(lookup(map[string]string{name: value, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), name, name)
+	}
+}
+
+// `shipnotify config` shows values but never a secret.
+func TestEffectiveRedactsSecrets(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DATABASE_URL":          "postgres://app:hunter2@db.internal:5432/shipnotify?sslmode=require",
+		"SENDGRID_API_KEY":      "SG.very-secret",
+		"SHIPNOTIFY_CODEC_KEYS": "k1:c2VjcmV0",
+		"TEMPORAL_API_KEY":      "tmprl-secret",
+		"SHIPNOTIFY_LOG_LEVEL":  "debug",
+	}
+	got := map[string]config.Setting{}
+	for _, s := range config.Effective(lookup(env)) {
+		got[s.Name] = s
+	}
+	require.Len(t, got, len(config.Variables))
+	require.Equal(t, "postgres://app:xxxxx@db.internal:5432/shipnotify?sslmode=require", got["DATABASE_URL"].Value)
+	for _, name := range []string{"SENDGRID_API_KEY", "SHIPNOTIFY_CODEC_KEYS", "TEMPORAL_API_KEY"} {
+		require.Equal(t, "(set, redacted)", got[name].Value, name)
+		require.Equal(t, "environment", got[name].Source)
+	}
+	require.Equal(t, "debug", got["SHIPNOTIFY_LOG_LEVEL"].Value)
+	require.Equal(t, "default", got["SHIPNOTIFY_TASK_QUEUE"].Source)
+	require.Equal(t, "unset", got["SHIPNOTIFY_CODEC_SERVER_TOKEN"].Source)
+	for _, s := range got {
+		for _, secret := range []string{"hunter2", "very-secret", "c2VjcmV0", "tmprl-secret"} {
+			require.NotContains(t, s.Value, secret)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"net/url"
+
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// Variable is one environment variable shipnotify reads.
+type Variable struct {
+	Name    string
+	Default string
+	Meaning string
+	// Secret values are never printed.
+	Secret bool
+}
+
+// Variables is every environment variable shipnotify reads, with its
+// default and meaning: the one table the README documents (a test keeps
+// them in step), `shipnotify config` prints, and docker-compose.yml sets.
+var Variables = []Variable{
+	{Name: "TEMPORAL_ADDRESS", Default: "127.0.0.1:7233", Meaning: "Temporal frontend host:port"},
+	{Name: "TEMPORAL_NAMESPACE", Default: "default", Meaning: "Temporal namespace"},
+	{Name: "TEMPORAL_API_KEY", Meaning: "API key (Temporal Cloud); turns TLS on", Secret: true},
+	{Name: "TEMPORAL_TLS", Meaning: "true to connect with TLS (implied by a key, certificate or API key)"},
+	{Name: "TEMPORAL_TLS_CLIENT_CERT_PATH", Meaning: "mTLS client certificate file"},
+	{Name: "TEMPORAL_TLS_CLIENT_KEY_PATH", Meaning: "mTLS client key file"},
+	{Name: "TEMPORAL_TLS_CLIENT_CERT_DATA", Meaning: "mTLS client certificate, PEM inline"},
+	{Name: "TEMPORAL_TLS_CLIENT_KEY_DATA", Meaning: "mTLS client key, PEM inline", Secret: true},
+	{Name: "TEMPORAL_TLS_SERVER_CA_CERT_PATH", Meaning: "CA certificate file for the server"},
+	{Name: "TEMPORAL_TLS_SERVER_CA_CERT_DATA", Meaning: "CA certificate for the server, PEM inline"},
+	{Name: "TEMPORAL_TLS_SERVER_NAME", Meaning: "server name to verify (SNI)"},
+	{Name: "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", Meaning: "true to skip host verification (testing only)"},
+	{Name: "TEMPORAL_CONFIG_FILE", Meaning: "Temporal client config file (TOML profiles); default: the user config dir's temporalio/temporal.toml"},
+	{Name: "TEMPORAL_PROFILE", Meaning: "profile in that file (default: default)"},
+	{Name: "SHIPNOTIFY_TASK_QUEUE", Default: workflows.DefaultTaskQueue, Meaning: "task queue the worker polls and the starter starts on"},
+	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default)", Secret: true},
+	{Name: "SENDGRID_API_KEY", Meaning: "SendGrid API key; the worker requires it", Secret: true},
+	{Name: "SENDGRID_BASE_URL", Default: email.DefaultBaseURL, Meaning: "mail API base URL (the demo and tests use a local sink)"},
+	{Name: "SHIPNOTIFY_FROM_EMAIL", Default: DefaultFromEmail, Meaning: "sender address"},
+	{Name: "SHIPNOTIFY_FROM_NAME", Default: DefaultFromName, Meaning: "sender name"},
+	{Name: "SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK", Default: "false", Meaning: "development only: webhooks may reach loopback addresses, on any port, over plain http too"},
+	{Name: "SHIPNOTIFY_LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error; logs are JSON on stderr"},
+	{Name: "SHIPNOTIFY_METRICS_ADDR", Default: ":9090", Meaning: "where the worker serves /metrics, /healthz and /readyz (off: nowhere)"},
+	{Name: "SHIPNOTIFY_WORKER_CACHE_SIZE", Default: "2000", Meaning: "reminders a worker keeps in memory (about 35 KB each)"},
+	{Name: "SHIPNOTIFY_WORKER_MAX_ACTIVITIES", Default: "200", Meaning: "notify activities in flight per worker; the PostgreSQL pool is sized to match"},
+	{Name: "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND", Default: "0", Meaning: "cap on deliveries a second across all workers of the task queue (the provider's rate limit); 0: none"},
+	{Name: "SHIPNOTIFY_CODEC", Default: "on", Meaning: "off runs without payload encryption; on with no keys refuses to talk to Temporal"},
+	{Name: "SHIPNOTIFY_CODEC_KEYS", Meaning: "payload keys, id:base64(32 bytes), comma-separated; the first seals, all open", Secret: true},
+	{Name: "SHIPNOTIFY_CODEC_KEYS_FILE", Meaning: "the same, from a file (one key a line, # comments)"},
+	{Name: "SHIPNOTIFY_CODEC_SERVER_TOKEN", Meaning: "bearer token the codec server requires", Secret: true},
+}
+
+// variable returns the table's entry for name; it panics on a name not in
+// the table, so every variable read is documented.
+func variable(name string) Variable {
+	for _, v := range Variables {
+		if v.Name == name {
+			return v
+		}
+	}
+	panic("config: undocumented variable " + name)
+}
+
+// Setting is one variable as a command sees it.
+type Setting struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"` // "environment", "default" or "unset"
+}
+
+// Effective lists every variable with the value in force, secrets redacted
+// (a URL keeps all but its password).
+func Effective(lookup Lookup) []Setting {
+	out := make([]Setting, 0, len(Variables))
+	for _, v := range Variables {
+		s := Setting{Name: v.Name, Value: v.Default, Source: "default"}
+		if val, ok := lookup(v.Name); ok && val != "" {
+			s.Value, s.Source = val, "environment"
+		} else if v.Default == "" {
+			s.Source = "unset"
+		}
+		if v.Secret && s.Value != "" {
+			s.Value = redact(s.Value)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// redact hides a secret; of a URL (DATABASE_URL) only the password goes.
+func redact(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "(set, redacted)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}

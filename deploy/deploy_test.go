@@ -1,0 +1,171 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/metrics"
+)
+
+func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
+	t.Helper()
+	abs, err := filepath.Abs("../docker-compose.yml")
+	require.NoError(t, err)
+	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  filepath.Dir(abs),
+		ConfigFiles: []types.ConfigFile{{Filename: abs}},
+		Environment: env,
+	}, func(o *loader.Options) { o.SetProjectName("shipnotify", true) })
+}
+
+// The compose file loads with the compose-spec loader (what `docker compose
+// config` uses), pins its images, checks health and orders its start, and
+// sets only documented variables.
+func TestComposeFile(t *testing.T) {
+	t.Parallel()
+	_, err := loadCompose(t, map[string]string{"SENDGRID_API_KEY": "SG.x"})
+	require.ErrorContains(t, err, "SHIPNOTIFY_CODEC_KEYS", "the payload keys are required")
+
+	p, err := loadCompose(t, map[string]string{"SENDGRID_API_KEY": "SG.x", "SHIPNOTIFY_CODEC_KEYS": "k1:" + strings.Repeat("A", 43) + "="})
+	require.NoError(t, err)
+	for _, name := range []string{"postgres", "temporal-postgres", "temporal", "temporal-ui", "migrate", "setup", "worker", "codec-server"} {
+		_, err := p.GetService(name)
+		require.NoError(t, err, name)
+	}
+	for _, s := range p.Services {
+		if s.Image != "" {
+			require.Regexp(t, `^[^:]+:[0-9][^:]*$`, s.Image, "%s: images are pinned to a version", s.Name)
+		} else {
+			require.NotNil(t, s.Build, "%s builds from the repository's Dockerfile", s.Name)
+		}
+	}
+	for _, name := range []string{"postgres", "temporal-postgres", "temporal", "worker"} {
+		s, _ := p.GetService(name)
+		require.NotNil(t, s.HealthCheck, "%s has a healthcheck", name)
+	}
+	worker, _ := p.GetService("worker")
+	require.Equal(t, "service_completed_successfully", worker.DependsOn["migrate"].Condition)
+	require.Equal(t, "service_completed_successfully", worker.DependsOn["setup"].Condition)
+	migrate, _ := p.GetService("migrate")
+	require.Equal(t, "service_healthy", migrate.DependsOn["postgres"].Condition)
+	temporal, _ := p.GetService("temporal")
+	require.Equal(t, "service_healthy", temporal.DependsOn["temporal-postgres"].Condition)
+
+	// The shipnotify services set only variables the configuration table
+	// documents, and every one the worker needs.
+	documented := map[string]bool{}
+	for _, v := range config.Variables {
+		documented[v.Name] = true
+	}
+	for _, name := range []string{"worker", "migrate", "setup", "codec-server"} {
+		s, _ := p.GetService(name)
+		for k := range s.Environment {
+			require.True(t, documented[k], "%s sets %s, which the configuration table does not document", name, k)
+		}
+	}
+	for _, k := range []string{"TEMPORAL_ADDRESS", "DATABASE_URL", "SENDGRID_API_KEY", "SHIPNOTIFY_CODEC_KEYS"} {
+		require.Contains(t, worker.Environment, k)
+	}
+}
+
+var metricName = regexp.MustCompile(`\b(shipnotify_[a-z_]+|temporal_[a-z_]+)\b`)
+
+// ours lists the metric names shipnotify's registry exposes (with a
+// histogram's _bucket, _sum and _count).
+func ours(t *testing.T) map[string]bool {
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, nil)
+	names := map[string]bool{
+		// Read from the mirror on scrape; not registered without a store.
+		"shipnotify_reminders": true, "shipnotify_oldest_overdue_undelivered_seconds": true, "shipnotify_mirror_up": true,
+	}
+	for _, n := range []string{"shipnotify_scheduling_lag_seconds", "shipnotify_delivery_duration_seconds",
+		"shipnotify_deliveries_total", "shipnotify_delivery_retries_total"} {
+		names[n] = true
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			names[n+suffix] = true
+		}
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		require.True(t, names[f.GetName()], "registered metric %s is not in the list", f.GetName())
+	}
+	return names
+}
+
+// The alert rules parse and refer only to metrics that exist.
+func TestAlertRules(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("prometheus/alerts.yml")
+	require.NoError(t, err)
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+				For   string `yaml:"for"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &rules))
+	known := ours(t)
+	var alerts []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			for _, m := range metricName.FindAllString(r.Expr, -1) {
+				require.True(t, known[m], "alert %s uses unknown metric %s", r.Alert, m)
+			}
+		}
+	}
+	for _, want := range []string{"ShipnotifySchedulingLagHigh", "ShipnotifyOldestOverdueReminder", "ShipnotifyDeliveryFailureRate"} {
+		require.True(t, slices.Contains(alerts, want), want)
+	}
+}
+
+// The dashboard is valid JSON whose shipnotify queries name real metrics.
+func TestGrafanaDashboard(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("grafana/shipnotify-dashboard.json")
+	require.NoError(t, err)
+	var dash struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(b, &dash))
+	require.NotEmpty(t, dash.Panels)
+	known := ours(t)
+	seen := map[string]bool{}
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			for _, m := range metricName.FindAllString(target.Expr, -1) {
+				if strings.HasPrefix(m, "shipnotify_") {
+					require.True(t, known[m], "panel %q uses unknown metric %s", p.Title, m)
+					seen[strings.TrimSuffix(m, "_bucket")] = true
+				}
+			}
+		}
+	}
+	for _, m := range []string{"shipnotify_scheduling_lag_seconds", "shipnotify_oldest_overdue_undelivered_seconds", "shipnotify_delivery_duration_seconds"} {
+		require.True(t, seen[m], "the dashboard shows %s", m)
+	}
+}

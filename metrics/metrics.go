@@ -1,0 +1,116 @@
+// Package metrics is what a shipnotify worker tells Prometheus: the two
+// SLOs of the seed article (scheduling lag: notify start minus due;
+// delivery duration per channel), deliveries by outcome, retries, reminders
+// by state, and the age of the oldest overdue undelivered reminder — the one
+// signal that catches a worker that is alive but starving.
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shipnotify/shipnotify/mirror"
+)
+
+// Metrics records what the notify activity does. A nil *Metrics records
+// nothing, so activities can run without it (tests, tools).
+type Metrics struct {
+	schedulingLag    prometheus.Histogram
+	deliveryDuration *prometheus.HistogramVec
+	deliveries       *prometheus.CounterVec
+	retries          *prometheus.CounterVec
+}
+
+// New registers shipnotify's metrics on reg. With a store, the mirror's
+// gauges (reminders by state, oldest overdue) are read on each scrape.
+func New(reg prometheus.Registerer, store *mirror.Store) *Metrics {
+	m := &Metrics{
+		schedulingLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shipnotify_scheduling_lag_seconds",
+			Help:    "Notify activity start minus the reminder's due time: the scheduling SLO.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
+		}),
+		deliveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "shipnotify_delivery_duration_seconds",
+			Help:    "Time one provider call took, by channel: the delivery SLO.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15},
+		}, []string{"channel"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shipnotify_deliveries_total",
+			Help: "Notify executions by channel, purpose and outcome (sent, already_sent, retry, failed, skipped).",
+		}, []string{"channel", "purpose", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shipnotify_delivery_retries_total",
+			Help: "Notify attempts after the first, by channel.",
+		}, []string{"channel"}),
+	}
+	reg.MustRegister(m.schedulingLag, m.deliveryDuration, m.deliveries, m.retries)
+	if store != nil {
+		reg.MustRegister(&mirrorCollector{store: store})
+	}
+	return m
+}
+
+// SchedulingLag records how late a reminder's notify started.
+func (m *Metrics) SchedulingLag(lag time.Duration) {
+	if m == nil {
+		return
+	}
+	m.schedulingLag.Observe(max(lag, 0).Seconds())
+}
+
+// Delivery records one provider call's duration and outcome.
+func (m *Metrics) Delivery(channel, purpose, outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	if took > 0 {
+		m.deliveryDuration.WithLabelValues(channel).Observe(took.Seconds())
+	}
+	m.deliveries.WithLabelValues(channel, purpose, outcome).Inc()
+}
+
+// Retry counts an attempt after the first.
+func (m *Metrics) Retry(channel string) {
+	if m == nil {
+		return
+	}
+	m.retries.WithLabelValues(channel).Inc()
+}
+
+// mirrorCollector reads the mirror's gauges when Prometheus scrapes.
+type mirrorCollector struct {
+	store *mirror.Store
+}
+
+var (
+	remindersDesc = prometheus.NewDesc("shipnotify_reminders",
+		"Reminders in the mirror by state.", []string{"state"}, nil)
+	oldestOverdueDesc = prometheus.NewDesc("shipnotify_oldest_overdue_undelivered_seconds",
+		"Age past its due time of the oldest reminder that is due, scheduled and not yet sent (0 when none).", nil, nil)
+	mirrorUpDesc = prometheus.NewDesc("shipnotify_mirror_up",
+		"1 if the mirror's gauges could be read on this scrape.", nil, nil)
+)
+
+func (c *mirrorCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- remindersDesc
+	ch <- oldestOverdueDesc
+	ch <- mirrorUpDesc
+}
+
+func (c *mirrorCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	g, err := c.store.Gauges(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(mirrorUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(mirrorUpDesc, prometheus.GaugeValue, 1)
+	for state, n := range g.ByState {
+		ch <- prometheus.MustNewConstMetric(remindersDesc, prometheus.GaugeValue, float64(n), string(state))
+	}
+	ch <- prometheus.MustNewConstMetric(oldestOverdueDesc, prometheus.GaugeValue, g.OldestOverdue.Seconds())
+}

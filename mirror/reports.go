@@ -1,0 +1,85 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// Gauges are the mirror's numbers for monitoring.
+type Gauges struct {
+	ByState map[reminder.State]int64
+	// OldestOverdue is how far past its due time the oldest reminder is
+	// that is scheduled, due, and not yet sent; 0 when none is.
+	OldestOverdue time.Duration
+}
+
+// Gauges reads reminders by state and the oldest overdue undelivered
+// reminder (an index range scan on (state, due_at)).
+func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
+	g := Gauges{ByState: map[reminder.State]int64{}}
+	rows, _ := s.pool.Query(ctx, `SELECT state, count(*) FROM reminders GROUP BY state`)
+	var state string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+		g.ByState[reminder.State(state)] = n
+		return nil
+	}); err != nil {
+		return Gauges{}, fmt.Errorf("error counting reminders: %w", err)
+	}
+	var age *time.Duration
+	err := s.pool.QueryRow(ctx, `
+SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at < now()`).Scan(&age)
+	if err != nil {
+		return Gauges{}, fmt.Errorf("error reading the oldest overdue reminder: %w", err)
+	}
+	if age != nil {
+		g.OldestOverdue = *age
+	}
+	return g, nil
+}
+
+// Pending selects the reminders not yet finished: scheduled or awaiting
+// approval. Export takes it for its state.
+const Pending reminder.State = "pending"
+
+// Export streams every reminder matching f (State may be Pending), ordered
+// by due time, to fn, one row at a time: memory stays flat however large
+// the schedule of record is.
+func (s *Store) Export(ctx context.Context, f Filter, fn func(Row) error) error {
+	pending := f.State == Pending
+	if pending {
+		f.State = ""
+	}
+	where, args := f.sql()
+	if pending {
+		if where == "" {
+			where = " WHERE "
+		} else {
+			where += " AND "
+		}
+		where += "state IN ('scheduled', 'awaiting_approval')"
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM reminders`+where+` ORDER BY due_at, id`, args...)
+	if err != nil {
+		return fmt.Errorf("error exporting reminders: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return fmt.Errorf("error exporting reminders: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error exporting reminders: %w", err)
+	}
+	return nil
+}
