@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
@@ -159,4 +160,27 @@ func TestTemporalSDKMetrics(t *testing.T) {
 		}
 		return false
 	}, 10*time.Second, 100*time.Millisecond, "the SDK reports its requests")
+}
+
+// A temporary refusal is retried: the retry and both outcomes are counted.
+func TestRetriesAreCounted(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	reg := prometheus.NewRegistry()
+	s.Activities.Metrics = metrics.New(reg, s.Mirror)
+	s.StartWorker(t)
+	s.Mail.Fail(sink.Answer{Status: 503})
+	ctx := context.Background()
+	results, err := s.Starter.Schedule(ctx, s.Update(t, time.Now(), reminder.Email))
+	require.NoError(t, err)
+	var res workflows.ReminderResult
+	require.NoError(t, s.Temporal.GetWorkflow(ctx, results[0].WorkflowID, "").Get(ctx, &res))
+
+	retries := labelled(family(t, reg, "shipnotify_delivery_retries_total"), map[string]string{"channel": "email"})
+	require.Equal(t, 1.0, retries.GetCounter().GetValue())
+	outcomes := family(t, reg, "shipnotify_deliveries_total")
+	require.Equal(t, 1.0, labelled(outcomes, map[string]string{"outcome": "retry"}).GetCounter().GetValue())
+	require.Equal(t, 1.0, labelled(outcomes, map[string]string{"outcome": "sent"}).GetCounter().GetValue())
+	lag := family(t, reg, "shipnotify_scheduling_lag_seconds").GetMetric()[0].GetHistogram()
+	require.Equal(t, uint64(1), lag.GetSampleCount(), "the lag is the first attempt's, once")
 }
