@@ -120,7 +120,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 			outcome = "already_sent"
 		case err == nil:
 			outcome = "sent"
-		case temporal.IsApplicationError(err) && isNonRetryable(err):
+		case isNonRetryable(err):
 			outcome = "failed"
 		}
 		a.Metrics.Delivery(channel, string(in.purpose()), outcome, took)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -172,70 +173,91 @@ func (r *Runner) scheduleFull(ctx context.Context, b *batch) error {
 	return g.Wait()
 }
 
+// notified is one reminder whose notify started.
+type notified struct {
+	Start, Due time.Time
+}
+
 // starts waits until every reminder of the batch has started its notify
-// (or deadline) and returns the start times.
-func (r *Runner) starts(ctx context.Context, b *batch, deadline time.Duration) ([]time.Time, error) {
+// (or deadline) and returns those that did.
+func (r *Runner) starts(ctx context.Context, b *batch, deadline time.Duration) ([]notified, error) {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	if b.kind == Bare {
-		out := make([]time.Time, len(b.ids))
+		started := make([]time.Time, len(b.ids))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(64)
 		for i, id := range b.ids {
-			g.Go(func() error { return r.Temporal.GetWorkflow(gctx, id, "").Get(gctx, &out[i]) })
+			g.Go(func() error { return r.Temporal.GetWorkflow(gctx, id, "").Get(gctx, &started[i]) })
 		}
-		return out, g.Wait()
+		err := g.Wait()
+		var out []notified
+		for i, t := range started {
+			if !t.IsZero() {
+				out = append(out, notified{Start: t, Due: b.due[i]})
+			}
+		}
+		return out, err
 	}
-	for {
-		var n int
-		if err := r.Mirror.Pool().QueryRow(ctx, `
-SELECT count(*) FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
- WHERE r.shipment_id = $1 AND d.purpose = 'reminder' AND d.status = 'sent'`, b.shipment).Scan(&n); err != nil {
-			return nil, err
-		}
-		if n >= len(b.ids) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			r.logf("%d of %d delivered when the wait ended", n, len(b.ids))
-			goto collect
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-collect:
+	r.waitDelivered(ctx, b)
+	// The full path's notify start is its delivery claim.
 	rows, err := r.Mirror.Pool().Query(context.Background(), `
-SELECT d.created_at FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
+SELECT d.created_at, r.due_at FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
  WHERE r.shipment_id = $1 AND d.purpose = 'reminder' AND d.status = 'sent'`, b.shipment)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []time.Time
-	for rows.Next() {
-		var t time.Time
-		if err := rows.Scan(&t); err != nil {
-			return nil, err
+	var out []notified
+	var n notified
+	_, err = pgx.ForEachRow(rows, []any{&n.Start, &n.Due}, func() error {
+		out = append(out, n)
+		return nil
+	})
+	return out, err
+}
+
+// waitDelivered polls the mirror until the batch is delivered or ctx ends.
+func (r *Runner) waitDelivered(ctx context.Context, b *batch) {
+	for {
+		var n int
+		err := r.Mirror.Pool().QueryRow(ctx, `
+SELECT count(*) FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
+ WHERE r.shipment_id = $1 AND d.purpose = 'reminder' AND d.status = 'sent'`, b.shipment).Scan(&n)
+		if err == nil && n >= len(b.ids) {
+			return
 		}
-		out = append(out, t)
+		select {
+		case <-ctx.Done():
+			r.logf("%d of %d delivered when the wait ended", n, len(b.ids))
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return out, rows.Err()
 }
 
 // measure fills the lag, delivery and memory figures of a finished batch.
-func (r *Runner) measure(ctx context.Context, res *Result, b *batch, starts []time.Time) {
+func (r *Runner) measure(ctx context.Context, res *Result, b *batch, done []notified) {
 	res.N = len(b.due)
-	if b.kind == Bare {
-		lags := make([]time.Duration, 0, len(starts))
-		for i, s := range starts {
-			if !s.IsZero() {
-				lags = append(lags, s.Sub(b.due[i]))
+	lags := make([]time.Duration, len(done))
+	for i, n := range done {
+		lags[i] = n.Start.Sub(n.Due)
+	}
+	setLags(res, lags)
+	res.Delivered = len(done)
+	if b.kind == Full {
+		// What the provider received: distinct keys, and keys received twice.
+		counts := map[string]int{}
+		for _, m := range r.Mail.Mails() {
+			if k := m.CustomArgs["delivery_key"]; b.keys[k] {
+				counts[k]++
 			}
 		}
-		res.Delivered = len(lags)
-		setLags(res, lags)
-	} else {
-		r.measureFull(ctx, res, b)
+		res.Delivered = len(counts)
+		for _, c := range counts {
+			if c > 1 {
+				res.Duplicates++
+			}
+		}
 	}
 	res.Lost = res.N - res.Delivered
 	res.WorkerRSS = r.Workers.RSS(b.kind)
@@ -245,35 +267,6 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, starts []ti
 			id = "reminder/" + id
 		}
 		res.HistoryEvents = r.historyLength(ctx, id)
-	}
-}
-
-func (r *Runner) measureFull(ctx context.Context, res *Result, b *batch) {
-	rows, err := r.Mirror.Pool().Query(ctx, `
-SELECT d.created_at - r.due_at FROM deliveries d JOIN reminders r ON r.id = d.reminder_id
- WHERE r.shipment_id = $1 AND d.purpose = 'reminder' AND d.status = 'sent'`, b.shipment)
-	var lags []time.Duration
-	if err == nil {
-		for rows.Next() {
-			var d time.Duration
-			if rows.Scan(&d) == nil {
-				lags = append(lags, d)
-			}
-		}
-		rows.Close()
-	}
-	setLags(res, lags)
-	counts := map[string]int{}
-	for _, m := range r.Mail.Mails() {
-		if k := m.CustomArgs["delivery_key"]; b.keys[k] {
-			counts[k]++
-		}
-	}
-	res.Delivered = len(counts)
-	for _, c := range counts {
-		if c > 1 {
-			res.Duplicates++
-		}
 	}
 }
 
@@ -427,20 +420,15 @@ func (r *Runner) waitBacklog(ctx context.Context, queue string, within time.Dura
 	return nil
 }
 
-func drainRate(starts []time.Time, from time.Time) float64 {
+func drainRate(done []notified, from time.Time) float64 {
 	var last time.Time
-	n := 0
-	for _, s := range starts {
-		if s.IsZero() {
-			continue
-		}
-		n++
-		if s.After(last) {
-			last = s
+	for _, n := range done {
+		if n.Start.After(last) {
+			last = n.Start
 		}
 	}
-	if n == 0 || !last.After(from) {
+	if len(done) == 0 || !last.After(from) {
 		return 0
 	}
-	return float64(n) / last.Sub(from).Seconds()
+	return float64(len(done)) / last.Sub(from).Seconds()
 }

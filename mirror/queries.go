@@ -75,8 +75,8 @@ SELECT id, type, at, detail FROM reminder_events WHERE reminder_id = $1 ORDER BY
 	return events, nil
 }
 
-// Filter selects reminders; zero fields select everything. Due bounds are
-// half-open: DueFrom <= due_at < DueTo.
+// Filter selects reminders; zero fields select everything. State may be
+// Pending. Due bounds are half-open: DueFrom <= due_at < DueTo.
 type Filter struct {
 	ShipmentID string
 	UpdateID   string
@@ -116,7 +116,11 @@ func (f Filter) sql() (string, []any) {
 	if f.UpdateID != "" {
 		add("update_id = ?", f.UpdateID)
 	}
-	if f.State != "" {
+	switch f.State {
+	case "":
+	case Pending:
+		conds = append(conds, "state IN ('scheduled', 'awaiting_approval')")
+	default:
 		add("state = ?", string(f.State))
 	}
 	if !f.DueFrom.IsZero() {

@@ -43,27 +43,14 @@ SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at <
 	return g, nil
 }
 
-// Pending selects the reminders not yet finished: scheduled or awaiting
-// approval. Export takes it for its state.
+// Pending is a Filter state that selects the reminders not yet finished:
+// scheduled or awaiting approval.
 const Pending reminder.State = "pending"
 
-// Export streams every reminder matching f (State may be Pending), ordered
-// by due time, to fn, one row at a time: memory stays flat however large
-// the schedule of record is.
+// Export streams every reminder matching f, ordered by due time, to fn, one
+// row at a time: memory stays flat however large the schedule of record is.
 func (s *Store) Export(ctx context.Context, f Filter, fn func(Row) error) error {
-	pending := f.State == Pending
-	if pending {
-		f.State = ""
-	}
 	where, args := f.sql()
-	if pending {
-		if where == "" {
-			where = " WHERE "
-		} else {
-			where += " AND "
-		}
-		where += "state IN ('scheduled', 'awaiting_approval')"
-	}
 	rows, err := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM reminders`+where+` ORDER BY due_at, id`, args...)
 	if err != nil {
 		return fmt.Errorf("error exporting reminders: %w", err)

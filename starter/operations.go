@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -286,24 +284,12 @@ func refused(err error, out *Outcome) bool {
 // each runs fn for every row with bounded concurrency; outcomes keep the
 // rows' order.
 func (s *Starter) each(ctx context.Context, rows []mirror.Row, fn func(context.Context, mirror.Row) (Outcome, error)) ([]Outcome, error) {
-	outs := make([]Outcome, len(rows))
-	var mu sync.Mutex
-	var errs []error
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.concurrency())
-	for i, row := range rows {
-		g.Go(func() error {
-			out, err := fn(gctx, row)
-			outs[i] = out
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("reminder %s: %w", row.ID, err))
-				mu.Unlock()
-			}
-			return nil
-		})
+	outs, errs := parallel(ctx, s.concurrency(), rows, fn)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("reminder %s: %w", rows[i].ID, err)
+		}
 	}
-	_ = g.Wait()
 	return outs, errors.Join(errs...)
 }
 

@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -79,6 +78,13 @@ func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, er
 	if err != nil {
 		return nil, err
 	}
+	return s.SchedulePlanned(ctx, u, rems)
+}
+
+// SchedulePlanned is Schedule for reminders Plan already returned, so a
+// caller that checked the update before connecting does not check (and
+// resolve its webhook hosts) twice.
+func (s *Starter) SchedulePlanned(ctx context.Context, u reminder.Update, rems []reminder.Reminder) ([]Result, error) {
 	rows := make([]mirror.NewReminder, len(rems))
 	for i, r := range rems {
 		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
@@ -116,34 +122,47 @@ func (s *Starter) now() time.Time {
 // startAll starts a workflow per row with bounded concurrency and marks in
 // the mirror those Temporal holds. Results keep the rows' order.
 func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Result, error) {
-	results := make([]Result, len(rows))
-	var mu sync.Mutex
-	var started []string
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.concurrency())
-	for i, r := range rows {
-		g.Go(func() error {
-			status, err := s.start(gctx, r)
-			if err != nil {
-				return fmt.Errorf("error starting workflow for reminder %s: %w", r.ID, err)
-			}
-			results[i] = Result{
-				ReminderID: r.ID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
-				DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status,
-			}
-			mu.Lock()
-			started = append(started, r.ID)
-			mu.Unlock()
-			return nil
-		})
-	}
-	startErr := g.Wait()
+	results, errs := parallel(ctx, s.concurrency(), rows, func(ctx context.Context, r mirror.NewReminder) (Result, error) {
+		status, err := s.start(ctx, r)
+		if err != nil {
+			return Result{}, fmt.Errorf("error starting workflow for reminder %s: %w", r.ID, err)
+		}
+		return Result{
+			ReminderID: r.ID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
+			DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status,
+		}, nil
+	})
 	// Mark whatever Temporal holds, even after a failed start, so the
 	// reconciler only sees rows whose workflow truly is missing.
+	var started []string
+	for i, err := range errs {
+		if err == nil {
+			started = append(started, rows[i].ID)
+		}
+	}
+	startErr := errors.Join(errs...)
 	if err := s.Mirror.MarkStarted(ctx, started); err != nil {
 		return results, errors.Join(startErr, err)
 	}
 	return results, startErr
+}
+
+// parallel runs fn on every item, at most limit at a time. Results and
+// errors keep the items' order; one failure does not stop the others.
+func parallel[T, R any](ctx context.Context, limit int, items []T, fn func(context.Context, T) (R, error)) ([]R, []error) {
+	results, errs := make([]R, len(items)), make([]error, len(items))
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i, item := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i], errs[i] = fn(ctx, item)
+		}()
+	}
+	wg.Wait()
+	return results, errs
 }
 
 func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, error) {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/shipnotify/shipnotify/bench"
@@ -202,24 +203,17 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 	if *queue == "" {
 		return usagef("--task-queue is required")
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	tc, err := d.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	worker.SetCacheSize(d.cfg.WorkerCacheSize) // as the real worker, for a fair comparison
-	w := sdkworker.New(tc, *queue, sdkworker.Options{})
-	bench.RegisterBare(w)
-	if err := w.Start(); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	w.Stop()
-	return nil
+	return withTemporal(ctx, e, func(d *deps, tc client.Client) error {
+		worker.SetCacheSize(d.cfg.WorkerCacheSize) // as the real worker, for a fair comparison
+		w := sdkworker.New(tc, *queue, sdkworker.Options{})
+		bench.RegisterBare(w)
+		if err := w.Start(); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		w.Stop()
+		return nil
+	})
 }
 
 // processWorkers runs each kind's worker as a child process of this binary,

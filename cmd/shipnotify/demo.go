@@ -11,7 +11,6 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/codec"
-	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -87,21 +86,18 @@ func runDemo(ctx context.Context, e env, args []string) error {
 			ev.Data.ReminderID, ev.Data.Subject, h.ID, time.Since(start).Seconds())
 	}
 
-	// The demo's receiver is on this machine.
-	local := webhook.Guard{AllowLoopback: true}
-	acts := &activities.Activities{
-		Mirror:  store,
-		Email:   email.NewSender(email.Options{APIKey: apiKey, BaseURL: mails.URL(), FromEmail: cfg.FromEmail, FromName: cfg.FromName}),
-		Webhook: webhook.NewSender(webhook.Options{Guard: local}),
-	}
-	w := worker.New(tc, *taskQueue, acts, worker.Options{})
+	// The worker's activities, sending to the local stand-ins; the demo's
+	// webhook receiver is on this machine.
+	cfg.SendGridAPIKey, cfg.SendGridBaseURL = apiKey, mails.URL()
+	cfg.Webhooks = webhook.Guard{AllowLoopback: true}
+	w := worker.New(tc, *taskQueue, newActivities(cfg, store), worker.Options{})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
 	}
 	defer w.Stop()
 
 	u := sampleUpdate(start, hooks.URL()+"/consignee/in", secret)
-	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, Webhooks: local, Now: time.Now}
+	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, Webhooks: cfg.Webhooks, Now: time.Now}
 	results, err := st.Schedule(ctx, u)
 	if err != nil {
 		return err

@@ -118,6 +118,20 @@ func withMirror(ctx context.Context, e env, maxConns int32, fn func(*deps, *mirr
 	return fn(d, store)
 }
 
+// withTemporal loads the configuration, dials Temporal and runs fn.
+func withTemporal(ctx context.Context, e env, fn func(*deps, client.Client) error) error {
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	tc, err := d.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(d, tc)
+}
+
 // withStarter loads the configuration, connects a starter and runs fn.
 func withStarter(ctx context.Context, e env, fn func(*deps, *starter.Starter) error) error {
 	d, err := newDeps(e)

@@ -29,15 +29,16 @@ func runSchedule(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer d.close()
-	st := d.newStarter()
 	// Check before connecting to anything: bad input writes nothing.
-	if _, err := st.Plan(ctx, u); err != nil {
+	rems, err := d.newStarter().Plan(ctx, u)
+	if err != nil {
 		return usageError{err}
 	}
-	if st, err = d.starter(ctx); err != nil {
+	st, err := d.starter(ctx)
+	if err != nil {
 		return err
 	}
-	results, err := st.Schedule(ctx, u)
+	results, err := st.SchedulePlanned(ctx, u, rems)
 	printResults(e, results)
 	return err
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/shipnotify/shipnotify/workflows"
 )
@@ -21,46 +22,39 @@ func runSetup(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	tc, err := d.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	ns := d.cfg.Temporal.Namespace
-	have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
-	if err != nil {
-		return fmt.Errorf("error listing search attributes: %w", err)
-	}
-	missing := map[string]enums.IndexedValueType{}
-	for name, typ := range workflows.SearchAttributeTypes {
-		if _, ok := have.GetCustomAttributes()[name]; ok {
-			continue
-		}
-		missing[name] = typ
-	}
-	if len(missing) > 0 {
-		_, err := tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-			Namespace: ns, SearchAttributes: missing,
-		})
+	return withTemporal(ctx, e, func(d *deps, tc client.Client) error {
+		ns := d.cfg.Temporal.Namespace
+		have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 		if err != nil {
-			return fmt.Errorf("error adding search attributes: %w", err)
+			return fmt.Errorf("error listing search attributes: %w", err)
 		}
-	}
-	names := make([]string, 0, len(workflows.SearchAttributeTypes))
-	for n := range workflows.SearchAttributeTypes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		state := "present"
-		if _, ok := missing[n]; ok {
-			state = "added"
+		missing := map[string]enums.IndexedValueType{}
+		for name, typ := range workflows.SearchAttributeTypes {
+			if _, ok := have.GetCustomAttributes()[name]; ok {
+				continue
+			}
+			missing[name] = typ
 		}
-		fmt.Fprintf(e.stdout, "%-14s %-9s %s\n", n, strings.TrimPrefix(workflows.SearchAttributeTypes[n].String(), "INDEXED_VALUE_TYPE_"), state)
-	}
-	return nil
+		if len(missing) > 0 {
+			_, err := tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+				Namespace: ns, SearchAttributes: missing,
+			})
+			if err != nil {
+				return fmt.Errorf("error adding search attributes: %w", err)
+			}
+		}
+		names := make([]string, 0, len(workflows.SearchAttributeTypes))
+		for n := range workflows.SearchAttributeTypes {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			state := "present"
+			if _, ok := missing[n]; ok {
+				state = "added"
+			}
+			fmt.Fprintf(e.stdout, "%-14s %-9s %s\n", n, strings.TrimPrefix(workflows.SearchAttributeTypes[n].String(), "INDEXED_VALUE_TYPE_"), state)
+		}
+		return nil
+	})
 }
