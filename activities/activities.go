@@ -6,6 +6,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -20,15 +21,25 @@ import (
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
-// Error types the workflow tells apart; both are non-retryable.
+// Error types the workflow tells apart; all three are non-retryable.
 const (
 	// ErrTypePermanentDelivery: the provider refused the delivery for good.
 	ErrTypePermanentDelivery = "PermanentDeliveryFailure"
 	// ErrTypeReminderNotFound: the mirror has no such reminder.
 	ErrTypeReminderNotFound = "ReminderNotFound"
+	// ErrTypeReminderFinished: the mirror row is finished (cancelled,
+	// expired, failed, or sent under another key), so the reminder's own
+	// delivery is refused. The error's details carry the row's state.
+	ErrTypeReminderFinished = "ReminderFinished"
 	// errTypeInProgress: another live execution holds the delivery key.
 	errTypeInProgress = "DeliveryInProgress"
 )
+
+// recordTimeout bounds the write of a completed send. It runs on a context
+// that outlives the attempt's cancellation (a deploy stopping the worker, a
+// cancel from the workflow), so a send the provider accepted is recorded
+// rather than abandoned; the claim's lease covers it.
+const recordTimeout = 10 * time.Second
 
 // Activities are the worker's activities and what they need. The worker
 // registers one value; workflows call its methods through a nil pointer.
@@ -90,11 +101,18 @@ type NotifyResult struct {
 	SkipReason string
 }
 
-// sentProgress is heartbeated when a send succeeded but could not be
-// recorded, so the retry records it instead of sending again.
+// sentProgress is what an attempt heartbeats: at its start an empty one
+// (that heartbeat is how a cancel reaches an attempt before it calls the
+// provider), and the provider's message id the moment the provider accepts,
+// so a retry after a failed record records instead of sending again.
 type sentProgress struct {
+	Sent              bool `json:",omitempty"`
 	ProviderMessageID string
 }
+
+// sent reports whether an earlier attempt's send was accepted. (Attempts of
+// older releases heartbeated only the provider id, and only after a send.)
+func (p sentProgress) sent() bool { return p.Sent || p.ProviderMessageID != "" }
 
 // Notify makes one delivery exactly once per delivery key, as far as a crash
 // allows: it claims the key in the mirror first, so a second execution for
@@ -131,26 +149,31 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 
 	var prior sentProgress
-	if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prior) == nil {
-		// The previous attempt sent and failed only to record it.
+	if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prior) == nil && prior.sent() {
+		// An earlier attempt sent and failed only to record it. Keep the
+		// proof for a further retry, and record.
+		activity.RecordHeartbeat(ctx, prior)
 		res.ProviderMessageID = prior.ProviderMessageID
 		return res, a.record(ctx, key, prior.ProviderMessageID, detail)
 	}
-	if skip, err := a.nothingToSend(ctx, in); err != nil || skip != "" {
+	// A cancel requested while this attempt waited arrives with this
+	// heartbeat's answer, before anything is claimed or sent.
+	activity.RecordHeartbeat(ctx, sentProgress{})
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	skip, err := a.nothingToSend(ctx, in)
+	if errors.Is(err, mirror.ErrNotFound) {
+		return res, temporal.NewNonRetryableApplicationError("reminder is not in the mirror", ErrTypeReminderNotFound, err)
+	}
+	if err != nil || skip != "" {
 		res.Skipped, res.SkipReason = skip != "", skip
 		return res, err
 	}
 
-	lease := info.Deadline
-	if lease.IsZero() {
-		lease = time.Now().Add(time.Minute)
-	}
+	owner := fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
-		Key:        key,
-		ReminderID: in.ReminderID,
-		Purpose:    in.purpose(),
-		Owner:      info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID,
-		LeaseUntil: lease,
+		Key: key, ReminderID: in.ReminderID, Purpose: in.purpose(), Owner: owner, LeaseFor: leaseFor(ctx),
 	})
 	if errors.Is(err, mirror.ErrNotFound) {
 		return res, temporal.NewNonRetryableApplicationError("reminder is not in the mirror", ErrTypeReminderNotFound, err)
@@ -165,6 +188,10 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		a.Metrics.Retry(channel)
 	}
 	switch claim.Outcome {
+	case mirror.Refused:
+		logger.Info("reminder finished in the mirror; nothing sent", "state", string(claim.Target.State))
+		return res, temporal.NewNonRetryableApplicationError("the reminder is "+string(claim.Target.State)+
+			" in the mirror; nothing was sent", ErrTypeReminderFinished, nil, claim.Target.State)
 	case mirror.AlreadySent:
 		logger.Info("delivery already sent; nothing to do")
 		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
@@ -174,46 +201,93 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	case mirror.HeldElsewhere:
 		return res, temporal.NewApplicationError("another execution holds the delivery key", errTypeInProgress)
 	}
-	// The key names the due time the workflow asked for.
-	claim.Target.Reminder.DueAt = in.DueAt
+	// From here on this attempt holds the key: anything that ends it
+	// without a send releases it, so the next attempt need not wait out
+	// the lease.
+	if err := ctx.Err(); err != nil {
+		a.release(ctx, key, owner, logger)
+		return res, err
+	}
+	if in.purpose() == reminder.PurposeReminder {
+		// The key names the due time the workflow asked for.
+		claim.Target.Reminder.DueAt = in.DueAt
+	}
 
 	var providerID string
 	t := claim.Target
 	if t.EndpointDisabled && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
 		err = &delivery.Error{Channel: "webhook receiver", Status: 410, Permanent: true, Detail: "endpoint disabled after an earlier 410 Gone"}
 	} else {
+		// Once begun, a provider call is not cut short by a cancel: its
+		// answer decides whether anything was sent.
+		sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), attemptDeadline(ctx))
 		began := time.Now()
-		providerID, err = a.send(ctx, in, t, key)
+		providerID, err = a.send(sendCtx, in, t, key)
 		took = time.Since(began)
+		cancel()
 	}
 	var derr *delivery.Error
 	if errors.As(err, &derr) {
 		if derr.Permanent {
-			if derr.Status == 410 && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
-				if rerr := a.Mirror.DisableEndpoint(ctx, t.Reminder.ID, t.Reminder.WebhookURL, derr.Error()); rerr != nil {
-					return res, rerr
-				}
-			}
-			if rerr := a.Mirror.RecordDeliveryFailed(ctx, key, derr.Error()); rerr != nil {
-				return res, rerr
-			}
-			return res, temporal.NewNonRetryableApplicationError(derr.Error(), ErrTypePermanentDelivery, nil)
+			return res, a.failed(ctx, key, t, in, derr)
 		}
+		a.release(ctx, key, owner, logger)
 		return res, temporal.NewApplicationErrorWithOptions(derr.Error(), "DeliveryFailed",
 			temporal.ApplicationErrorOptions{NextRetryDelay: derr.RetryAfter})
 	}
 	if err != nil {
+		a.release(ctx, key, owner, logger)
 		return res, err
 	}
+	// Accepted. The proof goes to Temporal first (the SDK flushes it within
+	// its heartbeat throttle, and at once when the attempt fails or the
+	// worker stops), then to the mirror.
+	activity.RecordHeartbeat(ctx, sentProgress{Sent: true, ProviderMessageID: providerID})
 	res.ProviderMessageID = providerID
 	if err := a.record(ctx, key, providerID, detail); err != nil {
-		// Sent but not recorded: leave the proof with Temporal so the retry
-		// records instead of sending twice.
-		activity.RecordHeartbeat(ctx, sentProgress{ProviderMessageID: providerID})
 		return res, err
 	}
 	logger.Info("delivery sent", "attempt", claim.Attempts, "took", took)
 	return res, nil
+}
+
+// failed records a permanent refusal (and, for a webhook's 410 Gone,
+// disables the endpoint) and returns the non-retryable error.
+func (a *Activities) failed(ctx context.Context, key string, t mirror.Target, in NotifyInput, derr *delivery.Error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if derr.Status == 410 && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
+		if err := a.Mirror.DisableEndpoint(ctx, t.Reminder.ID, t.Reminder.WebhookURL, derr.Error()); err != nil {
+			return err
+		}
+	}
+	if err := a.Mirror.RecordDeliveryFailed(ctx, key, derr.Error()); err != nil {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(derr.Error(), ErrTypePermanentDelivery, nil)
+}
+
+// release gives the claim up; if that fails too, the lease runs out instead.
+func (a *Activities) release(ctx context.Context, key, owner string, logger log.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := a.Mirror.ReleaseDelivery(ctx, key, owner); err != nil {
+		logger.Warn("could not release the delivery claim; it lapses with its lease", "error", err)
+	}
+}
+
+// attemptDeadline is when Temporal gives up on this attempt.
+func attemptDeadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Minute)
+}
+
+// leaseFor is how long this attempt's claim must hold: the rest of the
+// attempt, then the record that may outlive it, with a margin.
+func leaseFor(ctx context.Context) time.Duration {
+	return time.Until(attemptDeadline(ctx)) + recordTimeout + 2*time.Second
 }
 
 func isNonRetryable(err error) bool {
@@ -231,18 +305,25 @@ func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string,
 		}
 		return "the reminder was never delivered", nil
 	case reminder.PurposeEscalation:
-		contact, err := a.Mirror.EscalationContact(ctx, in.ReminderID)
-		if err != nil || contact != "" {
+		contact, state, err := a.Mirror.EscalationContact(ctx, in.ReminderID)
+		switch {
+		case err != nil:
 			return "", err
+		case contact == "":
+			return "the update names no escalation contact", nil
+		case in.Reason == "approval_timeout" && state != reminder.AwaitingApproval:
+			return "the reminder no longer awaits approval (" + string(state) + ")", nil
 		}
-		return "the update names no escalation contact", nil
 	}
 	return "", nil
 }
 
-// record writes a completed send, retrying a short while within the attempt
-// so a brief database outage does not turn into a second send.
+// record writes a completed send, retrying a short while so a brief
+// database outage does not turn into a second send. It runs on a context
+// that outlives the attempt's cancellation, under its own timeout.
 func (a *Activities) record(ctx context.Context, key, providerID string, detail map[string]any) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	tries := a.RecordRetries
 	if tries == 0 {
 		tries = 5
@@ -252,6 +333,9 @@ func (a *Activities) record(ctx context.Context, key, providerID string, detail 
 	for i := 0; i < tries; i++ {
 		if err = a.Mirror.RecordSent(ctx, key, providerID, detail); err == nil {
 			return nil
+		}
+		if i == tries-1 {
+			break
 		}
 		select {
 		case <-ctx.Done():

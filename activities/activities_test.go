@@ -77,7 +77,7 @@ func (f *fixture) schedule(t *testing.T, channel reminder.Channel) activities.No
 	rems, err := u.Plan(reminder.PlanOptions{Now: f.now, WebhookDestination: func(string) error { return nil }})
 	require.NoError(t, err)
 	r := rems[0]
-	_, err = f.mirror.InsertUpdate(context.Background(), u, []mirror.NewReminder{{
+	_, err = f.mirror.ScheduleUpdate(context.Background(), u, []mirror.NewReminder{{
 		Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID),
 	}})
 	require.NoError(t, err)

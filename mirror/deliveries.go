@@ -23,6 +23,10 @@ const (
 	HeldElsewhere
 	// AlreadyFailed: an earlier execution recorded a permanent failure.
 	AlreadyFailed
+	// Refused: the reminder is finished in the mirror (cancelled, expired,
+	// failed, or sent under another key); its own delivery must not go out.
+	// Nothing was claimed.
+	Refused
 )
 
 // Claim asks for the right to make one delivery.
@@ -30,13 +34,12 @@ type Claim struct {
 	Key        string
 	ReminderID string
 	Purpose    reminder.Purpose
-	// Owner identifies the execution; a retry of the same execution (same
-	// owner) takes over its own claim at once, since Temporal starts a retry
-	// only after the previous attempt failed or timed out.
+	// Owner identifies the attempt; only it may release the claim early.
 	Owner string
-	// LeaseUntil is when the claim lapses if its owner dies without a word:
-	// the attempt's deadline.
-	LeaseUntil time.Time
+	// LeaseFor is how long the claim holds if its owner dies without a word:
+	// the rest of the attempt and the time its record may take after. The
+	// lease is counted on the database's clock, not the worker's.
+	LeaseFor time.Duration
 }
 
 // Target is what a claimed delivery needs to be sent.
@@ -59,20 +62,26 @@ type ClaimResult struct {
 	Target            Target
 }
 
-// The claim and the read of what to send share one round trip. A new key is
-// inserted; an existing 'sending' key is taken over only by its own owner or
-// once its lease has lapsed; a 'sent' or 'failed' key is left alone (attempts
-// comes back NULL and the caller looks at why).
+// The claim and the read of what to send share one round trip. A reminder's
+// own delivery is refused when its row is finished (cancelled, expired,
+// failed, or sent under another key). Otherwise a new key is inserted; an
+// existing 'sending' key is taken over once its lease has lapsed (its holder
+// died, or released it knowing nothing was sent); a 'sent' or 'failed' key is
+// left alone (attempts comes back NULL and the caller looks at why).
 const claimDelivery = `
-WITH claim AS (
+WITH refused AS (
+    SELECT 1 FROM reminders
+     WHERE id = $2 AND $3 = 'reminder'
+       AND (state IN ('cancelled', 'expired', 'failed') OR (state = 'sent' AND delivery_key <> $1))
+), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
-    VALUES ($1, $2, $3, 'sending', $4, $5)
+    SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
+     WHERE NOT EXISTS (SELECT 1 FROM refused)
     ON CONFLICT (delivery_key) DO UPDATE
        SET attempts = deliveries.attempts + 1,
            claimed_by = excluded.claimed_by,
            lease_until = excluded.lease_until
-     WHERE deliveries.status = 'sending'
-       AND (deliveries.claimed_by = excluded.claimed_by OR deliveries.lease_until < now())
+     WHERE deliveries.status = 'sending' AND deliveries.lease_until < now()
     RETURNING attempts
 )
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
@@ -81,7 +90,8 @@ SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(u.escalation_email, ''),
        EXISTS (SELECT 1 FROM disabled_endpoints d
                 WHERE d.url_sha256 = encode(sha256(convert_to(r.webhook_url, 'UTF8')), 'hex')),
-       (SELECT attempts FROM claim)
+       (SELECT attempts FROM claim),
+       EXISTS (SELECT 1 FROM refused)
   FROM reminders r
   JOIN updates u USING (shipment_id, update_id)
  WHERE r.id = $2`
@@ -97,13 +107,14 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		state       string
 		windowStart *time.Time
 		attempts    *int
+		refused     bool
 	)
 	r.ID = c.ReminderID
-	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseUntil).Scan(
+	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseFor.Seconds()).Scan(
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
-		&t.EscalationEmail, &t.EndpointDisabled, &attempts)
+		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &refused)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}
@@ -113,6 +124,10 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 	r.Channel, t.State = reminder.Channel(channel), reminder.State(state)
 	if windowStart != nil {
 		t.WindowStart = *windowStart
+	}
+	if refused {
+		res.Outcome = Refused
+		return res, nil
 	}
 	if attempts != nil {
 		res.Outcome, res.Attempts = Claimed, *attempts
@@ -139,6 +154,19 @@ SELECT status, provider_message_id, attempts FROM deliveries WHERE delivery_key 
 		res.Outcome = HeldElsewhere
 	}
 	return res, nil
+}
+
+// ReleaseDelivery gives up a claim whose owner knows nothing was sent (the
+// provider refused for now, or the attempt was cancelled before the call),
+// so the next attempt takes it over at once instead of waiting out the lease.
+func (s *Store) ReleaseDelivery(ctx context.Context, key, owner string) error {
+	_, err := s.pool.Exec(ctx, `
+UPDATE deliveries SET lease_until = now()
+ WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $2`, key, owner)
+	if err != nil {
+		return fmt.Errorf("error releasing delivery claim: %w", err)
+	}
+	return nil
 }
 
 // Marking a delivery sent, moving its reminder to 'sent' (for a reminder's own
@@ -184,20 +212,20 @@ SELECT EXISTS (SELECT 1 FROM deliveries
 }
 
 // EscalationContact returns the escalation address of a reminder's update
-// ("" when it names none).
-func (s *Store) EscalationContact(ctx context.Context, reminderID string) (string, error) {
-	var contact string
+// ("" when it names none) and the reminder's state.
+func (s *Store) EscalationContact(ctx context.Context, reminderID string) (string, reminder.State, error) {
+	var contact, state string
 	err := s.pool.QueryRow(ctx, `
-SELECT coalesce(u.escalation_email, '')
+SELECT coalesce(u.escalation_email, ''), r.state
   FROM reminders r JOIN updates u USING (shipment_id, update_id)
- WHERE r.id = $1`, reminderID).Scan(&contact)
+ WHERE r.id = $1`, reminderID).Scan(&contact, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("error reading escalation contact: %w: %s", ErrNotFound, reminderID)
+		return "", "", fmt.Errorf("error reading escalation contact: %w: %s", ErrNotFound, reminderID)
 	}
 	if err != nil {
-		return "", fmt.Errorf("error reading escalation contact: %w", err)
+		return "", "", fmt.Errorf("error reading escalation contact: %w", err)
 	}
-	return contact, nil
+	return contact, reminder.State(state), nil
 }
 
 // DisableEndpoint stops all deliveries to a webhook URL that answered 410

@@ -28,9 +28,9 @@ func TestExportStreamsInConstantMemory(t *testing.T) {
 INSERT INTO updates (shipment_id, update_id, kind, subject, body) VALUES ('SHP-BIG', 'u-1', 'delivery_window', 's', 't')`)
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `
-INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email, due_at, state, delivery_key, workflow_id)
+INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email, due_at, requested_due_at, state, delivery_key, workflow_id)
 SELECT 'SHP-BIG/u-1/s' || g, 'SHP-BIG', 'u-1', 's' || g, 'email', 's' || g || '@big.example',
-       now() + g * interval '1 second', CASE WHEN g % 4 = 0 THEN 'sent' ELSE 'scheduled' END,
+       now() + g * interval '1 second', now() + g * interval '1 second', CASE WHEN g % 4 = 0 THEN 'sent' ELSE 'scheduled' END,
        md5(g::text) || md5((g + 1)::text), 'reminder/SHP-BIG/u-1/s' || g
   FROM generate_series(1, $1) g`, rows)
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
-func insert(t *testing.T, store *mirror.Store, u reminder.Update, now time.Time) map[string]bool {
+func insert(t *testing.T, store *mirror.Store, u reminder.Update, now time.Time) mirror.Stored {
 	t.Helper()
 	rems, err := u.Plan(reminder.PlanOptions{Now: now})
 	require.NoError(t, err)
@@ -21,9 +21,9 @@ func insert(t *testing.T, store *mirror.Store, u reminder.Update, now time.Time)
 	for i, r := range rems {
 		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
 	}
-	ids, err := store.InsertUpdate(context.Background(), u, rows)
+	stored, err := store.ScheduleUpdate(context.Background(), u, rows)
 	require.NoError(t, err)
-	return ids
+	return stored
 }
 
 func update(shipment string, due ...time.Time) reminder.Update {
@@ -43,8 +43,12 @@ func TestInsertUpdateIsIdempotent(t *testing.T) {
 	now := time.Now()
 	u := update("SHP-1", now.Add(time.Hour), now.Add(2*time.Hour))
 
-	require.Len(t, insert(t, store, u, now), 2)
-	require.Empty(t, insert(t, store, u, now), "the second insert adds nothing")
+	first := insert(t, store, u, now)
+	require.True(t, first.Inserted)
+	require.Len(t, first.Reminders, 2)
+	second := insert(t, store, u, now)
+	require.False(t, second.Inserted, "the second insert adds nothing")
+	require.Equal(t, first.Reminders, second.Reminders, "and reads back what the first wrote")
 	var reminders, events int
 	require.NoError(t, db.Pool.QueryRow(context.Background(),
 		`SELECT (SELECT count(*) FROM reminders), (SELECT count(*) FROM reminder_events)`).Scan(&reminders, &events))

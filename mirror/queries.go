@@ -22,23 +22,29 @@ type Row struct {
 	SubscriberID      string           `json:"subscriber_id"`
 	Channel           reminder.Channel `json:"channel"`
 	DueAt             time.Time        `json:"due_at"`
+	// RequestedDueAt is the due time first asked for; moving the update's
+	// window recomputes DueAt from it.
+	RequestedDueAt time.Time `json:"requested_due_at"`
 	State             reminder.State   `json:"state"`
 	DeliveryKey       string           `json:"delivery_key"`
 	WorkflowID        string           `json:"workflow_id"`
 	WorkflowStartedAt *time.Time       `json:"workflow_started_at,omitempty"`
 	SentAt            *time.Time       `json:"sent_at,omitempty"`
+	// CancelRequestedAt: a cancel was asked for while the reminder was
+	// pending; its workflow had not finished it when the caller stopped waiting.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 	CreatedAt         time.Time        `json:"created_at"`
 	UpdatedAt         time.Time        `json:"updated_at"`
 }
 
-const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, state,
-       delivery_key, workflow_id, workflow_started_at, sent_at, created_at, updated_at`
+const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, requested_due_at, state,
+       delivery_key, workflow_id, workflow_started_at, sent_at, cancel_requested_at, created_at, updated_at`
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
 	var r Row
 	var channel, state string
-	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &state,
-		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CreatedAt, &r.UpdatedAt)
+	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.RequestedDueAt, &state,
+		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt)
 	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 	return r, err
 }

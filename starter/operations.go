@@ -27,7 +27,18 @@ const (
 	StatusAlreadyCompensated  = "already_compensated"
 	StatusAlreadyCancelled    = "already_cancelled"
 	StatusNothingToCancel     = "nothing_to_cancel"
-	StatusRescheduled         = "rescheduled"
+	StatusCompensationFailed  = "compensation_failed"
+	StatusCompensationSkipped = "compensation_skipped"
+	// StatusCancelRequested: the cancel is recorded with Temporal and in the
+	// mirror, and the reminder's workflow had not finished it when the
+	// caller stopped waiting; nothing more is needed, it will.
+	StatusCancelRequested = "cancel_requested"
+	StatusRescheduled     = "rescheduled"
+	// StatusUnchanged: the reminder was due at that time already.
+	StatusUnchanged = "unchanged"
+	// StatusFailed: the reminder could not record the change in time;
+	// nothing moved. Error says why; try again.
+	StatusFailed = "failed"
 	StatusApproved            = "approved"
 	StatusRejected            = "rejected"
 	// StatusRefused: the reminder refused the change; Error says why.
@@ -79,48 +90,134 @@ func (s *Starter) cancelOne(ctx context.Context, row mirror.Row, who Actor) (Out
 	case reminder.Sent:
 		return s.compensate(ctx, row, who)
 	}
-	var res workflows.CancelResult
-	err := s.update(ctx, row.WorkflowID, workflows.UpdateCancel, workflows.CancelRequest{By: who.By, Reason: who.Reason}, &res)
-	if err == nil {
-		out.Status, out.State = res.Outcome, res.State
-		return out, nil
+	if row.WorkflowStartedAt == nil {
+		done, err := s.cancelUnstarted(ctx, row, who)
+		if err != nil {
+			return out, err
+		}
+		if done {
+			out.Status, out.State = StatusCancelled, reminder.Cancelled
+			return out, nil
+		}
+		// Marked started meanwhile: cancel it through its workflow.
 	}
-	if !workflowGone(err) {
+	return s.cancelWorkflow(ctx, row.ID, row.WorkflowID, who)
+}
+
+// cancelUnstarted cancels a pending row whose workflow never started (its
+// start failed, or a schedule is starting it right now). The row update is
+// ordered against MarkStarted: if the schedule marks the row after this, it
+// sees it cancelled and cancels its new workflow; if before, this finds the
+// row started and done is false. A workflow that exists unmarked (its start
+// succeeded, its mark failed) is asked to cancel too; its notify refuses the
+// cancelled row either way.
+func (s *Starter) cancelUnstarted(ctx context.Context, row mirror.Row, who Actor) (done bool, err error) {
+	done, err = s.Mirror.CancelUnstarted(ctx, row.ID,
+		map[string]any{"by": who.By, "reason": who.Reason, "workflow": "never started"})
+	if err != nil || !done {
+		return done, err
+	}
+	if _, err := s.cancelWorkflow(ctx, row.ID, row.WorkflowID, who); err != nil && !workflowGone(err) {
+		return true, err
+	}
+	return true, nil
+}
+
+// cancelWorkflow asks a reminder's workflow to cancel and waits for its
+// answer at most CancelWait. Past that the answer is cancel_requested: the
+// workflow holds the request (a cancel update it accepted, or, when no
+// worker took the update in time, a cancellation of the workflow itself,
+// which Temporal keeps durably and the workflow records when a worker
+// returns), and the mirror notes it.
+func (s *Starter) cancelWorkflow(ctx context.Context, reminderID, workflowID string, who Actor) (Outcome, error) {
+	out := Outcome{ReminderID: reminderID}
+	wctx, cancel := context.WithTimeout(ctx, s.cancelWait())
+	defer cancel()
+	accepted := false
+	h, err := s.Temporal.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: workflows.UpdateCancel,
+		Args:         []any{workflows.CancelRequest{By: who.By, Reason: who.Reason}},
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	if err == nil {
+		accepted = true
+		var res workflows.CancelResult
+		if err = h.Get(wctx, &res); err == nil {
+			out.Status, out.State = res.Outcome, res.State
+			return out, nil
+		}
+	}
+	switch {
+	case workflowGone(err):
+		return s.cancelGone(ctx, reminderID, who)
+	case wctx.Err() == nil || ctx.Err() != nil:
 		return out, err
 	}
-	// The workflow finished (or never started) since the mirror was read.
-	fresh, err := s.Mirror.Get(ctx, row.ID)
+	if !accepted {
+		if err := s.Temporal.CancelWorkflow(ctx, workflowID, ""); err != nil {
+			if workflowGone(err) {
+				return s.cancelGone(ctx, reminderID, who)
+			}
+			return out, fmt.Errorf("error requesting the workflow's cancellation: %w", err)
+		}
+	}
+	if err := s.Mirror.RequestCancel(ctx, reminderID, map[string]any{"by": who.By, "reason": who.Reason}); err != nil {
+		return out, err
+	}
+	out.Status, out.State = StatusCancelRequested, ""
+	return out, nil
+}
+
+// cancelGone cancels a reminder whose workflow finished (or never started)
+// since the mirror was read, by what the mirror says now.
+func (s *Starter) cancelGone(ctx context.Context, reminderID string, who Actor) (Outcome, error) {
+	out := Outcome{ReminderID: reminderID}
+	fresh, err := s.Mirror.Get(ctx, reminderID)
 	if err != nil {
 		return out, err
 	}
+	out.State = fresh.State
 	switch fresh.State {
 	case reminder.Sent:
 		return s.compensate(ctx, fresh, who)
+	case reminder.Cancelled:
+		out.Status = StatusAlreadyCancelled
 	case reminder.Scheduled, reminder.AwaitingApproval:
-		// Its workflow was never started: cancel the row itself.
-		if _, err := s.Mirror.Transition(ctx, row.ID, reminder.Cancelled, "cancelled",
-			map[string]any{"by": who.By, "reason": who.Reason, "workflow": "never started"}); err != nil {
+		if fresh.WorkflowStartedAt != nil {
+			// Started, pending in the mirror, gone from Temporal: a
+			// divergence for `reconcile --verify`; cancel the row.
+			if _, err := s.Mirror.Transition(ctx, reminderID, reminder.Cancelled, "cancelled",
+				map[string]any{"by": who.By, "reason": who.Reason, "workflow": "not found"}); err != nil {
+				return out, err
+			}
+			out.Status, out.State = StatusCancelled, reminder.Cancelled
+			return out, nil
+		}
+		done, err := s.Mirror.CancelUnstarted(ctx, reminderID,
+			map[string]any{"by": who.By, "reason": who.Reason, "workflow": "never started"})
+		if err != nil {
 			return out, err
+		}
+		if !done {
+			return out, fmt.Errorf("reminder %s: its workflow started while it was being cancelled; cancel again", reminderID)
 		}
 		out.Status, out.State = StatusCancelled, reminder.Cancelled
 	default:
-		out.State = fresh.State
 		out.Status = StatusNothingToCancel
-		if fresh.State == reminder.Cancelled {
-			out.Status = StatusAlreadyCancelled
-		}
 	}
 	return out, nil
 }
 
 // compensate starts the one CancellationNoticeWorkflow of a reminder that
-// was sent; a second start is refused by its id, so the notice goes once.
+// was sent. Its id refuses a second start while one runs or after one
+// completed, so the notice goes once; after one failed, it starts again.
 func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Outcome, error) {
 	out := Outcome{ReminderID: row.ID, State: row.State}
+	id := workflows.CancellationNoticeWorkflowID(row.ID)
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                                       workflows.CancellationNoticeWorkflowID(row.ID),
+		ID:                                       id,
 		TaskQueue:                                s.TaskQueue,
-		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
@@ -133,7 +230,14 @@ func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Ou
 	var exists *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &exists):
+		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return out, fmt.Errorf("error reading the cancellation notice: %w", err)
+		}
 		out.Status = StatusAlreadyCompensated
+		if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			out.Status = StatusCompensationStarted
+		}
 	case err != nil:
 		return out, fmt.Errorf("error starting the cancellation notice: %w", err)
 	default:
@@ -142,24 +246,32 @@ func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Ou
 	return out, nil
 }
 
-// RescheduleUpdate moves an update's delivery window: every pending reminder
-// of it moves by as much as the window did. Reminders that are finished are
-// reported as refused and left alone.
+// RescheduleUpdate moves an update's delivery window. Each pending
+// reminder moves to its first-requested due time plus the window's shift
+// from its first-requested start, so moving twice to the same window, or
+// running again after a failure partway, shifts once; concurrent moves of
+// one update are serialised. Reminders that are finished are reported as
+// refused and left alone.
 func (s *Starter) RescheduleUpdate(ctx context.Context, shipmentID, updateID string, windowStart time.Time, who Actor) ([]Outcome, error) {
-	old, err := s.Mirror.WindowStart(ctx, shipmentID, updateID)
+	unlock, err := s.Mirror.LockUpdate(ctx, shipmentID, updateID)
 	if err != nil {
 		return nil, err
 	}
-	if old.IsZero() {
+	defer unlock()
+	requested, _, err := s.Mirror.Window(ctx, shipmentID, updateID)
+	if err != nil {
+		return nil, err
+	}
+	if requested.IsZero() {
 		return nil, fmt.Errorf("update %s/%s has no window_start; reschedule its reminders one by one", shipmentID, updateID)
 	}
-	shift := windowStart.Sub(old)
+	shift := windowStart.Sub(requested)
 	rows, err := s.Mirror.List(ctx, mirror.Filter{ShipmentID: shipmentID, UpdateID: updateID})
 	if err != nil {
 		return nil, err
 	}
 	outs, err := s.each(ctx, rows, func(ctx context.Context, row mirror.Row) (Outcome, error) {
-		return s.rescheduleOne(ctx, row, row.DueAt.Add(shift), who)
+		return s.rescheduleOne(ctx, row, row.RequestedDueAt.Add(shift), who)
 	})
 	if err != nil {
 		return outs, err
@@ -180,8 +292,9 @@ func (s *Starter) RescheduleReminder(ctx context.Context, reminderID string, due
 func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Time, who Actor) (Outcome, error) {
 	out := Outcome{ReminderID: row.ID, State: row.State}
 	var res workflows.RescheduleResult
-	err := s.update(ctx, row.WorkflowID, workflows.UpdateReschedule,
-		workflows.RescheduleRequest{DueAt: due, By: who.By, Reason: who.Reason}, &res)
+	err := s.update(ctx, row.WorkflowID, workflows.UpdateReschedule, workflows.RescheduleRequest{
+		DueAt: due, By: who.By, Reason: who.Reason, Deadline: s.requestDeadline(),
+	}, &res)
 	if refused(err, &out) {
 		return out, nil
 	}
@@ -189,6 +302,9 @@ func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Ti
 		return out, err
 	}
 	out.Status, out.DueAt, out.DeliveryKey = StatusRescheduled, &res.DueAt, res.DeliveryKey
+	if res.Unchanged {
+		out.Status = StatusUnchanged
+	}
 	return out, nil
 }
 
@@ -206,7 +322,8 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 	return s.each(ctx, rows, func(ctx context.Context, row mirror.Row) (Outcome, error) {
 		out := Outcome{ReminderID: row.ID, State: row.State}
 		var res workflows.DecisionResult
-		err := s.update(ctx, row.WorkflowID, name, workflows.Decision{By: who.By, Reason: who.Reason}, &res)
+		err := s.update(ctx, row.WorkflowID, name,
+			workflows.Decision{By: who.By, Reason: who.Reason, Deadline: s.requestDeadline()}, &res)
 		if refused(err, &out) {
 			return out, nil
 		}
@@ -245,16 +362,48 @@ func (s *Starter) selectRows(ctx context.Context, sel Selection, state reminder.
 	return rows, nil
 }
 
-// update sends a workflow update and waits for its result.
+// ErrNoAnswer is returned when a reminder's workflow did not answer a change
+// within UpdateWait (no worker running, or one far behind). The request
+// carried a deadline the workflow checks, so it cannot land later.
+var ErrNoAnswer = errors.New("the reminder's workflow did not answer in time (is a worker running?); nothing was changed")
+
+// update sends a workflow update and waits for its result, at most
+// UpdateWait.
 func (s *Starter) update(ctx context.Context, workflowID, name string, arg, result any) error {
-	h, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	wctx, cancel := context.WithTimeout(ctx, s.updateWait())
+	defer cancel()
+	h, err := s.Temporal.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflowID, UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		err = h.Get(wctx, result)
 	}
-	return h.Get(ctx, result)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return ErrNoAnswer
+	}
+	return err
+}
+
+// requestDeadline is when a change sent now must have reached its workflow:
+// half the wait, which leaves the workflow's own mirror write (at most 20 s)
+// time to finish before the caller gives up.
+func (s *Starter) requestDeadline() time.Time {
+	return s.now().Add(s.updateWait() / 2)
+}
+
+func (s *Starter) updateWait() time.Duration {
+	if s.UpdateWait <= 0 {
+		return time.Minute
+	}
+	return s.UpdateWait
+}
+
+func (s *Starter) cancelWait() time.Duration {
+	if s.CancelWait <= 0 {
+		return 20 * time.Second
+	}
+	return s.CancelWait
 }
 
 // workflowGone reports whether an update failed because the workflow is
@@ -265,12 +414,15 @@ func workflowGone(err error) bool {
 }
 
 // refused turns a reminder's refusal of an update (its validator's answer,
-// or a workflow that is gone) into a StatusRefused outcome.
+// or a workflow that is gone) into a StatusRefused outcome, and a change the
+// mirror did not take in time into StatusFailed.
 func refused(err error, out *Outcome) bool {
 	var appErr *temporal.ApplicationError
 	switch {
 	case err == nil:
 		return false
+	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeMirrorUnavailable:
+		out.Status, out.Error = StatusFailed, appErr.Message()
 	case errors.As(err, &appErr):
 		out.Status, out.Error = StatusRefused, appErr.Message()
 	case workflowGone(err):

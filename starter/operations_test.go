@@ -160,7 +160,7 @@ func TestRescheduleUpdate(t *testing.T) {
 	require.Equal(t, newDue, got.DueAt.UTC())
 	require.Equal(t, newKey, got.DeliveryKey)
 	require.Equal(t, []string{"scheduled", "rescheduled", "sent"}, eventTypes(t, s, r.ReminderID))
-	ws, err := s.Mirror.WindowStart(ctx, u.ShipmentID, u.UpdateID)
+	_, ws, err := s.Mirror.Window(ctx, u.ShipmentID, u.UpdateID)
 	require.NoError(t, err)
 	require.True(t, newWindow.Equal(ws))
 

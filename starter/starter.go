@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,9 +28,32 @@ type Status string
 const (
 	// Scheduled: this call started the reminder's workflow.
 	Scheduled Status = "scheduled"
-	// AlreadyScheduled: the workflow existed already; nothing was started.
+	// AlreadyScheduled: the update was scheduled before; nothing was
+	// started, and the result carries the reminder as stored.
 	AlreadyScheduled Status = "already_scheduled"
 )
+
+// ErrUpdateChanged is what a *ChangedError matches with errors.Is.
+var ErrUpdateChanged = errors.New("update already scheduled with different content")
+
+// ChangedError refuses a resubmission whose content differs from the update
+// first scheduled under the same shipment and update ids. Nothing is written:
+// the reminders already scheduled stay as they are.
+type ChangedError struct {
+	ShipmentID string
+	UpdateID   string
+	// Fields name what differs, as the resubmission spells them.
+	Fields []string
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("update %s/%s was already scheduled with different content (%s differ); nothing was written: "+
+		"move a due time with `shipnotify reschedule`, or send new content under a new update_id",
+		e.ShipmentID, e.UpdateID, strings.Join(e.Fields, ", "))
+}
+
+// Is makes errors.Is(err, ErrUpdateChanged) true.
+func (e *ChangedError) Is(target error) bool { return target == ErrUpdateChanged }
 
 // Starter schedules reminders.
 type Starter struct {
@@ -44,6 +68,15 @@ type Starter struct {
 	// Now is the clock due times are checked against (nil means time.Now).
 	Now func() time.Time
 
+	// CancelWait bounds how long a cancel waits for a reminder's workflow to
+	// finish it before answering cancel_requested (0 means 20 s).
+	CancelWait time.Duration
+	// UpdateWait bounds how long a reschedule or a decision waits for the
+	// workflow to answer (0 means 60 s). A request the workflow has not
+	// accepted by then is refused when it arrives later, so a reported
+	// failure never moves anything afterwards.
+	UpdateWait time.Duration
+
 	// afterMirror, when set (by tests), runs between the mirror write and the
 	// workflow starts; an error aborts there, as a crash would.
 	afterMirror func() error
@@ -57,6 +90,9 @@ type Result struct {
 	DeliveryKey  string    `json:"delivery_key"`
 	DueAt        time.Time `json:"due_at"`
 	Status       Status    `json:"status"`
+	// State is where the reminder stands (already scheduled ones may have
+	// been sent or cancelled since).
+	State reminder.State `json:"state"`
 }
 
 // Plan checks an update and returns its reminders without writing anything.
@@ -68,11 +104,13 @@ func (s *Starter) Plan(ctx context.Context, u reminder.Update) ([]reminder.Remin
 	})
 }
 
-// Schedule checks the update, writes its mirror rows (ON CONFLICT DO
-// NOTHING) and starts a workflow per subscriber, rejecting duplicates. A bad
-// update writes nothing. Results come in subscriber order. If some starts
-// fail, the results of the others are returned with the error; the failed
-// reminders' rows stay for the reconciler or a retry of the same call.
+// Schedule checks the update, writes its mirror rows and starts a workflow
+// per subscriber. A bad update writes nothing. Scheduling the same update
+// again starts nothing and answers with the reminders as stored; a
+// different update under the same ids is a *ChangedError and writes nothing.
+// Results come in subscriber order. If some starts fail, the results of the
+// others are returned with the error; the failed reminders' rows stay for
+// the reconciler or a retry of the same call.
 func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, error) {
 	rems, err := s.Plan(ctx, u)
 	if err != nil {
@@ -89,15 +127,51 @@ func (s *Starter) SchedulePlanned(ctx context.Context, u reminder.Update, rems [
 	for i, r := range rems {
 		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
 	}
-	if _, err := s.Mirror.InsertUpdate(ctx, u, rows); err != nil {
+	stored, err := s.Mirror.ScheduleUpdate(ctx, u, rows)
+	if err != nil {
 		return nil, err
+	}
+	if !stored.Inserted {
+		was := make([]reminder.Reminder, len(stored.Reminders))
+		for i, r := range stored.Reminders {
+			was[i] = r.Requested
+		}
+		if fields := reminder.Changes(stored.Requested, was, u, rems); len(fields) > 0 {
+			return nil, &ChangedError{ShipmentID: u.ShipmentID, UpdateID: u.UpdateID, Fields: fields}
+		}
 	}
 	if s.afterMirror != nil {
 		if err := s.afterMirror(); err != nil {
 			return nil, err
 		}
 	}
-	return s.startAll(ctx, rows)
+	// Start only what is new or was left unstarted, from the stored rows.
+	bySubscriber := make(map[string]mirror.StoredReminder, len(stored.Reminders))
+	var toStart []mirror.NewReminder
+	for _, r := range stored.Reminders {
+		bySubscriber[r.Requested.SubscriberID] = r
+		if r.Startable() {
+			toStart = append(toStart, r.NewReminder())
+		}
+	}
+	started, err := s.startAll(ctx, toStart)
+	startedByID := make(map[string]Result, len(started))
+	for _, r := range started {
+		startedByID[r.ReminderID] = r
+	}
+	results := make([]Result, len(rems))
+	for i, want := range rems {
+		r := bySubscriber[want.SubscriberID]
+		if res, ok := startedByID[r.Requested.ID]; ok {
+			results[i] = res
+			continue
+		}
+		results[i] = Result{
+			ReminderID: r.Requested.ID, WorkflowID: r.WorkflowID, SubscriberID: want.SubscriberID,
+			DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, Status: AlreadyScheduled, State: r.State,
+		}
+	}
+	return results, err
 }
 
 // Reconcile starts the workflows of mirror rows that never got one (the
@@ -120,7 +194,9 @@ func (s *Starter) now() time.Time {
 }
 
 // startAll starts a workflow per row with bounded concurrency and marks in
-// the mirror those Temporal holds. Results keep the rows' order.
+// the mirror those Temporal holds. Results keep the rows' order; a failed
+// start leaves its result empty. A row a cancel finished while its workflow
+// was being started gets its new workflow cancelled at once.
 func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Result, error) {
 	results, errs := parallel(ctx, s.concurrency(), rows, func(ctx context.Context, r mirror.NewReminder) (Result, error) {
 		status, err := s.start(ctx, r)
@@ -129,7 +205,7 @@ func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Re
 		}
 		return Result{
 			ReminderID: r.ID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
-			DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status,
+			DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status, State: r.InitialState(),
 		}, nil
 	})
 	// Mark whatever Temporal holds, even after a failed start, so the
@@ -141,10 +217,23 @@ func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Re
 		}
 	}
 	startErr := errors.Join(errs...)
-	if err := s.Mirror.MarkStarted(ctx, started); err != nil {
+	states, err := s.Mirror.MarkStarted(ctx, started)
+	if err != nil {
 		return results, errors.Join(startErr, err)
 	}
-	return results, startErr
+	var late []mirror.NewReminder
+	for i, r := range rows {
+		if st, ok := states[r.ID]; ok {
+			results[i].State = st
+			if st == reminder.Cancelled {
+				late = append(late, r)
+			}
+		}
+	}
+	_, cancelErrs := parallel(ctx, s.concurrency(), late, func(ctx context.Context, r mirror.NewReminder) (Outcome, error) {
+		return s.cancelWorkflow(ctx, r.ID, r.WorkflowID, Actor{By: "shipnotify", Reason: "cancelled while its workflow was being started"})
+	})
+	return results, errors.Join(startErr, errors.Join(cancelErrs...))
 }
 
 // parallel runs fn on every item, at most limit at a time. Results and

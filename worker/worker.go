@@ -3,6 +3,8 @@
 package worker
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -37,12 +39,29 @@ func SetCacheSize(n int) {
 	}
 }
 
+// StopTimeout is how long a stopping worker lets its activities finish
+// before it cancels them: longer than a notify attempt (30 s) and the record
+// that may follow it (10 s), so a deploy never cuts a provider call short
+// and turns an accepted send into a second one. Give the process a grace
+// period above it (compose stop_grace_period, Kubernetes
+// terminationGracePeriodSeconds): 60 s.
+const StopTimeout = 45 * time.Second
+
+// HeartbeatThrottle is how long the SDK may hold an activity's heartbeat
+// before sending it. The notify activity heartbeats the provider's message
+// id the moment a send is accepted; it must reach Temporal within about a
+// second, not the SDK's default 30 s, so a retry finds it.
+const HeartbeatThrottle = time.Second
+
 // New returns a worker on taskQueue with every workflow and activity
 // registered. Start it with Run or Start.
 func New(c client.Client, taskQueue string, acts *activities.Activities, o Options) sdkworker.Worker {
 	w := sdkworker.New(c, taskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities,
 		TaskQueueActivitiesPerSecond:       o.ActivitiesPerSecond,
+		WorkerStopTimeout:                  StopTimeout,
+		DefaultHeartbeatThrottleInterval:   HeartbeatThrottle,
+		MaxHeartbeatThrottleInterval:       HeartbeatThrottle,
 	})
 	Register(w, acts)
 	return w

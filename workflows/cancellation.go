@@ -22,5 +22,6 @@ func CancellationNoticeWorkflow(ctx workflow.Context, in CancellationNoticeInput
 	if err != nil {
 		return ReminderResult{State: reminder.Sent}, err
 	}
-	return ReminderResult{State: reminder.Sent, DeliveryKey: res.DeliveryKey, ProviderMessageID: res.ProviderMessageID, Compensated: true}, nil
+	return ReminderResult{State: reminder.Sent, DeliveryKey: res.DeliveryKey, ProviderMessageID: res.ProviderMessageID,
+		Compensated: !res.Skipped}, nil
 }

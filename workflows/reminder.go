@@ -17,12 +17,35 @@ import (
 const (
 	notifyAttemptTimeout = 30 * time.Second
 	notifyRetryBudget    = 72 * time.Hour
+	// operatorWriteBudget bounds the mirror write of an operator's change
+	// (a reschedule, a decision). Past it the change fails, nothing moves,
+	// and the caller, who waits longer than this, hears so.
+	operatorWriteBudget = 20 * time.Second
+	// mirrorWriteBudget is, in effect, no budget: a state change the
+	// workflow makes on its own (sent, failed, expired, cancelled) is
+	// retried until PostgreSQL takes it, however long a failover lasts.
+	mirrorWriteBudget = 100 * 365 * 24 * time.Hour
 	// maxTransitions bounds the steps the status query carries (and
 	// continue-as-new hands on); the mirror keeps every one.
 	maxTransitions = 50
 	// historyLimit continues as new even if the server has not suggested it
 	// yet, far below Temporal's hard limit of 51,200 events.
 	historyLimit = 10_000
+)
+
+// Change ids for workflow.GetVersion. Each names a change to the commands
+// the workflow emits; reminders started before it replay the old way. A
+// reminder sleeps across many releases, so these stay as long as any
+// reminder that started before them can still be running.
+const (
+	// changeEscalationBeside: an escalation runs beside the reminder, so
+	// one that keeps failing holds neither an expiry nor a cancel behind it.
+	changeEscalationBeside = "escalation-beside-the-reminder"
+	// changeOperatorWriteFirst: a reschedule or a decision writes the
+	// mirror first and changes the workflow only once the write is taken.
+	changeOperatorWriteFirst = "operator-change-writes-mirror-first"
+	// changeCancelStopsSend: a cancel stops a send that is still retrying.
+	changeCancelStopsSend = "cancel-stops-a-retrying-send"
 )
 
 var a *activities.Activities
@@ -34,24 +57,18 @@ var a *activities.Activities
 // worker ran fires when one returns), then runs the idempotent notify
 // activity. Reschedule, approve, reject and cancel arrive as updates; a
 // permanent delivery failure escalates once; a cancel after the send is
-// compensated by a cancellation notice. The delivered path's history is kept
-// lean: one timer, one activity, one search-attribute upsert.
+// compensated by a cancellation notice; a cancel of the workflow itself (the
+// Web UI, the temporal CLI) is recorded as a cancel. The delivered path's
+// history is kept lean: one timer, one activity, one search-attribute upsert.
 func ReminderWorkflow(ctx workflow.Context, in ReminderInput) (ReminderResult, error) {
 	r := newRun(ctx, in)
 	if err := r.register(ctx); err != nil {
 		return ReminderResult{}, err
 	}
-	if r.state == reminder.AwaitingApproval {
-		done, err := r.awaitDecision(ctx)
-		if done || err != nil {
-			return r.result(), err
-		}
+	err := r.live(ctx)
+	if err != nil && ctx.Err() != nil && temporal.IsCanceledError(err) {
+		err = r.cancelledFromOutside(ctx, err)
 	}
-	done, err := r.awaitDue(ctx)
-	if done || err != nil {
-		return r.result(), err
-	}
-	err = r.deliver(ctx)
 	return r.result(), err
 }
 
@@ -80,6 +97,10 @@ type run struct {
 	// finish before it acts, so the audit trail keeps its order.
 	busy int
 	mu   workflow.Mutex
+	// escalations counts escalation notices still running beside the
+	// reminder; stopApprovalEscalation abandons the approval one.
+	escalations            int
+	stopApprovalEscalation workflow.CancelFunc
 }
 
 func newRun(ctx workflow.Context, in ReminderInput) *run {
@@ -119,6 +140,21 @@ func (r *run) register(ctx workflow.Context) error {
 	return nil
 }
 
+// live runs the reminder from where it stands to its end.
+func (r *run) live(ctx workflow.Context) error {
+	if r.state == reminder.AwaitingApproval {
+		done, err := r.awaitDecision(ctx)
+		if done || err != nil {
+			return err
+		}
+	}
+	done, err := r.awaitDue(ctx)
+	if done || err != nil {
+		return err
+	}
+	return r.deliver(ctx)
+}
+
 // awaitDecision waits while the reminder awaits approval. done is true when
 // the reminder ended there (rejected, expired, cancelled).
 func (r *run) awaitDecision(ctx workflow.Context) (done bool, err error) {
@@ -138,7 +174,15 @@ func (r *run) awaitDecision(ctx workflow.Context) (done bool, err error) {
 			continue
 		}
 		if !now.Before(expiresAt) {
+			if r.busy > 0 {
+				// A decision is being written; it goes first and may settle the reminder.
+				if err := workflow.Await(ctx, func() bool { return r.busy == 0 }); err != nil {
+					return true, err
+				}
+				continue
+			}
 			r.setState(ctx, reminder.Expired, "expired", map[string]any{"reason": "no decision by the final deadline"})
+			r.abandonApprovalEscalation()
 			return true, r.finish(ctx)
 		}
 		next := expiresAt
@@ -155,6 +199,8 @@ func (r *run) awaitDecision(ctx workflow.Context) (done bool, err error) {
 	if err := workflow.Await(ctx, func() bool { return r.busy == 0 }); err != nil {
 		return true, err
 	}
+	// Decided: an overdue-approval notice still retrying has nothing left to say.
+	r.abandonApprovalEscalation()
 	if r.state == reminder.Cancelled { // rejected
 		return true, r.finish(ctx)
 	}
@@ -192,16 +238,37 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 	}
 }
 
-// deliver runs the notify activity; a permanent failure fails the reminder
-// and escalates once.
+// deliver runs the notify activity. A cancel that arrives while it is still
+// retrying stops it: a cancelled shipment's reminder must not go out hours
+// later. A permanent failure fails the reminder and escalates once; a mirror
+// row that another path finished (cancelled while the workflow was being
+// started) ends the reminder as the mirror says, with nothing sent.
 func (r *run) deliver(ctx workflow.Context) error {
 	r.sending = true
-	var sent activities.NotifyResult
-	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+	sendCtx, stopSend := workflow.WithCancel(ctx)
+	f := workflow.ExecuteActivity(sendOptions(sendCtx), a.Notify, activities.NotifyInput{
 		ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
-	}).Get(ctx, &sent)
+	})
+	if err := workflow.Await(ctx, func() bool { return f.IsReady() || r.cancel != nil }); err != nil {
+		return err
+	}
+	if !f.IsReady() && workflow.GetVersion(ctx, changeCancelStopsSend, workflow.DefaultVersion, 1) == 1 {
+		// The activity heartbeats, so an attempt in flight hears of it
+		// before it calls the provider; one that already called finishes
+		// and reports the send (then compensated).
+		stopSend()
+	}
+	var sent activities.NotifyResult
+	err := f.Get(ctx, &sent)
 	r.sending = false
-	if err != nil {
+	var canceled *temporal.CanceledError
+	switch {
+	case err == nil:
+	case errors.As(err, &canceled) && r.cancel != nil:
+		return r.endCancelled(ctx)
+	case errorType(err) == activities.ErrTypeReminderFinished:
+		return r.endAsTheMirrorSays(ctx, err)
+	default:
 		reason := failureReason(err)
 		workflow.GetLogger(ctx).Warn("delivery failed for good", "reminder_id", r.in.ReminderID, "error", reason)
 		r.setState(ctx, reminder.Failed, "failed", map[string]any{"reason": reason})
@@ -218,23 +285,42 @@ func (r *run) deliver(ctx workflow.Context) error {
 	return r.finish(ctx)
 }
 
-// finish lets the handlers complete, answering any cancel that arrives
-// until the very end: after a send it is compensated.
+// endAsTheMirrorSays ends a reminder whose mirror row was finished by
+// another path: the notify activity refused to send for it. The mirror has
+// the state and its event already.
+func (r *run) endAsTheMirrorSays(ctx workflow.Context, err error) error {
+	state := reminder.Cancelled
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.HasDetails() {
+		_ = appErr.Details(&state)
+	}
+	workflow.GetLogger(ctx).Info("mirror row already finished; nothing sent", "reminder_id", r.in.ReminderID, "state", string(state))
+	r.state = state
+	r.note(ctx, "ended_as_mirror", string(state))
+	if err := upsertState(ctx, state); err != nil {
+		return err
+	}
+	return r.finish(ctx)
+}
+
+// finish lets the handlers and any escalation still running complete,
+// answering every cancel that arrives until the very end: after a send it
+// is compensated.
 func (r *run) finish(ctx workflow.Context) error {
+	done := func() bool { return workflow.AllHandlersFinished(ctx) && r.escalations == 0 }
 	for {
 		if r.cancel != nil && r.cancelOutcome == "" {
 			outcome := "already_" + string(r.state)
 			if r.state == reminder.Sent {
-				r.compensate(ctx)
-				outcome = OutcomeCompensated
+				outcome = r.compensate(ctx)
 			}
 			// Set last: the cancel handlers answer as soon as it is.
 			r.cancelOutcome = outcome
 		}
 		err := workflow.Await(ctx, func() bool {
-			return workflow.AllHandlersFinished(ctx) || (r.cancel != nil && r.cancelOutcome == "")
+			return done() || (r.cancel != nil && r.cancelOutcome == "")
 		})
-		if err != nil || workflow.AllHandlersFinished(ctx) {
+		if err != nil || done() {
 			return err
 		}
 	}
@@ -246,36 +332,96 @@ func (r *run) endCancelled(ctx workflow.Context) error {
 		return err
 	}
 	r.setState(ctx, reminder.Cancelled, "cancelled", map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason})
+	r.abandonApprovalEscalation()
 	r.cancelOutcome = OutcomeCancelled
 	return r.finish(ctx)
 }
 
+// cancelledFromOutside records a cancel of the workflow itself, which no
+// cancel update announced, as the cancel update would have: a pending
+// reminder ends cancelled in the mirror, a sent one is compensated. It runs
+// on a disconnected context (the workflow's own is cancelled) and returns
+// the cancellation, so the workflow shows as cancelled.
+func (r *run) cancelledFromOutside(ctx workflow.Context, cause error) error {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if r.cancel == nil {
+		r.cancel = &CancelRequest{By: "temporal", Reason: "the workflow was cancelled"}
+	}
+	switch {
+	case r.state == reminder.Sent && r.cancelOutcome == "":
+		r.cancelOutcome = r.compensate(dctx)
+	case !r.state.Terminal():
+		r.setState(dctx, reminder.Cancelled, "cancelled",
+			map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "via": "workflow cancellation"})
+		r.cancelOutcome = OutcomeCancelled
+	}
+	return cause
+}
+
 // compensate tells a subscriber already reminded that the shipment was
-// cancelled, under the notice's own delivery key.
-func (r *run) compensate(ctx workflow.Context) {
+// cancelled, under the notice's own delivery key, and says how that went.
+func (r *run) compensate(ctx workflow.Context) string {
 	recordTransition(ctx, r.in.ReminderID, reminder.Cancelled, "cancelled",
 		map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "after": "sent"})
 	var res activities.NotifyResult
 	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
 	}).Get(ctx, &res)
-	if err != nil {
+	switch {
+	case err != nil:
 		r.note(ctx, "cancellation_failed", failureReason(err))
-		return
+		return OutcomeCompensationFailed
+	case res.Skipped:
+		r.note(ctx, "cancellation_skipped", res.SkipReason)
+		return OutcomeCompensationSkipped
 	}
 	r.compensated = true
-	r.note(ctx, "cancellation_sent", res.SkipReason)
+	r.note(ctx, "cancellation_sent", "")
+	return OutcomeCompensated
 }
 
 // escalate tells the update's escalation contact, once per reason (the
-// notice's delivery key makes a repeat a no-op).
+// notice's delivery key makes a repeat a no-op). The notice runs beside the
+// reminder: one that keeps failing holds neither an expiry nor a cancel
+// behind it; finish waits for it.
 func (r *run) escalate(ctx workflow.Context, reason, detail string) {
-	var res activities.NotifyResult
-	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+	in := activities.NotifyInput{
 		Purpose: reminder.PurposeEscalation, ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID,
 		DueAt: r.due, Reason: reason, Detail: detail,
-	}).Get(ctx, &res)
+	}
+	if workflow.GetVersion(ctx, changeEscalationBeside, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		var res activities.NotifyResult
+		err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, in).Get(ctx, &res)
+		r.noteEscalation(ctx, reason, res, err)
+		return
+	}
+	ectx, stop := workflow.WithCancel(ctx)
+	if reason == "approval_timeout" {
+		r.stopApprovalEscalation = stop
+	}
+	r.escalations++
+	f := workflow.ExecuteActivity(notifyOptions(ectx), a.Notify, in)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { r.escalations-- }()
+		var res activities.NotifyResult
+		r.noteEscalation(ctx, reason, res, f.Get(ctx, &res))
+	})
+}
+
+// abandonApprovalEscalation stops an overdue-approval notice still
+// retrying once the reminder no longer awaits approval.
+func (r *run) abandonApprovalEscalation() {
+	if r.stopApprovalEscalation != nil {
+		r.stopApprovalEscalation()
+		r.stopApprovalEscalation = nil
+	}
+}
+
+func (r *run) noteEscalation(ctx workflow.Context, reason string, res activities.NotifyResult, err error) {
+	var canceled *temporal.CanceledError
 	switch {
+	case errors.As(err, &canceled):
+		r.note(ctx, "escalation_abandoned", reason)
 	case err != nil:
 		workflow.GetLogger(ctx).Warn("escalation failed", "reminder_id", r.in.ReminderID, "error", err)
 		r.note(ctx, "escalation_failed", reason)
@@ -339,132 +485,16 @@ func (r *run) note(ctx workflow.Context, event, detail string) {
 	}
 }
 
-// setState moves the reminder to a state: in memory at once (the main loop
-// and handlers see it), then in the mirror and the search attributes.
+// setState moves the reminder to a state the workflow reached on its own:
+// first in the mirror (retried until PostgreSQL takes it), then in memory,
+// where the main loop and handlers see it, and in the search attributes.
 func (r *run) setState(ctx workflow.Context, to reminder.State, event string, detail map[string]any) {
+	recordTransition(ctx, r.in.ReminderID, to, event, detail)
 	r.state = to
 	r.note(ctx, event, "")
-	recordTransition(ctx, r.in.ReminderID, to, event, detail)
 	if err := upsertState(ctx, to); err != nil {
 		workflow.GetLogger(ctx).Error("search attribute upsert failed", "error", err)
 	}
-}
-
-// --- update handlers ---
-
-func (r *run) validateReschedule(ctx workflow.Context, req RescheduleRequest) error {
-	if err := r.pending("rescheduled"); err != nil {
-		return err
-	}
-	now := workflow.Now(ctx)
-	switch {
-	case req.DueAt.IsZero():
-		return errors.New("a new due time is required")
-	case req.DueAt.Before(now.Add(-reminder.MaxPastDue)):
-		return fmt.Errorf("the new due time %s is more than %d days in the past",
-			req.DueAt.UTC().Format(time.RFC3339), reminder.MaxPastDue/(24*time.Hour))
-	case req.DueAt.After(now.Add(reminder.MaxHorizon)):
-		return fmt.Errorf("the new due time %s is more than %d days ahead",
-			req.DueAt.UTC().Format(time.RFC3339), reminder.MaxHorizon/(24*time.Hour))
-	}
-	return nil
-}
-
-// pending refuses a change to a reminder that is finished or on its way out.
-func (r *run) pending(what string) error {
-	switch {
-	case r.state.Terminal():
-		return fmt.Errorf("reminder is already %s and cannot be %s", r.state, what)
-	case r.sending:
-		return fmt.Errorf("reminder is being sent and cannot be %s", what)
-	case r.cancel != nil:
-		return fmt.Errorf("reminder is being cancelled and cannot be %s", what)
-	}
-	return nil
-}
-
-func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (RescheduleResult, error) {
-	r.busy++
-	defer func() { r.busy-- }()
-	if err := r.mu.Lock(ctx); err != nil {
-		return RescheduleResult{}, err
-	}
-	defer r.mu.Unlock()
-	// Checked again: an earlier handler or the main loop may have moved on.
-	if err := r.validateReschedule(ctx, req); err != nil {
-		return RescheduleResult{}, err
-	}
-	from := r.due
-	r.due = reminder.NormalizeTime(req.DueAt)
-	r.deliveryKey = reminder.DeliveryKey(r.in.ReminderID, r.in.SubscriberID, r.due)
-	r.wake = true
-	r.reschedules++
-	r.note(ctx, "rescheduled", from.UTC().Format(time.RFC3339)+" → "+r.due.UTC().Format(time.RFC3339))
-	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.RecordReschedule, activities.RescheduleInput{
-		ReminderID: r.in.ReminderID, DueAt: r.due, DeliveryKey: r.deliveryKey,
-		Detail: map[string]any{"from": from, "to": r.due, "delivery_key": r.deliveryKey, "by": req.By, "reason": req.Reason},
-	}).Get(ctx, nil)
-	if err != nil {
-		return RescheduleResult{}, err
-	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, DueAtKey.ValueSet(r.due)); err != nil {
-		return RescheduleResult{}, err
-	}
-	return RescheduleResult{DueAt: r.due, DeliveryKey: r.deliveryKey}, nil
-}
-
-func (r *run) validateDecision(ctx workflow.Context, d Decision) error {
-	if r.state != reminder.AwaitingApproval {
-		return fmt.Errorf("reminder is %s, not awaiting approval", r.state)
-	}
-	if r.cancel != nil {
-		return errors.New("reminder is being cancelled")
-	}
-	if d.By == "" {
-		return errors.New("who decides is required")
-	}
-	return nil
-}
-
-func (r *run) approve(ctx workflow.Context, d Decision) (DecisionResult, error) {
-	return r.decide(ctx, d, true)
-}
-
-func (r *run) reject(ctx workflow.Context, d Decision) (DecisionResult, error) {
-	return r.decide(ctx, d, false)
-}
-
-func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionResult, error) {
-	r.busy++
-	defer func() { r.busy-- }()
-	if err := r.mu.Lock(ctx); err != nil {
-		return DecisionResult{}, err
-	}
-	defer r.mu.Unlock()
-	if err := r.validateDecision(ctx, d); err != nil {
-		return DecisionResult{}, err
-	}
-	r.decision = &DecisionRecord{Approved: approved, By: d.By, Reason: d.Reason, At: workflow.Now(ctx)}
-	detail := map[string]any{"by": d.By, "reason": d.Reason}
-	if approved {
-		r.setState(ctx, reminder.Scheduled, "approved", detail)
-	} else {
-		r.setState(ctx, reminder.Cancelled, "rejected", detail)
-	}
-	return DecisionResult{State: r.state}, nil
-}
-
-// cancelUpdate records the request and answers once the main loop has acted
-// on it. If the workflow ends first, the caller learns the workflow is gone
-// and compensates from outside (CancellationNoticeWorkflow).
-func (r *run) cancelUpdate(ctx workflow.Context, req CancelRequest) (CancelResult, error) {
-	if r.cancel == nil {
-		r.cancel = &req
-	}
-	if err := workflow.Await(ctx, func() bool { return r.cancelOutcome != "" }); err != nil {
-		return CancelResult{}, err
-	}
-	return CancelResult{Outcome: r.cancelOutcome, State: r.state}, nil
 }
 
 // --- shared helpers ---
@@ -480,14 +510,27 @@ func notifyOptions(ctx workflow.Context) workflow.Context {
 			NonRetryableErrorTypes: []string{
 				activities.ErrTypePermanentDelivery,
 				activities.ErrTypeReminderNotFound,
+				activities.ErrTypeReminderFinished,
 			},
 		},
 	})
 }
 
-func localOptions(ctx workflow.Context) workflow.Context {
+// sendOptions are notifyOptions for the reminder's own send, which a cancel
+// may stop: the workflow waits for the activity to say whether it sent.
+func sendOptions(ctx workflow.Context) workflow.Context {
+	ctx = notifyOptions(ctx)
+	o := workflow.GetActivityOptions(ctx)
+	o.WaitForCancellation = true
+	return workflow.WithActivityOptions(ctx, o)
+}
+
+// mirrorWriteOptions retry a state change the workflow made on its own
+// until the mirror takes it (backoff capped at a minute).
+func mirrorWriteOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: mirrorWriteBudget,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
@@ -496,11 +539,26 @@ func localOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// operatorWriteOptions retry an operator's change a short while only: the
+// operator waits for the answer and can try again.
+func operatorWriteOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    5 * time.Second,
+		ScheduleToCloseTimeout: operatorWriteBudget,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+		},
+	})
+}
+
 // recordTransition mirrors a state change as a local activity (one marker
-// event, no task round trip). It retries until the mirror takes it: the
-// mirror must not lie for long.
+// event, no task round trip), retried until the mirror takes it: the mirror
+// must not lie for long. Only the workflow's end (termination, or
+// cancellation of the context it runs on) stops it.
 func recordTransition(ctx workflow.Context, reminderID string, to reminder.State, event string, detail map[string]any) {
-	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.RecordTransition, activities.TransitionInput{
+	err := workflow.ExecuteLocalActivity(mirrorWriteOptions(ctx), a.RecordTransition, activities.TransitionInput{
 		ReminderID: reminderID, To: to, Event: event, Detail: detail,
 	}).Get(ctx, nil)
 	if err != nil {
@@ -524,4 +582,13 @@ func failureReason(err error) string {
 		return "retry budget exhausted: " + timeoutErr.Error()
 	}
 	return err.Error()
+}
+
+// errorType is the type of an activity's application error ("" for others).
+func errorType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
 }

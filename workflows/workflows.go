@@ -99,7 +99,7 @@ type ReminderResult struct {
 	DeliveryKey       string
 	ProviderMessageID string
 	// Compensated: the shipment was cancelled after this reminder was sent,
-	// and the cancellation notice went out (or had nobody to go to).
+	// and the provider accepted the cancellation notice.
 	Compensated bool
 }
 
@@ -108,18 +108,26 @@ type RescheduleRequest struct {
 	DueAt  time.Time
 	By     string
 	Reason string
+	// Deadline, when set, is when the caller stops waiting: a request that
+	// reaches the workflow later is refused, so a reschedule reported as
+	// failed never lands afterwards.
+	Deadline time.Time `json:",omitempty"`
 }
 
 // RescheduleResult is the reminder's new due time and delivery key.
 type RescheduleResult struct {
 	DueAt       time.Time
 	DeliveryKey string
+	// Unchanged: the reminder was due at that time already.
+	Unchanged bool `json:",omitempty"`
 }
 
 // Decision approves or rejects a reminder; who and why are recorded.
 type Decision struct {
 	By     string
 	Reason string
+	// Deadline works as RescheduleRequest's.
+	Deadline time.Time `json:",omitempty"`
 }
 
 // DecisionRecord is a decision as taken.
@@ -143,17 +151,25 @@ type CancelRequest struct {
 
 // CancelResult says what cancelling did.
 type CancelResult struct {
-	// Outcome: "cancelled" (nothing was sent), "compensated" (it had been
-	// sent; the cancellation notice went out) or "already_" and the state
-	// it had already ended in (rejected: already_cancelled).
+	// Outcome is one of the Outcome constants, or "already_" and the state
+	// the reminder had already ended in (rejected: already_cancelled).
 	Outcome string
 	State   reminder.State
 }
 
 // Cancel outcomes.
 const (
-	OutcomeCancelled   = "cancelled"
+	// OutcomeCancelled: nothing was sent, and nothing will be.
+	OutcomeCancelled = "cancelled"
+	// OutcomeCompensated: it had been sent; the cancellation notice was
+	// accepted by the provider.
 	OutcomeCompensated = "compensated"
+	// OutcomeCompensationSkipped: it had been sent, but the notice found
+	// nothing to compensate (no delivery recorded as sent).
+	OutcomeCompensationSkipped = "compensation_skipped"
+	// OutcomeCompensationFailed: it had been sent, and the notice failed for
+	// good; the audit trail says why.
+	OutcomeCompensationFailed = "compensation_failed"
 )
 
 // Transition is one step of a reminder's life, as the status query shows it.

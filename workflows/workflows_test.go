@@ -215,28 +215,35 @@ func TestCancelBeforeDueSendsNothing(t *testing.T) {
 	require.Equal(t, "tracker", h.transitions[0].Detail["by"])
 }
 
-// A cancel that arrives while the reminder is being sent is compensated
-// after the send, once, however often it is asked for.
-func TestCancelDuringTheSendIsCompensatedOnce(t *testing.T) {
+// A cancel that arrives while the send is still retrying (the mail API
+// answering 503) stops it: nothing is sent, nothing is compensated, and the
+// cancel answers at once instead of after the 72-hour retry budget. (A send
+// already in flight when the cancel comes is finished and compensated:
+// starter.TestCancelDuringAnInFlightSendIsCompensated, on the real server.)
+func TestCancelStopsASendStillRetrying(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, time.Minute)
-	first := h.update(time.Hour+10*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
-	second := h.update(time.Hour+20*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	h := newHarness(t)
+	h.fail = errors.New("mail API answered 503")
+	cancelAt := time.Hour + 90*time.Second
+	first := h.update(cancelAt, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	second := h.update(cancelAt, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
 
 	res := h.run(input(t0.Add(time.Hour)))
 
-	require.Equal(t, reminder.Sent, res.State)
-	require.True(t, res.Compensated)
-	require.Len(t, h.sends(""), 1)
-	notices := h.sends(reminder.PurposeCancellation)
-	require.Len(t, notices, 1, "one cancellation notice")
-	require.Equal(t, reminder.CancellationKey("SHP-1/window-1/ops", "ops"), notices[0].In.Key())
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.False(t, res.Compensated)
+	require.GreaterOrEqual(t, len(h.sends("")), 3, "the send was retrying when the cancel came")
+	last := h.sends("")[len(h.sends(""))-1]
+	require.True(t, last.At.Before(t0.Add(cancelAt)), "no attempt after the cancel: %v", h.sends(""))
+	require.Empty(t, h.sends(reminder.PurposeCancellation), "nothing was sent: nothing to compensate")
+	require.Empty(t, h.sends(reminder.PurposeEscalation))
 	for _, o := range []*outcome{first, second} {
 		require.True(t, o.done)
 		require.NoError(t, o.err)
-		require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+		require.Equal(t, workflows.OutcomeCancelled, o.result.(workflows.CancelResult).Outcome)
 	}
 	require.Equal(t, []string{"cancelled"}, h.events(), "who cancelled is on the trail")
+	require.Equal(t, "tracker", h.transitions[0].Detail["by"])
 }
 
 func TestCancellationNoticeWorkflowSendsOneNotice(t *testing.T) {

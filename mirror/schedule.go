@@ -1,0 +1,267 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// NewReminder is a planned reminder with the id of the workflow that will run it.
+type NewReminder struct {
+	reminder.Reminder
+	WorkflowID string
+}
+
+// Stored is an update as the mirror holds it once ScheduleUpdate returns:
+// what was first asked for, and where each reminder stands now.
+type Stored struct {
+	// Inserted is true when this call wrote the update. When false the
+	// update was there already and this call wrote nothing.
+	Inserted bool
+	// Requested is the update as first submitted (its window start as
+	// asked, not as since moved); Subscribers is left empty.
+	Requested reminder.Update
+	// Reminders are the update's reminders in subscriber id order.
+	Reminders []StoredReminder
+}
+
+// StoredReminder is one reminder of a stored update.
+type StoredReminder struct {
+	// Requested is the reminder as first planned: recipient, approval
+	// policy, and the due time as asked.
+	Requested  reminder.Reminder
+	WorkflowID string
+	// State, DueAt and DeliveryKey are the reminder's now: a reschedule
+	// moves the due time and the key.
+	State       reminder.State
+	DueAt       time.Time
+	DeliveryKey string
+	// WorkflowStarted: Temporal accepted the reminder's workflow once.
+	WorkflowStarted bool
+}
+
+// Startable reports whether the reminder's workflow may be started: only a
+// reminder still pending whose workflow never started. A finished one (sent,
+// cancelled while its start failed) is never started again, even when
+// Temporal's retention has forgotten its workflow.
+func (r StoredReminder) Startable() bool {
+	return !r.WorkflowStarted && (r.State == reminder.Scheduled || r.State == reminder.AwaitingApproval)
+}
+
+// NewReminder is the stored reminder as its workflow starts: the current
+// due time, the requested approval policy.
+func (r StoredReminder) NewReminder() NewReminder {
+	rem := r.Requested
+	rem.DueAt = r.DueAt
+	return NewReminder{Reminder: rem, WorkflowID: r.WorkflowID}
+}
+
+const insertUpdateRow = `
+INSERT INTO updates (shipment_id, update_id, kind, window_start, requested_window_start, subject, body, escalation_email)
+VALUES ($1, $2, $3, $4, $4, $5, $6, $7)
+ON CONFLICT DO NOTHING
+RETURNING true`
+
+// One statement writes every reminder of a new update's fan-out and their
+// "scheduled" events.
+const insertReminders = `
+WITH ins AS (
+    INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email,
+                           webhook_url, webhook_secret, due_at, requested_due_at, delivery_key, workflow_id,
+                           state, approval_timeout, approval_expire_after)
+    SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret,
+           r.due_at, r.due_at, r.delivery_key, r.workflow_id, r.state,
+           make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after)
+      FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                  $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::float8[], $14::float8[])
+           AS r(id, subscriber_id, channel, email, webhook_url, webhook_secret, due_at, delivery_key,
+                workflow_id, state, approval_timeout, approval_expire_after)
+    RETURNING id, due_at, delivery_key, state
+)
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT id, 'scheduled', jsonb_build_object('due_at', due_at, 'delivery_key', delivery_key, 'state', state)
+  FROM ins`
+
+const selectStoredUpdate = `
+SELECT kind, requested_window_start, subject, body, coalesce(escalation_email, '')
+  FROM updates WHERE shipment_id = $1 AND update_id = $2`
+
+const selectStoredReminders = `
+SELECT id, subscriber_id, channel, coalesce(email, ''), coalesce(webhook_url, ''), coalesce(webhook_secret, ''),
+       requested_due_at, approval_timeout, approval_expire_after,
+       workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL
+  FROM reminders WHERE shipment_id = $1 AND update_id = $2
+ ORDER BY subscriber_id`
+
+// ScheduleUpdate writes a new update and its reminders, or, when the update
+// is known already, writes nothing. Either way it returns the update as
+// stored, read in the same transaction, so the caller compares a
+// resubmission with what was first asked for and starts workflows from the
+// stored rows, never from the request. Two callers racing with the same
+// update are serialised by its primary key: the second reads the first's.
+func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []NewReminder) (Stored, error) {
+	var out Stored
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var windowStart *time.Time
+		if !u.WindowStart.IsZero() {
+			windowStart = &u.WindowStart
+		}
+		err := tx.QueryRow(ctx, insertUpdateRow, u.ShipmentID, u.UpdateID, u.Kind, windowStart,
+			u.Message.Subject, u.Message.Text, nullable(u.EscalationEmail)).Scan(&out.Inserted)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if out.Inserted {
+			if _, err := tx.Exec(ctx, insertReminders, reminderColumns(u, rems)...); err != nil {
+				return err
+			}
+		}
+		out.Requested, out.Reminders, err = readStored(ctx, tx, u.ShipmentID, u.UpdateID)
+		return err
+	})
+	if err != nil {
+		return Stored{}, fmt.Errorf("error scheduling update: %w", err)
+	}
+	return out, nil
+}
+
+// reminderColumns turns reminders into insertReminders' arguments.
+func reminderColumns(u reminder.Update, rems []NewReminder) []any {
+	n := len(rems)
+	ids, subs, channels := make([]string, n), make([]string, n), make([]string, n)
+	emails, urls, secrets := make([]*string, n), make([]*string, n), make([]*string, n)
+	dues, keys, wfids := make([]time.Time, n), make([]string, n), make([]string, n)
+	states, timeouts, expires := make([]string, n), make([]*float64, n), make([]*float64, n)
+	for i, r := range rems {
+		ids[i], subs[i], channels[i] = r.ID, r.SubscriberID, string(r.Channel)
+		emails[i], urls[i], secrets[i] = nullable(r.Email), nullable(r.WebhookURL), nullable(r.WebhookSecret)
+		dues[i], keys[i], wfids[i] = r.DueAt, r.DeliveryKey(), r.WorkflowID
+		states[i] = string(r.InitialState())
+		if r.Approval.Required {
+			t, x := r.Approval.Timeout.Seconds(), r.Approval.ExpireAfter.Seconds()
+			timeouts[i], expires[i] = &t, &x
+		}
+	}
+	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
+		states, timeouts, expires}
+}
+
+func readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
+	u := reminder.Update{ShipmentID: shipmentID, UpdateID: updateID}
+	var windowStart *time.Time
+	err := tx.QueryRow(ctx, selectStoredUpdate, shipmentID, updateID).
+		Scan(&u.Kind, &windowStart, &u.Message.Subject, &u.Message.Text, &u.EscalationEmail)
+	if err != nil {
+		return u, nil, err
+	}
+	if windowStart != nil {
+		u.WindowStart = *windowStart
+	}
+	rows, _ := tx.Query(ctx, selectStoredReminders, shipmentID, updateID)
+	rems, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredReminder, error) {
+		var r StoredReminder
+		q := &r.Requested
+		q.ShipmentID, q.UpdateID = shipmentID, updateID
+		var channel, state string
+		var timeout, expire *time.Duration
+		err := row.Scan(&q.ID, &q.SubscriberID, &channel, &q.Email, &q.WebhookURL, &q.WebhookSecret,
+			&q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted)
+		q.Channel, r.State = reminder.Channel(channel), reminder.State(state)
+		q.Approval = approvalOf(timeout, expire)
+		return r, err
+	})
+	return u, rems, err
+}
+
+func approvalOf(timeout, expire *time.Duration) reminder.Approval {
+	if timeout == nil || expire == nil {
+		return reminder.Approval{}
+	}
+	return reminder.Approval{Required: true, Timeout: *timeout, ExpireAfter: *expire}
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Unstarted returns up to limit reminders created before the given time
+// whose workflow Temporal never accepted, oldest first, as the reconciler
+// needs them to start it.
+func (s *Store) Unstarted(ctx context.Context, createdBefore time.Time, limit int) ([]NewReminder, error) {
+	rows, _ := s.pool.Query(ctx, `
+SELECT id, shipment_id, update_id, subscriber_id, channel, due_at, workflow_id,
+       approval_timeout, approval_expire_after
+  FROM reminders
+ WHERE workflow_started_at IS NULL AND created_at < $1
+   AND state IN ('scheduled', 'awaiting_approval')
+ ORDER BY created_at, id
+ LIMIT $2`, createdBefore, limit)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (NewReminder, error) {
+		var r NewReminder
+		var channel string
+		var timeout, expire *time.Duration
+		err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire)
+		r.Channel = reminder.Channel(channel)
+		r.Approval = approvalOf(timeout, expire)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing unstarted reminders: %w", err)
+	}
+	return out, nil
+}
+
+// MarkStarted records that Temporal accepted the workflows of these
+// reminders (rows never marked are the reconciler's to start) and returns
+// each row's state. A row a cancel finished while its workflow was being
+// started comes back cancelled: the caller must cancel the new workflow. The
+// row lock this update takes orders it against CancelUnstarted, so one of the
+// two always sees the other.
+func (s *Store) MarkStarted(ctx context.Context, ids []string) (map[string]reminder.State, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, _ := s.pool.Query(ctx, `
+UPDATE reminders SET workflow_started_at = coalesce(workflow_started_at, now())
+ WHERE id = ANY($1)
+RETURNING id, state`, ids)
+	states := map[string]reminder.State{}
+	var id, state string
+	_, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+		states[id] = reminder.State(state)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error marking workflows started: %w", err)
+	}
+	return states, nil
+}
+
+// CancelUnstarted cancels a pending reminder whose workflow never started,
+// and reports whether it did. It does nothing to a reminder whose workflow
+// was marked started meanwhile: that one is cancelled through its workflow.
+func (s *Store) CancelUnstarted(ctx context.Context, reminderID string, detail map[string]any) (bool, error) {
+	var changed bool
+	err := s.pool.QueryRow(ctx, `
+WITH r AS (
+    UPDATE reminders SET state = 'cancelled', updated_at = now()
+     WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval') AND workflow_started_at IS NULL
+    RETURNING id
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT id, 'cancelled', $2 FROM r
+)
+SELECT EXISTS (SELECT 1 FROM r)`, reminderID, jsonDetail(detail)).Scan(&changed)
+	if err != nil {
+		return false, fmt.Errorf("error cancelling reminder: %w", err)
+	}
+	return changed, nil
+}
