@@ -61,8 +61,12 @@ func TestWorkerReadinessFollowsTheMailKey(t *testing.T) {
 	// The first reminder's mail is refused for our key: the worker is
 	// unready and says why. Its retry is a minute away.
 	s.Mail.Fail(sink.Answer{Status: 401})
-	_, err := s.Starter.Schedule(context.Background(), s.Update(t, time.Now(), reminder.Email))
+	refused, err := s.Starter.Schedule(context.Background(), s.Update(t, time.Now(), reminder.Email))
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Its retry would outlive the test's worker on the shared dev server.
+		_ = s.Temporal.TerminateWorkflow(context.Background(), refused[0].WorkflowID, "", "test over")
+	})
 	waitFor("/readyz", http.StatusServiceUnavailable, "sendgrid: refusing our API key (401 Unauthorized) since ")
 	waitFor("/metrics", http.StatusOK, `shipnotify_provider_credentials_refused{provider="sendgrid"} 1`)
 	_, body := get("/metrics")
