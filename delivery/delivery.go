@@ -19,6 +19,9 @@ type Error struct {
 	Status int
 	// Permanent means retrying cannot help: the request is refused for good.
 	Permanent bool
+	// Credentials means the provider refused our own key (401, 403): an
+	// operator's fault to fix, so the delivery is retried, not failed.
+	Credentials bool
 	// RetryAfter is the wait the other side asked for; 0 when it did not say.
 	RetryAfter time.Duration
 	// Detail is a short excerpt of the answer or the transport error, never
@@ -30,11 +33,14 @@ func (e *Error) Error() string {
 	if e.Status == 0 {
 		return e.Channel + " unreachable: " + e.Detail
 	}
-	kind := "temporary"
-	if e.Permanent {
-		kind = "permanent"
+	kind := "temporary failure"
+	switch {
+	case e.Permanent:
+		kind = "permanent failure"
+	case e.Credentials:
+		kind = "our credentials refused"
 	}
-	msg := fmt.Sprintf("%s answered %d (%s failure)", e.Channel, e.Status, kind)
+	msg := fmt.Sprintf("%s answered %d (%s)", e.Channel, e.Status, kind)
 	if e.Detail != "" {
 		msg += ": " + e.Detail
 	}

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/metrics"
 )
 
@@ -88,9 +89,12 @@ var metricName = regexp.MustCompile(`\b(shipnotify_[a-z_]+|temporal_[a-z_]+)\b`)
 func ours(t *testing.T) map[string]bool {
 	reg := prometheus.NewRegistry()
 	metrics.New(reg, nil)
+	metrics.WatchCredentials(reg, "sendgrid", email.NewSender(email.Options{}))
 	names := map[string]bool{
 		// Read from the mirror on scrape; not registered without a store.
 		"shipnotify_reminders": true, "shipnotify_oldest_overdue_undelivered_seconds": true, "shipnotify_mirror_up": true,
+		// Read from the mail sender on scrape.
+		"shipnotify_provider_credentials_refused": true, "shipnotify_provider_credential_refusals_total": true,
 	}
 	for _, n := range []string{"shipnotify_scheduling_lag_seconds", "shipnotify_delivery_duration_seconds",
 		"shipnotify_deliveries_total", "shipnotify_delivery_retries_total"} {
@@ -132,7 +136,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"ShipnotifySchedulingLagHigh", "ShipnotifyOldestOverdueReminder", "ShipnotifyDeliveryFailureRate"} {
+	for _, want := range []string{"ShipnotifySchedulingLagHigh", "ShipnotifyOldestOverdueReminder", "ShipnotifyDeliveryFailureRate", "ShipnotifyProviderCredentialsRefused"} {
 		require.True(t, slices.Contains(alerts, want), want)
 	}
 }

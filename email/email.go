@@ -1,6 +1,7 @@
 // Package email sends notifications through SendGrid's v3 mail API with the
 // official sendgrid-go client, and sorts the provider's answers into
-// delivered, retry later and permanent failure.
+// delivered, retry later and permanent failure. It remembers whether
+// SendGrid accepts our API key (see CredentialState).
 package email
 
 import (
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sendgrid/rest"
@@ -27,6 +29,11 @@ type Sender struct {
 	from    *mail.Email
 	client  *rest.Client
 	now     func() time.Time
+	// credentialsRetry is the wait after a 401 or 403.
+	credentialsRetry time.Duration
+
+	mu    sync.Mutex
+	creds CredentialState
 }
 
 // Options configure a Sender.
@@ -38,8 +45,12 @@ type Options struct {
 	FromName  string
 	// Timeout bounds one API call; 0 means 20 s (the activity attempt has 30).
 	Timeout time.Duration
-	// Now is the clock used to turn a rate-limit reset time into a wait.
+	// Now is the clock used to turn a rate-limit reset time into a wait,
+	// and to date a refusal of our key.
 	Now func() time.Time
+	// CredentialsRetry is the wait after SendGrid refuses our key (401,
+	// 403); 0 means DefaultCredentialsRetry.
+	CredentialsRetry time.Duration
 }
 
 // NewSender returns a Sender. sendgrid-go's own rate-limit retry is not used:
@@ -54,12 +65,17 @@ func NewSender(o Options) *Sender {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.CredentialsRetry == 0 {
+		o.CredentialsRetry = DefaultCredentialsRetry
+	}
 	return &Sender{
 		apiKey:  o.APIKey,
 		baseURL: strings.TrimRight(o.BaseURL, "/"),
 		from:    mail.NewEmail(o.FromName, o.FromEmail),
 		client:  &rest.Client{HTTPClient: &http.Client{Timeout: o.Timeout}},
 		now:     o.Now,
+
+		credentialsRetry: o.CredentialsRetry,
 	}
 }
 
@@ -77,7 +93,7 @@ type Message struct {
 
 // Send submits the message and returns SendGrid's message id (X-Message-Id).
 // A non-2xx answer is a *delivery.Error; sendgrid-go itself returns a nil error for
-// those.
+// those. Every answer updates the credential state.
 func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	msg := mail.NewV3Mail()
 	msg.SetFrom(s.from)
@@ -98,6 +114,7 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	if err != nil {
 		return "", &delivery.Error{Channel: "mail API", Detail: err.Error()}
 	}
+	s.noteAnswer(resp.StatusCode)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return header(resp.Headers, "X-Message-Id"), nil
 	}
@@ -107,13 +124,17 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 func (s *Sender) classify(resp *rest.Response) error {
 	e := &delivery.Error{Channel: "mail API", Status: resp.StatusCode, Detail: delivery.Excerpt([]byte(resp.Body))}
 	switch {
+	case refusesCredentials(resp.StatusCode):
+		// Our key, not the message: retried until an operator fixes it,
+		// within the activity's retry budget.
+		e.Credentials, e.RetryAfter = true, s.credentialsRetry
 	case resp.StatusCode == http.StatusTooManyRequests:
 		e.RetryAfter = s.rateLimitWait(resp.Headers)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode >= 500:
 		e.RetryAfter = delivery.RetryAfter(header(resp.Headers, "Retry-After"), s.now())
 	default:
-		// 400 bad request, 401/403 bad key or sender, 413 too large: the
-		// same request will fail the same way.
+		// 400 bad request, 413 too large: the same request will fail the
+		// same way.
 		e.Permanent = true
 	}
 	return e

@@ -19,18 +19,20 @@ func TestAnswersAreClassified(t *testing.T) {
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	reset := strconv.FormatInt(now.Add(90*time.Second).Unix(), 10)
 	for _, tc := range []struct {
-		answer     sink.Answer
-		permanent  bool
-		retryAfter time.Duration
+		answer      sink.Answer
+		permanent   bool
+		credentials bool
+		retryAfter  time.Duration
 	}{
-		{sink.Answer{Status: 400}, true, 0},
-		{sink.Answer{Status: 401}, true, 0},
-		{sink.Answer{Status: 403}, true, 0},
-		{sink.Answer{Status: 413}, true, 0},
-		{sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": reset}}, false, 90 * time.Second},
-		{sink.Answer{Status: 429, Headers: map[string]string{"Retry-After": "12"}}, false, 12 * time.Second},
-		{sink.Answer{Status: 500}, false, 0},
-		{sink.Answer{Status: 503, Headers: map[string]string{"Retry-After": "3"}}, false, 3 * time.Second},
+		{sink.Answer{Status: 400}, true, false, 0},
+		// Our key refused: an operator's fault, retried a minute apart.
+		{sink.Answer{Status: 401}, false, true, email.DefaultCredentialsRetry},
+		{sink.Answer{Status: 403}, false, true, email.DefaultCredentialsRetry},
+		{sink.Answer{Status: 413}, true, false, 0},
+		{sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": reset}}, false, false, 90 * time.Second},
+		{sink.Answer{Status: 429, Headers: map[string]string{"Retry-After": "12"}}, false, false, 12 * time.Second},
+		{sink.Answer{Status: 500}, false, false, 0},
+		{sink.Answer{Status: 503, Headers: map[string]string{"Retry-After": "3"}}, false, false, 3 * time.Second},
 	} {
 		t.Run(strconv.Itoa(tc.answer.Status), func(t *testing.T) {
 			t.Parallel()
@@ -44,13 +46,16 @@ func TestAnswersAreClassified(t *testing.T) {
 			require.True(t, errors.As(err, &derr), "got %v", err)
 			require.Equal(t, tc.answer.Status, derr.Status)
 			require.Equal(t, tc.permanent, derr.Permanent)
+			require.Equal(t, tc.credentials, derr.Credentials)
 			require.Equal(t, tc.retryAfter, derr.RetryAfter)
+			require.Equal(t, tc.credentials, sender.Credentials().Refused)
 		})
 	}
 }
 
 // 202 is success: the provider's X-Message-Id comes back, the delivery key
-// travels in custom_args, and a wrong API key is a permanent failure.
+// travels in custom_args, and a wrong API key is a retryable refusal of our
+// credentials.
 func TestSendThroughTheRealClient(t *testing.T) {
 	t.Parallel()
 	s, err := sink.StartMail("", "SG.key")
@@ -71,5 +76,47 @@ func TestSendThroughTheRealClient(t *testing.T) {
 	var derr *delivery.Error
 	require.True(t, errors.As(err, &derr))
 	require.Equal(t, 401, derr.Status)
-	require.True(t, derr.Permanent)
+	require.False(t, derr.Permanent)
+	require.True(t, derr.Credentials)
+	require.Contains(t, derr.Error(), "credentials refused")
+}
+
+// A 401 or 403 marks the key refused from the first refusal on; the next
+// accepted call clears it. Answers about the message or the provider's
+// health (400, 429, 5xx) say nothing about the key either way.
+func TestRefusedCredentialsAreRememberedUntilAccepted(t *testing.T) {
+	t.Parallel()
+	s, err := sink.StartMail("", "SG.key")
+	require.NoError(t, err)
+	defer s.Close()
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	sender := email.NewSender(email.Options{APIKey: "SG.key", BaseURL: s.URL(), FromEmail: "r@shipnotify.example", Now: clock})
+	send := func() error {
+		_, err := sender.Send(context.Background(), email.Message{To: "ops@shipper.example", Subject: "s", Text: "t", DeliveryKey: "k"})
+		return err
+	}
+	require.Equal(t, email.CredentialState{}, sender.Credentials(), "nothing known before the first call")
+	require.NoError(t, sender.Credentials().Err())
+
+	first := now
+	s.Fail(sink.Answer{Status: 401})
+	require.Error(t, send())
+	now = now.Add(time.Minute)
+	s.Fail(sink.Answer{Status: 500}, sink.Answer{Status: 400}, sink.Answer{Status: 403})
+	require.Error(t, send())
+	require.Error(t, send())
+	require.True(t, sender.Credentials().Refused, "500 and 400 leave a refused key refused")
+	require.Error(t, send())
+	got := sender.Credentials()
+	require.Equal(t, email.CredentialState{Refused: true, Status: 403, Since: first, Refusals: 2}, got)
+	require.EqualError(t, got.Err(), "sendgrid: refusing our API key (403 Forbidden) since 2026-11-30T09:00:00Z")
+
+	require.NoError(t, send())
+	require.Equal(t, email.CredentialState{Refusals: 2}, sender.Credentials(), "a 202 clears the refusal, the count stays")
+	require.NoError(t, sender.Credentials().Err())
+
+	s.Fail(sink.Answer{Status: 401})
+	require.Error(t, send())
+	require.Equal(t, now, sender.Credentials().Since, "a new refusal dates from itself")
 }

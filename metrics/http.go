@@ -10,7 +10,9 @@ import (
 )
 
 // Handler serves /metrics from g, /healthz (the process answers) and
-// /readyz (ready answers nil within 5 s: Temporal and PostgreSQL reachable).
+// /readyz (ready answers nil within 5 s; for the worker: SendGrid not
+// refusing our key, Temporal and PostgreSQL reachable). A not-ready answer
+// is 503 with ready's error as its body, so the probe names the cause.
 func Handler(g prometheus.Gatherer, ready func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))

@@ -1,8 +1,9 @@
 // Package metrics is what a shipnotify worker tells Prometheus: the two
 // SLOs of the seed article (scheduling lag: notify start minus due;
 // delivery duration per channel), deliveries by outcome, retries, reminders
-// by state, and the age of the oldest overdue undelivered reminder — the one
-// signal that catches a worker that is alive but starving.
+// by state, the age of the oldest overdue undelivered reminder — the one
+// signal that catches a worker that is alive but starving — and whether the
+// mail provider refuses our key.
 package metrics
 
 import (

@@ -63,8 +63,17 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	}
 	acts := newActivities(d.cfg, store)
 	acts.Metrics = metrics.New(reg, store)
+	metrics.WatchCredentials(reg, "sendgrid", acts.Email)
 	if d.cfg.MetricsAddr != "" {
+		// A refused SendGrid key makes the worker unready. Readiness only
+		// takes a pod out of service endpoints (a worker has none: it pulls
+		// from Temporal), so it keeps working and retrying while the probe
+		// tells the operator why. Do not use /readyz as a liveness probe: a
+		// restart would not fix the key.
 		stop, err := serveOps(d, reg, func(ctx context.Context) error {
+			if err := acts.Email.Credentials().Err(); err != nil {
+				return err
+			}
 			if err := store.Pool().Ping(ctx); err != nil {
 				return fmt.Errorf("postgres: %w", err)
 			}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// The worker command's /readyz and /metrics follow SendGrid's word on our
+// key: a 401 makes the worker unready, naming the cause, and raises the
+// refused gauge; the next accepted mail makes it ready again.
+func TestWorkerReadinessFollowsTheMailKey(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	c := stackCLI(s)
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	c.env["SENDGRID_BASE_URL"] = s.Mail.URL()
+	c.env["SHIPNOTIFY_METRICS_ADDR"] = addr
+	logs := &testenv.SyncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+		done <- run(ctx, []string{"worker"}, env{lookup: lookup, stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// waitFor polls path until it answers code with a body containing want.
+	waitFor := func(path string, code int, want string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, body := get(path)
+			return got == code && strings.Contains(body, want)
+		}, 30*time.Second, 50*time.Millisecond, "%s never answered %d with %q; worker log:\n%s", path, code, want, logs.String())
+	}
+	waitFor("/readyz", http.StatusOK, "ready")
+	waitFor("/metrics", http.StatusOK, `shipnotify_provider_credentials_refused{provider="sendgrid"} 0`)
+
+	// The first reminder's mail is refused for our key: the worker is
+	// unready and says why. Its retry is a minute away.
+	s.Mail.Fail(sink.Answer{Status: 401})
+	refused, err := s.Starter.Schedule(context.Background(), s.Update(t, time.Now(), reminder.Email))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Its retry would outlive the test's worker on the shared dev server.
+		_ = s.Temporal.TerminateWorkflow(context.Background(), refused[0].WorkflowID, "", "test over")
+	})
+	waitFor("/readyz", http.StatusServiceUnavailable, "sendgrid: refusing our API key (401 Unauthorized) since ")
+	waitFor("/metrics", http.StatusOK, `shipnotify_provider_credentials_refused{provider="sendgrid"} 1`)
+	_, body := get("/metrics")
+	require.Contains(t, body, `shipnotify_provider_credential_refusals_total{provider="sendgrid"} 1`)
+
+	// The key works again: the next mail is accepted, and the worker is ready.
+	_, err = s.Starter.Schedule(context.Background(), s.Update(t, time.Now(), reminder.Email))
+	require.NoError(t, err)
+	waitFor("/readyz", http.StatusOK, "ready")
+	waitFor("/metrics", http.StatusOK, `shipnotify_provider_credentials_refused{provider="sendgrid"} 0`)
+	require.Len(t, s.Mail.Mails(), 1)
+}
