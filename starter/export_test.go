@@ -5,3 +5,10 @@ package starter
 func (s *Starter) CrashAfterMirror(err error) {
 	s.afterMirror = func() error { return err }
 }
+
+// BetweenMirrorAndStart runs fn between Schedule's mirror write and its
+// workflow starts, as a concurrent caller would act there; an error from fn
+// aborts the schedule.
+func (s *Starter) BetweenMirrorAndStart(fn func() error) {
+	s.afterMirror = fn
+}

@@ -555,9 +555,11 @@ func operatorWriteOptions(ctx workflow.Context) workflow.Context {
 
 // recordTransition mirrors a state change as a local activity (one marker
 // event, no task round trip), retried until the mirror takes it: the mirror
-// must not lie for long. Only the workflow's end (termination, or
-// cancellation of the context it runs on) stops it.
+// must not lie for long. It runs on a disconnected context, so even a
+// cancel of the workflow itself does not stop the write; only termination
+// does.
 func recordTransition(ctx workflow.Context, reminderID string, to reminder.State, event string, detail map[string]any) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	err := workflow.ExecuteLocalActivity(mirrorWriteOptions(ctx), a.RecordTransition, activities.TransitionInput{
 		ReminderID: reminderID, To: to, Event: event, Detail: detail,
 	}).Get(ctx, nil)

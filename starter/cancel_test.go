@@ -1,0 +1,185 @@
+package starter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// failing is n answers of status.
+func failing(status, n int) []sink.Answer {
+	out := make([]sink.Answer, n)
+	for i := range out {
+		out[i] = sink.Answer{Status: status}
+	}
+	return out
+}
+
+// A cancelled shipment's reminder whose send is retrying (the mail API
+// answering 503) is stopped: the cancel answers "cancelled" at once, nothing
+// is sent then or later, and no notice follows a send that never happened.
+func TestCancelStopsARetryingSend(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	s.Mail.Fail(failing(503, 100)...)
+	u := s.Update(t, time.Now(), reminder.Email)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Mail.Requests() >= 2 }, time.Minute, 50*time.Millisecond, "the send is retrying")
+
+	began := time.Now()
+	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusCancelled, outs[0].Status)
+	require.Less(t, time.Since(began), 15*time.Second, "answered well within the cancel wait, not after the retry budget")
+	require.Equal(t, reminder.Cancelled, waitFor(t, s, results[0].WorkflowID).State)
+	require.Equal(t, reminder.Cancelled, row(t, s, results[0].ReminderID).State)
+	require.Empty(t, s.Mail.Mails(), "nothing was accepted")
+	require.Empty(t, mailsFor(s, results[0].ReminderID, reminder.PurposeCancellation))
+	testenv.RecordHistory(t, s.Temporal, results[0].WorkflowID, "cancel-stops-retrying-send")
+}
+
+// A cancel that comes while the provider is answering the send cannot
+// unsend it: the send finishes, and the notice follows, once. If the
+// provider refuses the notice for good, the cancel says so instead of
+// "compensated".
+func TestCancelDuringAnInFlightSendIsCompensated(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		refuseNotice bool
+		want         string
+	}{
+		{"notice accepted", false, starter.StatusCompensated},
+		{"notice refused", true, starter.StatusCompensationFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := testenv.NewStack(t)
+			ctx := context.Background()
+			s.Mail.SetLatency(2 * time.Second)
+			u := s.Update(t, time.Now(), reminder.Email)
+			results, err := s.Starter.Schedule(ctx, u)
+			require.NoError(t, err)
+			r := results[0]
+			require.Eventually(t, func() bool { return s.Mail.InFlight() > 0 }, time.Minute, 10*time.Millisecond)
+			if tc.refuseNotice {
+				s.Mail.Fail(sink.Answer{Status: 400})
+			}
+
+			outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, outs[0].Status)
+			res := waitFor(t, s, r.WorkflowID)
+			require.Equal(t, reminder.Sent, res.State)
+			require.Equal(t, !tc.refuseNotice, res.Compensated)
+			require.Len(t, mailsFor(s, r.ReminderID, reminder.PurposeReminder), 1)
+			notices := 1
+			if tc.refuseNotice {
+				notices = 0
+			}
+			require.Len(t, mailsFor(s, r.ReminderID, reminder.PurposeCancellation), notices)
+			require.Equal(t, reminder.Sent, row(t, s, r.ReminderID).State, "a sent reminder stays sent")
+		})
+	}
+}
+
+// No worker answers: the cancel returns within its bound, says
+// cancel_requested, and the mirror shows it. Temporal holds the request;
+// when a worker returns the reminder ends cancelled, nothing sent.
+func TestCancelWithNoWorkerAnswersCancelRequested(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	ctx := context.Background()
+	s.Starter.CancelWait = 2 * time.Second
+	u := s.Update(t, time.Now().Add(time.Second), reminder.Email)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+
+	began := time.Now()
+	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	require.NoError(t, err)
+	require.Less(t, time.Since(began), 10*time.Second)
+	require.Equal(t, starter.StatusCancelRequested, outs[0].Status)
+	got := row(t, s, r.ReminderID)
+	require.NotNil(t, got.CancelRequestedAt, "the mirror shows the request")
+	require.Equal(t, reminder.Scheduled, got.State)
+	require.Equal(t, []string{"scheduled", "cancel_requested"}, eventTypes(t, s, r.ReminderID))
+
+	s.StartWorker(t)
+	ctx2, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var res workflows.ReminderResult
+	err = s.Temporal.GetWorkflow(ctx2, r.WorkflowID, "").Get(ctx2, &res)
+	var canceled *temporal.CanceledError
+	require.True(t, err == nil || errors.As(err, &canceled), "got %v", err)
+	require.Eventually(t, func() bool { return row(t, s, r.ReminderID).State == reminder.Cancelled }, 30*time.Second, 100*time.Millisecond)
+	require.Zero(t, s.Mail.Requests(), "nothing sent though it came due")
+}
+
+// A cancel from the Web UI or the temporal CLI (a cancel of the workflow
+// itself, which no shipnotify code sent) is written to the mirror by the
+// workflow, which notices its own cancellation.
+func TestWorkflowCancelledFromOutsideIsMirrored(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(time.Hour), reminder.Email)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+
+	require.NoError(t, s.Temporal.CancelWorkflow(ctx, r.WorkflowID, ""))
+	ctx2, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = s.Temporal.GetWorkflow(ctx2, r.WorkflowID, "").Get(ctx2, nil)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, err, &canceled, "the workflow shows as cancelled")
+	require.Equal(t, reminder.Cancelled, row(t, s, r.ReminderID).State)
+	events, err := s.Mirror.Events(ctx, r.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", events[len(events)-1].Type)
+	require.Equal(t, "workflow cancellation", events[len(events)-1].Detail["via"])
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+	require.NoError(t, err)
+	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus())
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "cancelled-from-outside")
+}
+
+// A cancellation notice that failed is not reported as already done: a
+// second cancel starts it again.
+func TestFailedCancellationNoticeIsNotReportedCompensated(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now(), reminder.Email)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	require.Equal(t, reminder.Sent, waitFor(t, s, r.WorkflowID).State)
+	s.Mail.Fail(failing(400, 2)...)
+
+	notice := workflows.CancellationNoticeWorkflowID(r.ReminderID)
+	for range 2 {
+		outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+		require.NoError(t, err)
+		require.Equal(t, starter.StatusCompensationStarted, outs[0].Status)
+		ctx2, cancel := context.WithTimeout(ctx, time.Minute)
+		err = s.Temporal.GetWorkflow(ctx2, notice, "").Get(ctx2, nil)
+		cancel()
+		require.Error(t, err, "the notice failed for good")
+	}
+}

@@ -1,0 +1,312 @@
+package starter_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// The races a real tracker and a real deployment create, each on the real
+// dev server and PostgreSQL.
+
+func workflowExists(t *testing.T, s *testenv.Stack, workflowID string) bool {
+	t.Helper()
+	_, err := s.Temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+// forget deletes a closed workflow as the namespace's retention would.
+func forget(t *testing.T, s *testenv.Stack, workflowID string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.Temporal.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !workflowExists(t, s, workflowID) }, 2*time.Minute, 250*time.Millisecond)
+}
+
+func countRows(t *testing.T, s *testenv.Stack) (updates, reminders, events int) {
+	t.Helper()
+	require.NoError(t, s.DB.Pool.QueryRow(context.Background(), `
+SELECT (SELECT count(*) FROM updates), (SELECT count(*) FROM reminders), (SELECT count(*) FROM reminder_events)`).
+		Scan(&updates, &reminders, &events))
+	return
+}
+
+func terminateAtCleanup(t *testing.T, s *testenv.Stack, results []starter.Result) {
+	t.Cleanup(func() {
+		for _, r := range results {
+			_ = s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
+}
+
+// A start fails after the mirror write; the shipment is cancelled (the row
+// is cancelled, its workflow never started); the tracker retries the
+// schedule. Nothing is started and nothing is sent: the retry starts only
+// rows that are new or still pending and unstarted.
+func TestCancelledReminderIsNeverStartedAgain(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now(), reminder.Email)
+
+	crashing := *s.Starter
+	crashing.CrashAfterMirror(errors.New("starter killed"))
+	_, err := crashing.Schedule(ctx, u)
+	require.ErrorContains(t, err, "starter killed")
+	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusCancelled, outs[0].Status)
+
+	again, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	require.Equal(t, starter.AlreadyScheduled, again[0].Status)
+	require.Equal(t, reminder.Cancelled, again[0].State, "the stored state comes back")
+	require.False(t, workflowExists(t, s, again[0].WorkflowID), "no workflow was started for a cancelled row")
+	require.Zero(t, s.Mail.Requests())
+	require.Equal(t, []string{"scheduled", "cancelled"}, eventTypes(t, s, again[0].ReminderID))
+}
+
+// A cancel runs between the schedule's mirror write and its workflow start:
+// the cancel finds no workflow and cancels the row; the schedule then starts
+// the workflow. The schedule sees the row cancelled when it marks it started
+// and cancels the workflow it just started; and should it not, the notify
+// activity refuses a cancelled row. Nothing is sent.
+func TestCancelRacingAScheduleSendsNothing(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now(), reminder.Email, reminder.Webhook)
+
+	racing := *s.Starter
+	racing.BetweenMirrorAndStart(func() error {
+		outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+		for _, o := range outs {
+			require.Equal(t, starter.StatusCancelled, o.Status)
+		}
+		return err
+	})
+	results, err := racing.Schedule(ctx, u)
+	require.NoError(t, err)
+	for _, r := range results {
+		require.Equal(t, reminder.Cancelled, waitFor(t, s, r.WorkflowID).State)
+		require.Equal(t, reminder.Cancelled, row(t, s, r.ReminderID).State)
+		require.Equal(t, reminder.Cancelled, r.State, "the schedule reports what the row became")
+	}
+	require.Zero(t, s.Mail.Requests(), "nothing sent")
+	require.Zero(t, s.Hooks.Requests(), "nothing sent")
+}
+
+// A delivered update is resubmitted after the namespace's retention dropped
+// its closed workflows: the workflow id is free again, but the stored rows
+// are finished, so nothing starts and nothing is sent twice.
+func TestResubmissionAfterRetentionSendsNothing(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now(), reminder.Email)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	require.Equal(t, reminder.Sent, waitFor(t, s, results[0].WorkflowID).State)
+	forget(t, s, results[0].WorkflowID)
+
+	again, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	require.Equal(t, starter.AlreadyScheduled, again[0].Status)
+	require.Equal(t, reminder.Sent, again[0].State)
+	require.False(t, workflowExists(t, s, results[0].WorkflowID), "no new workflow")
+	require.Equal(t, 1, s.Mail.Requests(), "sent once")
+}
+
+// The same shipment and update ids with other content are refused, naming
+// what differs, and nothing is written; the identical update answers with
+// the reminders as stored (here: after a reschedule).
+func TestChangedResubmissionIsRefusedAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	due := time.Now().Add(48 * time.Hour)
+	u := s.Update(t, due, reminder.Email, reminder.Webhook)
+	first, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	terminateAtCleanup(t, s, first)
+	moved := due.Add(time.Hour)
+	out, err := s.Starter.RescheduleReminder(ctx, first[0].ReminderID, moved, starter.Actor{By: "planner"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
+	updates, reminders, events := countRows(t, s)
+
+	changed := map[string]func(*reminder.Update){
+		"subscribers[0].due_at": func(u *reminder.Update) { u.Subscribers[0].DueAt = due.Add(2 * time.Hour) },
+		"message.text":          func(u *reminder.Update) { u.Message.Text = "Dock 9." },
+		"subscribers[0].email":  func(u *reminder.Update) { u.Subscribers[0].Email = "someone@else.example" },
+		"subscribers[1].approval": func(u *reminder.Update) {
+			u.Subscribers[1].RequiresApproval = true
+			u.EscalationEmail = escalationContact
+		},
+		"subscribers[2] (new subscriber late)": func(u *reminder.Update) {
+			u.Subscribers = append(u.Subscribers, reminder.Subscriber{ID: "late", Channel: reminder.Email, Email: "l@x.example", DueAt: due})
+		},
+	}
+	for field, change := range changed {
+		v := s.Update(t, due, reminder.Email, reminder.Webhook)
+		v.ShipmentID = u.ShipmentID
+		change(&v)
+		_, err := s.Starter.Schedule(ctx, v)
+		require.ErrorIs(t, err, starter.ErrUpdateChanged, field)
+		var ce *starter.ChangedError
+		require.ErrorAs(t, err, &ce)
+		require.Contains(t, ce.Fields, field)
+		require.ErrorContains(t, err, "reschedule")
+		require.ErrorContains(t, err, "new update_id")
+	}
+	u2, r2, e2 := countRows(t, s)
+	require.Equal(t, []int{updates, reminders, events}, []int{u2, r2, e2}, "nothing was written")
+	require.False(t, workflowExists(t, s, workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, "late")))
+
+	same, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	require.Equal(t, starter.AlreadyScheduled, same[0].Status)
+	require.Equal(t, reminder.NormalizeTime(moved), same[0].DueAt.UTC(), "the stored due time, not the request's")
+	require.Equal(t, reminder.DeliveryKey(first[0].ReminderID, first[0].SubscriberID, reminder.NormalizeTime(moved)), same[0].DeliveryKey)
+	require.Equal(t, first[1].DeliveryKey, same[1].DeliveryKey)
+}
+
+// Moving an update's window twice to the same start, re-running after a
+// failure partway through, or two callers at once: each reminder ends at
+// its first-requested due time plus one shift.
+func TestRescheduleUpdateShiftsOnce(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
+	u := s.Update(t, time.Time{}, reminder.Email, reminder.Email)
+	u.WindowStart = window
+	u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 72*time.Hour
+	u.Subscribers[1].DueAt, u.Subscribers[1].RemindBefore = time.Time{}, 24*time.Hour
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	terminateAtCleanup(t, s, results)
+	shifted := func(r starter.Result, to time.Time) time.Time {
+		return reminder.NormalizeTime(r.DueAt.Add(to.Sub(window)))
+	}
+	who := starter.Actor{By: "planner"}
+	check := func(to time.Time) {
+		t.Helper()
+		for _, r := range results {
+			got := row(t, s, r.ReminderID)
+			require.Equal(t, shifted(r, to), got.DueAt.UTC(), r.ReminderID)
+			v, err := s.Temporal.QueryWorkflow(ctx, r.WorkflowID, "", workflows.QueryStatus)
+			require.NoError(t, err)
+			var st workflows.Status
+			require.NoError(t, v.Get(&st))
+			require.Equal(t, shifted(r, to), st.DueAt.UTC(), "the workflow agrees")
+		}
+	}
+
+	later := window.Add(6 * time.Hour)
+	for range 2 {
+		_, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, later, who)
+		require.NoError(t, err)
+		check(later)
+	}
+	moves := func() int {
+		n := 0
+		for _, r := range results {
+			for _, e := range eventTypes(t, s, r.ReminderID) {
+				if e == "rescheduled" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	require.Equal(t, 2, moves(), "the second move to the same window moved nothing")
+
+	// A run that failed after moving one reminder, then ran again.
+	evenLater := window.Add(12 * time.Hour)
+	_, err = s.Starter.RescheduleReminder(ctx, results[0].ReminderID, shifted(results[0], evenLater), who)
+	require.NoError(t, err)
+	outs, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, evenLater, who)
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusUnchanged, outcomesByID(outs)[results[0].ReminderID].Status)
+	check(evenLater)
+
+	// Two callers at once.
+	last := window.Add(-6 * time.Hour)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, last, who)
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	check(last)
+	require.Equal(t, 6, moves(), "each reminder moved once per new window")
+	_, ws, err := s.Mirror.Window(ctx, u.ShipmentID, u.UpdateID)
+	require.NoError(t, err)
+	require.True(t, last.Equal(ws))
+}
+
+// A reschedule whose mirror write cannot be taken (a lock holds the audit
+// trail) fails after its budget and has moved nothing: not the mirror, not
+// the workflow's due time, key or timer.
+func TestRescheduleThatFailsMovesNothing(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	due := time.Now().Add(48 * time.Hour)
+	results, err := s.Starter.Schedule(ctx, s.Update(t, due, reminder.Email))
+	require.NoError(t, err)
+	terminateAtCleanup(t, s, results)
+	r := results[0]
+
+	tx, err := s.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `LOCK TABLE reminder_events IN SHARE ROW EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	out, err := s.Starter.RescheduleReminder(ctx, r.ReminderID, due.Add(24*time.Hour), starter.Actor{By: "planner"})
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusFailed, out.Status)
+	require.Contains(t, out.Error, "nothing moved")
+
+	got := row(t, s, r.ReminderID)
+	require.Equal(t, r.DueAt.UTC(), got.DueAt.UTC())
+	require.Equal(t, r.DeliveryKey, got.DeliveryKey)
+	v, err := s.Temporal.QueryWorkflow(ctx, r.WorkflowID, "", workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+	require.Equal(t, r.DueAt.UTC(), st.DueAt.UTC(), "the timer did not move")
+	require.Equal(t, r.DeliveryKey, st.DeliveryKey)
+	require.Zero(t, st.Reschedules)
+	require.Equal(t, []string{"scheduled"}, eventTypes(t, s, r.ReminderID))
+
+	// With the lock gone the same reschedule goes through.
+	out, err = s.Starter.RescheduleReminder(ctx, r.ReminderID, due.Add(24*time.Hour), starter.Actor{By: "planner"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
+}
