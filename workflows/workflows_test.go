@@ -56,6 +56,8 @@ type harness struct {
 	fail error
 	// respond, when set, answers the reminder's own delivery instead.
 	respond func(activities.NotifyInput) (activities.NotifyResult, error)
+	// failEscalation, failReschedule and failDecision make those fail.
+	failEscalation, failReschedule, failDecision error
 }
 
 // newHarness builds a harness whose notify activity takes sendTime (of
@@ -74,6 +76,8 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
 			h.notifies = append(h.notifies, notifyCall{At: h.env.Now().UTC(), In: in})
 			switch {
+			case in.Purpose == reminder.PurposeEscalation && h.failEscalation != nil:
+				return activities.NotifyResult{}, h.failEscalation
 			case in.Purpose != "":
 			case h.respond != nil:
 				return h.respond(in)
@@ -84,11 +88,17 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		})
 	h.env.OnActivity(acts.RecordTransition, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.TransitionInput) error {
+			if h.failDecision != nil && (in.Event == "approved" || in.Event == "rejected") {
+				return h.failDecision
+			}
 			h.transitions = append(h.transitions, in)
 			return nil
 		})
 	h.env.OnActivity(acts.RecordReschedule, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RescheduleInput) error {
+			if h.failReschedule != nil {
+				return h.failReschedule
+			}
 			h.reschedules = append(h.reschedules, in)
 			return nil
 		})
@@ -492,4 +502,132 @@ func TestStatusQuery(t *testing.T) {
 		events = append(events, tr.Event)
 	}
 	require.Equal(t, []string{"scheduled", "rescheduled"}, events)
+}
+
+// A reschedule whose mirror write fails moves nothing: the update fails,
+// and the reminder is sent at its old due time under its old key.
+func TestFailedRescheduleMovesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.failReschedule = errors.New("connection refused")
+	due := t0.Add(2 * day)
+	o := h.update(time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(5 * day), By: "ops"})
+	var st workflows.Status
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&st))
+	}, 2*time.Hour)
+
+	res := h.run(input(due))
+
+	require.ErrorContains(t, o.err, "nothing moved")
+	require.Equal(t, due, st.DueAt)
+	require.Zero(t, st.Reschedules)
+	require.Len(t, h.notifies, 1)
+	require.Equal(t, due, h.notifies[0].At, "the timer did not move")
+	require.Equal(t, reminder.DeliveryKey("SHP-1/window-1/ops", "ops", due), res.DeliveryKey)
+}
+
+// Moving a reminder to the due time it has already is a no-op: nothing is
+// written, so repeating a window move shifts once.
+func TestRescheduleToTheSameTimeChangesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	due := t0.Add(2 * day)
+	o := h.update(time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: due, By: "ops"})
+	h.run(input(due))
+	require.NoError(t, o.err)
+	require.True(t, o.result.(workflows.RescheduleResult).Unchanged)
+	require.Empty(t, h.reschedules)
+}
+
+// A request that reaches the workflow after its caller stopped waiting is
+// refused: a change reported as failed never lands later.
+func TestLateRequestsAreRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	stale := t0.Add(time.Minute)
+	resched := h.update(time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(day), By: "ops", Deadline: stale})
+	decide := h.update(time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice", Deadline: stale})
+	h.run(withApproval(input(t0.Add(2 * day))))
+	require.ErrorContains(t, resched.rejected, "after its caller stopped waiting")
+	require.ErrorContains(t, decide.rejected, "after its caller stopped waiting")
+	require.Empty(t, h.reschedules)
+}
+
+// A decision whose mirror write fails changes nothing: the reminder keeps
+// waiting, and expires at its deadline.
+func TestFailedDecisionChangesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.failDecision = errors.New("connection refused")
+	o := h.update(time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	res := h.run(withApproval(input(t0.Add(2 * day))))
+	require.ErrorContains(t, o.err, "nothing moved")
+	require.Equal(t, reminder.Expired, res.State)
+	require.Empty(t, h.sends(""))
+}
+
+// An approval-timeout escalation that keeps failing does not hold the
+// expiry or a cancel behind it; it is abandoned when the reminder ends.
+func TestFailingEscalationHoldsNothingBehindIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+		end    reminder.State
+		at     time.Duration
+	}{
+		{"expiry", false, reminder.Expired, 3 * day},
+		{"cancel", true, reminder.Cancelled, 2 * day},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.failEscalation = errors.New("mail API answered 503")
+			var o *outcome
+			if tc.cancel {
+				o = h.update(tc.at, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+			}
+			res := h.run(withApproval(input(t0.Add(12 * time.Hour))))
+			require.Equal(t, tc.end, res.State)
+			require.Equal(t, t0.Add(tc.at), h.env.Now().UTC(), "ended on time, not after the escalation's retry budget")
+			require.Greater(t, len(h.sends(reminder.PurposeEscalation)), 3, "the escalation was retrying")
+			require.Equal(t, []string{string(tc.end)}, h.events())
+			if o != nil {
+				require.NoError(t, o.err)
+				require.Equal(t, workflows.OutcomeCancelled, o.result.(workflows.CancelResult).Outcome)
+			}
+		})
+	}
+}
+
+// A reminder whose mirror row another path finished (cancelled while its
+// workflow was being started) ends as the mirror says when its notify
+// refuses to send; the mirror is not written again.
+func TestReminderFinishedInTheMirrorEndsAsTheMirrorSays(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.fail = temporal.NewNonRetryableApplicationError("the reminder is cancelled in the mirror", activities.ErrTypeReminderFinished, nil, reminder.Cancelled)
+	res := h.run(input(t0.Add(time.Hour)))
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.Len(t, h.sends(""), 1)
+	require.Empty(t, h.sends(reminder.PurposeEscalation), "not a failure: no escalation")
+	require.Empty(t, h.transitions, "the mirror says so already")
+}
+
+// A cancel of the workflow itself (Web UI, temporal CLI) is recorded as a
+// cancel; the workflow ends cancelled.
+func TestWorkflowCancellationIsRecorded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Hour)
+	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(day)))
+	require.True(t, h.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	require.Empty(t, h.notifies)
+	require.Equal(t, []string{"cancelled"}, h.events())
+	require.Equal(t, "workflow cancellation", h.transitions[0].Detail["via"])
 }

@@ -91,6 +91,22 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Stop sends SIGTERM, as a deploy does, and waits for the process to exit
+// (at most a minute; then it is killed and the test fails).
+func (p *Process) Stop() {
+	p.t.Helper()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		p.Kill()
+		p.t.Fatalf("%s did not stop within a minute of SIGTERM:\n%s", p.name, p.Log())
+	}
+}
+
 // Log is what the process printed.
 func (p *Process) Log() string { return p.log.String() }
 

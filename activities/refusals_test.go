@@ -1,0 +1,154 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// A reminder whose row is finished is never sent: not when cancelled, not
+// when expired, not when sent under another key. Nothing is claimed.
+func TestNotifyRefusesAFinishedReminder(t *testing.T) {
+	t.Parallel()
+	for _, state := range []reminder.State{reminder.Cancelled, reminder.Expired, reminder.Failed, reminder.Sent} {
+		t.Run(string(state), func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			in := f.schedule(t, reminder.Email)
+			_, err := f.db.Pool.Exec(context.Background(), `UPDATE reminders SET state = $1, delivery_key = 'another-key'`, string(state))
+			require.NoError(t, err)
+
+			_, err = f.notify(t, in, nil)
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, err, &appErr)
+			require.Equal(t, activities.ErrTypeReminderFinished, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			var got reminder.State
+			require.NoError(t, appErr.Details(&got))
+			require.Equal(t, state, got)
+			require.Zero(t, f.mail.Requests(), "nothing sent")
+			var claims int
+			require.NoError(t, f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deliveries`).Scan(&claims))
+			require.Zero(t, claims, "nothing claimed")
+		})
+	}
+}
+
+// An escalation for a reminder the mirror does not hold fails for good
+// instead of retrying for three days.
+func TestEscalationOfAMissingReminderIsPermanent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, err := f.notify(t, activities.NotifyInput{
+		Purpose: reminder.PurposeEscalation, ReminderID: "SHP-0/u/s", SubscriberID: "s", Reason: "delivery_failed",
+	}, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+}
+
+// A cancellation notice carries the due time the reminder was sent for,
+// not the zero time its (due-less) input has.
+func TestCancellationNoticeCarriesTheRealDueTime(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Webhook)
+	_, err := f.notify(t, in, nil)
+	require.NoError(t, err)
+	_, err = f.notify(t, activities.NotifyInput{
+		Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID,
+	}, nil)
+	require.NoError(t, err)
+
+	hooks := f.hooks.Hooks()
+	require.Len(t, hooks, 2)
+	var ev activities.WebhookEvent
+	require.NoError(t, json.Unmarshal(hooks[1].Body, &ev))
+	require.Equal(t, activities.EventCancelled, ev.Type)
+	require.True(t, in.DueAt.Equal(ev.Data.DueAt), "due_at %s, want %s", ev.Data.DueAt, in.DueAt)
+	require.True(t, in.DueAt.Equal(ev.Timestamp))
+}
+
+// A retryable refusal releases the claim, so the next attempt takes it at
+// once; a claim whose holder said nothing is held until its lease, which is
+// counted on the database's clock.
+func TestClaimIsReleasedWhenNothingWasSent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	f.mail.Fail(sink.Answer{Status: 503})
+	_, err := f.notify(t, in, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.False(t, appErr.NonRetryable())
+
+	var released bool
+	require.NoError(t, f.db.Pool.QueryRow(context.Background(),
+		`SELECT lease_until <= now() FROM deliveries`).Scan(&released))
+	require.True(t, released, "the refused attempt gave its claim up")
+	res, err := f.notify(t, in, nil)
+	require.NoError(t, err, "the next attempt takes the key at once")
+	require.Equal(t, 2, f.delivery(t, res.DeliveryKey).Attempts)
+	require.Len(t, f.mail.Mails(), 1)
+}
+
+func TestLeaseIsCountedOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
+	_, err := f.mirror.ClaimDelivery(context.Background(), mirror.Claim{
+		Key: key, ReminderID: in.ReminderID, Purpose: reminder.PurposeReminder, Owner: "o", LeaseFor: 42 * time.Second,
+	})
+	require.NoError(t, err)
+	var left float64
+	require.NoError(t, f.db.Pool.QueryRow(context.Background(),
+		`SELECT extract(epoch FROM lease_until - now()) FROM deliveries`).Scan(&left))
+	require.InDelta(t, 42, left, 2)
+}
+
+// An attempt that is cancelled before it calls the provider sends nothing
+// and leaves no claim behind it.
+func TestCancelledAttemptSendsNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.notifyCtx(t, ctx, in)
+	require.ErrorContains(t, err, "context canceled")
+	require.Zero(t, f.mail.Requests())
+	var claims int
+	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deliveries`).Scan(&claims))
+	require.Zero(t, claims, "nothing claimed")
+}
+
+// notifyCtx runs the activity with ctx as its worker's background context.
+func (f *fixture) notifyCtx(t *testing.T, ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(sdkworker.Options{BackgroundActivityContext: ctx})
+	env.RegisterActivity(f.acts)
+	val, err := env.ExecuteActivity(f.acts.Notify, in)
+	var res activities.NotifyResult
+	if err == nil {
+		require.NoError(t, val.Get(&res))
+	}
+	return res, err
+}
