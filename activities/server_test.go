@@ -31,8 +31,17 @@ func notifyTwice(ctx workflow.Context, in activities.NotifyInput) ([]activities.
 	return out, nil
 }
 
+// gate is a sink that can hold the requests it is about to accept.
+type gate interface {
+	Hold() (release func())
+	Held() int
+}
+
 // On the real dev server: two executions of the notify activity for one key
-// send once.
+// send once. They are made to overlap: the provider holds the first
+// claimant's call unanswered until the second claimant has tried the key
+// and been refused (its attempt failed and is retried), or has reached the
+// provider too; the refused one's retry then finds the key sent.
 func TestNotifyActivityTwiceOnTheServerSendsOnce(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -44,11 +53,36 @@ func TestNotifyActivityTwiceOnTheServerSendsOnce(t *testing.T) {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 
-	for _, ch := range []reminder.Channel{reminder.Email, reminder.Webhook} {
-		in := f.schedule(t, ch)
+	for _, tt := range []struct {
+		channel reminder.Channel
+		sink    gate
+	}{{reminder.Email, f.mail}, {reminder.Webhook, f.hooks}} {
+		in := f.schedule(t, tt.channel)
+		release := tt.sink.Hold()
+		t.Cleanup(release)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.ID(t, "twice"), TaskQueue: queue}, notifyTwice, in)
+		id := testenv.ID(t, "twice")
+		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, notifyTwice, in)
 		require.NoError(t, err)
+
+		// Both claimants met while the first held the key: the second
+		// was refused, or (a broken claim) reached the provider too.
+		refused := func() bool {
+			desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return false
+			}
+			for _, a := range desc.GetPendingActivities() {
+				if a.GetAttempt() > 1 {
+					return true
+				}
+			}
+			return false
+		}
+		require.Eventually(t, func() bool { return tt.sink.Held() >= 2 || (tt.sink.Held() == 1 && refused()) },
+			30*time.Second, 50*time.Millisecond, "the two claimants never overlapped")
+		release()
+
 		var results []activities.NotifyResult
 		require.NoError(t, run.Get(ctx, &results))
 		cancel()
@@ -60,5 +94,7 @@ func TestNotifyActivityTwiceOnTheServerSendsOnce(t *testing.T) {
 		require.Equal(t, "sent", f.delivery(t, key).Status)
 	}
 	require.Len(t, f.mail.Mails(), 1)
+	require.Equal(t, 1, f.mail.Requests(), "the refused claimant never called the provider")
 	require.Len(t, f.hooks.Hooks(), 1)
+	require.Equal(t, 1, f.hooks.Requests())
 }
