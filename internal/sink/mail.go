@@ -94,6 +94,7 @@ func (s *MailSink) begin(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inFlight[key]++
+	s.notify()
 }
 
 // accept records m and ends its call's time in flight, in one step.
@@ -155,7 +156,9 @@ func (s *MailSink) Mails() []Mail { return s.snapshot() }
 // Fail makes the next requests get these answers instead of a 202.
 func (s *MailSink) Fail(answers ...Answer) { s.fail(answers...) }
 
-// Wait blocks until cond holds over the accepted messages, or ctx ends.
+// Wait blocks until cond holds over the accepted messages, or ctx ends. It
+// looks again whenever a call starts being answered, stops at Hold's gate
+// or is accepted, so cond may read InFlight and Held too.
 func (s *MailSink) Wait(ctx context.Context, cond func([]Mail) bool) ([]Mail, error) {
 	return s.wait(ctx, cond)
 }
