@@ -86,15 +86,12 @@ func (f *fixture) schedule(t *testing.T, channel reminder.Channel) activities.No
 
 // notify runs the activity in a fresh activity environment, as a new
 // execution would.
-func (f *fixture) notify(t *testing.T, in activities.NotifyInput, heartbeat any) (activities.NotifyResult, error) {
+func (f *fixture) notify(t *testing.T, in activities.NotifyInput) (activities.NotifyResult, error) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(f.acts)
-	if heartbeat != nil {
-		env.SetHeartbeatDetails(heartbeat)
-	}
 	val, err := env.ExecuteActivity(f.acts.Notify, in)
 	var res activities.NotifyResult
 	if err == nil {
@@ -135,9 +132,9 @@ func TestNotifyTwiceForOneKeySendsOnce(t *testing.T) {
 	in := f.schedule(t, reminder.Email)
 	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
 
-	first, err := f.notify(t, in, nil)
+	first, err := f.notify(t, in)
 	require.NoError(t, err)
-	second, err := f.notify(t, in, nil)
+	second, err := f.notify(t, in)
 	require.NoError(t, err)
 
 	mails := f.mail.Mails()
@@ -169,7 +166,7 @@ func TestNotifyWebhookIsSignedAndKeyed(t *testing.T) {
 	in := f.schedule(t, reminder.Webhook)
 	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
 
-	_, err := f.notify(t, in, nil)
+	_, err := f.notify(t, in)
 	require.NoError(t, err)
 
 	hooks := f.hooks.Hooks()
@@ -193,7 +190,7 @@ func TestPermanentMailFailureIsNotRetried(t *testing.T) {
 	in := f.schedule(t, reminder.Email)
 	f.mail.Fail(sink.Answer{Status: 400})
 
-	_, err := f.notify(t, in, nil)
+	_, err := f.notify(t, in)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
 	require.Equal(t, activities.ErrTypePermanentDelivery, appErr.Type())
@@ -203,7 +200,7 @@ func TestPermanentMailFailureIsNotRetried(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "delivery_failed"}, f.eventTypes(t, in.ReminderID))
 
 	// A later execution for the same key does not try again.
-	_, err = f.notify(t, in, nil)
+	_, err = f.notify(t, in)
 	require.True(t, errors.As(err, &appErr))
 	require.True(t, appErr.NonRetryable())
 	require.Equal(t, 1, f.mail.Requests())
@@ -216,14 +213,14 @@ func TestRateLimitedMailRetriesAfterTheReset(t *testing.T) {
 	reset := f.now.Add(42 * time.Second).Unix()
 	f.mail.Fail(sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": strconv.FormatInt(reset, 10)}})
 
-	_, err := f.notify(t, in, nil)
+	_, err := f.notify(t, in)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
 	require.False(t, appErr.NonRetryable())
 	require.InDelta(t, 42, appErr.NextRetryDelay().Seconds(), 1, "retry when SendGrid's limit resets")
 
 	// The retry (same execution) takes its own claim over and delivers.
-	res, err := f.notify(t, in, nil)
+	res, err := f.notify(t, in)
 	require.NoError(t, err)
 	require.Len(t, f.mail.Mails(), 1)
 	require.Equal(t, 2, f.delivery(t, res.DeliveryKey).Attempts)
@@ -239,7 +236,7 @@ INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, 
 VALUES ($1, $2, 'reminder', 'sending', 'another-worker', now() + interval '1 minute')`, key, in.ReminderID)
 	require.NoError(t, err)
 
-	_, err = f.notify(t, in, nil)
+	_, err = f.notify(t, in)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
 	require.False(t, appErr.NonRetryable(), "retry later: the other execution may still finish")
@@ -248,38 +245,15 @@ VALUES ($1, $2, 'reminder', 'sending', 'another-worker', now() + interval '1 min
 	// Once that holder's lease lapses (it died), the key is taken over.
 	_, err = f.db.Pool.Exec(context.Background(), `UPDATE deliveries SET lease_until = now() - interval '1 second'`)
 	require.NoError(t, err)
-	_, err = f.notify(t, in, nil)
+	_, err = f.notify(t, in)
 	require.NoError(t, err)
 	require.Len(t, f.mail.Mails(), 1)
-}
-
-// sentProgress mirrors the activity's heartbeat details (same JSON shape).
-type sentProgress struct{ ProviderMessageID string }
-
-func TestRetryAfterAnUnrecordedSendRecordsInsteadOfSending(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	in := f.schedule(t, reminder.Email)
-	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
-	// The previous attempt claimed, sent, failed to record and heartbeated.
-	_, err := f.db.Pool.Exec(context.Background(), `
-INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
-VALUES ($1, $2, 'reminder', 'sending', 'previous-attempt', now() + interval '1 minute')`, key, in.ReminderID)
-	require.NoError(t, err)
-
-	res, err := f.notify(t, in, sentProgress{ProviderMessageID: "sg-123"})
-	require.NoError(t, err)
-	require.Equal(t, "sg-123", res.ProviderMessageID)
-	require.Zero(t, f.mail.Requests(), "the send is not repeated")
-	d := f.delivery(t, key)
-	require.Equal(t, "sent", d.Status)
-	require.Equal(t, "sg-123", d.ProviderMessageID)
 }
 
 func TestUnknownReminderIsPermanent(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	_, err := f.notify(t, activities.NotifyInput{ReminderID: "SHP-0/u/s", SubscriberID: "s", DueAt: f.now}, nil)
+	_, err := f.notify(t, activities.NotifyInput{ReminderID: "SHP-0/u/s", SubscriberID: "s", DueAt: f.now})
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
 	require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type())
@@ -294,7 +268,7 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	first := f.schedule(t, reminder.Webhook)
 	f.hooks.Fail(sink.Answer{Status: 410})
 
-	_, err := f.notify(t, first, nil)
+	_, err := f.notify(t, first)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
 	require.True(t, appErr.NonRetryable())
@@ -302,7 +276,7 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "endpoint_disabled", "delivery_failed"}, f.eventTypes(t, first.ReminderID))
 
 	second := f.schedule(t, reminder.Webhook) // same receiver URL, another shipment
-	_, err = f.notify(t, second, nil)
+	_, err = f.notify(t, second)
 	require.True(t, errors.As(err, &appErr), "got %v", err)
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, appErr.Error(), "disabled")

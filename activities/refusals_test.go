@@ -31,7 +31,7 @@ func TestNotifyRefusesAFinishedReminder(t *testing.T) {
 			_, err := f.db.Pool.Exec(context.Background(), `UPDATE reminders SET state = $1, delivery_key = 'another-key'`, string(state))
 			require.NoError(t, err)
 
-			_, err = f.notify(t, in, nil)
+			_, err = f.notify(t, in)
 			var appErr *temporal.ApplicationError
 			require.ErrorAs(t, err, &appErr)
 			require.Equal(t, activities.ErrTypeReminderFinished, appErr.Type())
@@ -67,7 +67,7 @@ func TestCancellationNoticeCarriesTheRealDueTime(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	in := f.schedule(t, reminder.Webhook)
-	_, err := f.notify(t, in, nil)
+	_, err := f.notify(t, in)
 	require.NoError(t, err)
 	_, err = f.notify(t, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID,
@@ -91,7 +91,7 @@ func TestClaimIsReleasedWhenNothingWasSent(t *testing.T) {
 	f := setup(t)
 	in := f.schedule(t, reminder.Email)
 	f.mail.Fail(sink.Answer{Status: 503})
-	_, err := f.notify(t, in, nil)
+	_, err := f.notify(t, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.False(t, appErr.NonRetryable())
@@ -100,7 +100,7 @@ func TestClaimIsReleasedWhenNothingWasSent(t *testing.T) {
 	require.NoError(t, f.db.Pool.QueryRow(context.Background(),
 		`SELECT lease_until <= now() FROM deliveries`).Scan(&released))
 	require.True(t, released, "the refused attempt gave its claim up")
-	res, err := f.notify(t, in, nil)
+	res, err := f.notify(t, in)
 	require.NoError(t, err, "the next attempt takes the key at once")
 	require.Equal(t, 2, f.delivery(t, res.DeliveryKey).Attempts)
 	require.Len(t, f.mail.Mails(), 1)

@@ -3,22 +3,31 @@ package deploy_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/metrics"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
@@ -84,30 +93,52 @@ func TestComposeFile(t *testing.T) {
 
 var metricName = regexp.MustCompile(`\b(shipnotify_[a-z_]+|temporal_[a-z_]+)\b`)
 
-// ours lists the metric names shipnotify's registry exposes (with a
-// histogram's _bucket, _sum and _count).
+// ours lists the metric names a worker's /metrics endpoint serves (with a
+// histogram's _bucket, _sum and _count), read from a real scrape: the
+// handler over a registry with a mirror holding one overdue reminder, after
+// one delivery and one retry (a labelled metric is served only once it has
+// a value).
 func ours(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	store := mirror.New(testenv.Postgres(t).Pool)
+	now := time.Now()
+	u := reminder.Update{ShipmentID: "SHP-1", UpdateID: "u-1", Kind: "delivery_window",
+		Message:     reminder.Message{Subject: "s", Text: "t"},
+		Subscribers: []reminder.Subscriber{{ID: "a", Channel: reminder.Email, Email: "a@b.example", DueAt: now.Add(-time.Minute)}}}
+	rems, err := u.Plan(reminder.PlanOptions{Now: now})
+	require.NoError(t, err)
+	_, err = store.ScheduleUpdate(ctx, u, []mirror.NewReminder{{Reminder: rems[0], WorkflowID: "reminder/SHP-1/u-1/a"}})
+	require.NoError(t, err)
+
 	reg := prometheus.NewRegistry()
-	metrics.New(reg, nil)
+	m := metrics.New(reg, store)
 	metrics.WatchCredentials(reg, "sendgrid", email.NewSender(email.Options{}))
-	names := map[string]bool{
-		// Read from the mirror on scrape; not registered without a store.
-		"shipnotify_reminders": true, "shipnotify_oldest_overdue_undelivered_seconds": true, "shipnotify_mirror_up": true,
-		// Read from the mail sender on scrape.
-		"shipnotify_provider_credentials_refused": true, "shipnotify_provider_credential_refusals_total": true,
-	}
-	for _, n := range []string{"shipnotify_scheduling_lag_seconds", "shipnotify_delivery_duration_seconds",
-		"shipnotify_deliveries_total", "shipnotify_delivery_retries_total"} {
-		names[n] = true
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			names[n+suffix] = true
+	m.SchedulingLag(time.Second)
+	m.Delivery("email", "reminder", "sent", 100*time.Millisecond)
+	m.Retry("email")
+	srv := httptest.NewServer(metrics.Handler(reg, func(context.Context) error { return nil }))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err, "the scrape is valid exposition text")
+
+	names := map[string]bool{}
+	for name, f := range families {
+		names[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				names[name+suffix] = true
+			}
 		}
 	}
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		require.True(t, names[f.GetName()], "registered metric %s is not in the list", f.GetName())
-	}
+	up := families["shipnotify_mirror_up"]
+	require.NotNil(t, up, "the scrape serves shipnotify_mirror_up")
+	require.Equal(t, 1.0, up.GetMetric()[0].GetGauge().GetValue(), "the scrape read the mirror")
 	return names
 }
 

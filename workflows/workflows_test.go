@@ -52,6 +52,11 @@ type harness struct {
 	notifies    []notifyCall
 	transitions []activities.TransitionInput
 	reschedules []activities.RescheduleInput
+	// transition is the RecordTransition mock; .After(d) makes each mirror
+	// write take d of workflow time.
+	transition *testsuite.MockCallWrapper
+	// transitionsAt is when each mirror write completed (workflow time).
+	transitionsAt []time.Time
 	// fail, when set, makes the reminder's own delivery fail with it.
 	fail error
 	// respond, when set, answers the reminder's own delivery instead.
@@ -86,12 +91,13 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 			}
 			return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: "pm-1"}, nil
 		})
-	h.env.OnActivity(acts.RecordTransition, mock.Anything, mock.Anything).Return(
+	h.transition = h.env.OnActivity(acts.RecordTransition, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.TransitionInput) error {
 			if h.failDecision != nil && (in.Event == "approved" || in.Event == "rejected") {
 				return h.failDecision
 			}
 			h.transitions = append(h.transitions, in)
+			h.transitionsAt = append(h.transitionsAt, h.env.Now().UTC())
 			return nil
 		})
 	h.env.OnActivity(acts.RecordReschedule, mock.Anything, mock.Anything).Return(
@@ -130,6 +136,8 @@ type outcome struct {
 	rejected error
 	result   any
 	err      error
+	// at is when the answer came (workflow time).
+	at time.Time
 }
 
 // update sends an update after d of workflow time.
@@ -138,8 +146,8 @@ func (h *harness) update(d time.Duration, name string, arg any) *outcome {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
 			OnAccept:   func() {},
-			OnReject:   func(err error) { o.done, o.rejected = true, err },
-			OnComplete: func(res any, err error) { o.done, o.result, o.err = true, res, err },
+			OnReject:   func(err error) { o.done, o.rejected, o.at = true, err, h.env.Now().UTC() },
+			OnComplete: func(res any, err error) { o.done, o.result, o.err, o.at = true, res, err, h.env.Now().UTC() },
 		}, arg)
 	}, d)
 	return o
@@ -416,19 +424,27 @@ func TestApproveAfterDueSendsAtOnce(t *testing.T) {
 	require.Equal(t, t0.Add(5*time.Hour), h.sends("")[0].At, "approved after the due time: sent at once")
 }
 
+// A second decision that arrives while the reject is still being written
+// to the mirror (the workflow is running) is refused, and nothing is sent.
 func TestRejectCancels(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.transition.After(5 * time.Second)
 	o := h.update(time.Hour, workflows.UpdateReject, workflows.Decision{By: "bob", Reason: "wrong consignee"})
-	late := h.update(2*time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	late := h.update(time.Hour+2*time.Second, workflows.UpdateApprove, workflows.Decision{By: "alice"})
 
 	res := h.run(withApproval(input(t0.Add(day))))
 
 	require.NoError(t, o.err)
+	require.Equal(t, reminder.Cancelled, o.result.(workflows.DecisionResult).State)
 	require.Equal(t, reminder.Cancelled, res.State)
 	require.Empty(t, h.notifies)
 	require.Equal(t, []string{"rejected"}, h.events())
-	require.False(t, late.done && late.err == nil && late.rejected == nil, "a second decision is not taken")
+	require.True(t, late.done, "the late decision got an answer")
+	require.Equal(t, t0.Add(time.Hour+2*time.Second), late.at, "answered when it arrived")
+	require.True(t, late.at.Before(h.transitionsAt[0]), "it arrived while the reject was still being written")
+	require.ErrorContains(t, late.rejected, "cancelled, not awaiting approval", "the validator refused the second decision")
+	require.Nil(t, late.result)
 }
 
 func TestDecisionNeedsWhoAndAWaitingReminder(t *testing.T) {

@@ -4,17 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -136,9 +137,11 @@ func TestScheduleBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	tc := testenv.Temporal(t)
+	queue := testenv.TaskQueue(t)
 	c := cli{env: map[string]string{
 		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
 		"DATABASE_URL":          db.URL,
+		"SHIPNOTIFY_TASK_QUEUE": queue,
 		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
 		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}
@@ -155,11 +158,27 @@ func TestScheduleBadInputWritesNothing(t *testing.T) {
 	var n int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM updates) + (SELECT count(*) FROM reminders) + (SELECT count(*) FROM reminder_events)`).Scan(&n))
 	require.Zero(t, n, "nothing written to the mirror")
-	for _, id := range []string{"shipper-ops", "consignee-inbox", "consignee-hook"} {
-		_, err := tc.DescribeWorkflowExecution(ctx, workflows.ReminderWorkflowID("SHP-1001", "window-1", id), "")
-		var nf *serviceerror.NotFound
-		require.True(t, errors.As(err, &nf), "no workflow started for %s: %v", id, err)
-	}
+
+	// Nothing written to Temporal: the namespace holds no workflow on the
+	// CLI's task queue but the probe started now. Visibility is eventually
+	// consistent, so wait until it shows the probe (proving the query sees
+	// this queue); anything the CLI started came before it.
+	probe := testenv.ID(t, "probe")
+	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: probe, TaskQueue: queue}, "VisibilityProbe")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), probe, "", "test over") })
+	query := fmt.Sprintf("TaskQueue = '%s'", queue)
+	var ids []string
+	require.Eventually(t, func() bool {
+		ids = nil
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		require.NoError(t, err)
+		for _, e := range resp.GetExecutions() {
+			ids = append(ids, e.GetExecution().GetWorkflowId())
+		}
+		return slices.Contains(ids, probe)
+	}, 30*time.Second, 100*time.Millisecond, "visibility never showed the probe")
+	require.Equal(t, []string{probe}, ids, "no workflow started for a refused update")
 }
 
 func TestEveryCommandHasHelp(t *testing.T) {

@@ -41,8 +41,11 @@ type MailSink struct {
 	refuseMu sync.Mutex
 	refuse   map[string]int
 
-	latency  atomic.Int64
-	inFlight atomic.Int64
+	latency atomic.Int64
+	// inFlight counts, by delivery key, the calls being answered: checked
+	// and not yet accepted. Guarded by the recorder's mutex, so it and the
+	// accepted messages change together.
+	inFlight map[string]int
 }
 
 // SetLatency makes every accepted message take d to answer; the message is
@@ -50,8 +53,60 @@ type MailSink struct {
 // provider would.
 func (s *MailSink) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
 
+// Hold makes every message about to be accepted wait, unanswered (in
+// flight), until release is called; then each is accepted, even if its
+// caller has gone, as with SetLatency.
+func (s *MailSink) Hold() (release func()) { return s.hold() }
+
+// Held is how many calls wait at Hold's gate.
+func (s *MailSink) Held() int { return s.waiting() }
+
 // InFlight is how many calls are being answered right now.
-func (s *MailSink) InFlight() int { return int(s.inFlight.Load()) }
+func (s *MailSink) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.inFlight {
+		n += c
+	}
+	return n
+}
+
+// DeliveryKeys returns, read together in one snapshot, how many messages
+// the sink accepted under each delivery key (custom_args.delivery_key) and
+// how many calls under each key it is answering right now, which it will
+// accept whether or not their caller is still there.
+func (s *MailSink) DeliveryKeys() (accepted, inFlight map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	accepted, inFlight = map[string]int{}, map[string]int{}
+	for _, m := range s.items {
+		accepted[m.CustomArgs["delivery_key"]]++
+	}
+	for k, n := range s.inFlight {
+		inFlight[k] = n
+	}
+	return accepted, inFlight
+}
+
+// begin marks a call under key as being answered.
+func (s *MailSink) begin(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight[key]++
+	s.notify()
+}
+
+// accept records m and ends its call's time in flight, in one step.
+func (s *MailSink) accept(m Mail, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[key]--; s.inFlight[key] == 0 {
+		delete(s.inFlight, key)
+	}
+	s.items = append(s.items, m)
+	s.notify()
+}
 
 // Refuse makes every message to addr fail with status, as SendGrid does
 // for an address it will not deliver to.
@@ -78,7 +133,7 @@ func (s *MailSink) refused(to []string) int {
 // StartMail starts a mail sink on addr ("" for a free loopback port) that
 // accepts apiKey.
 func StartMail(addr, apiKey string) (*MailSink, error) {
-	s := &MailSink{recorder: newRecorder[Mail](), apiKey: apiKey}
+	s := &MailSink{recorder: newRecorder[Mail](), apiKey: apiKey, inFlight: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v3/mail/send", s.send)
 	srv, err := listen(addr, mux)
@@ -101,7 +156,9 @@ func (s *MailSink) Mails() []Mail { return s.snapshot() }
 // Fail makes the next requests get these answers instead of a 202.
 func (s *MailSink) Fail(answers ...Answer) { s.fail(answers...) }
 
-// Wait blocks until cond holds over the accepted messages, or ctx ends.
+// Wait blocks until cond holds over the accepted messages, or ctx ends. It
+// looks again whenever a call starts being answered, stops at Hold's gate
+// or is accepted, so cond may read InFlight and Held too.
 func (s *MailSink) Wait(ctx context.Context, cond func([]Mail) bool) ([]Mail, error) {
 	return s.wait(ctx, cond)
 }
@@ -162,14 +219,15 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 		sgError(w, status, "personalizations.0.to", "The recipient is refused.")
 		return
 	}
+	key := m.CustomArgs["delivery_key"]
+	s.begin(key)
 	if d := time.Duration(s.latency.Load()); d > 0 {
-		s.inFlight.Add(1)
 		<-time.After(d)
-		s.inFlight.Add(-1)
 	}
+	s.pass()
 	m.MessageID = randomID()
 	m.Received = time.Now()
-	s.add(m)
+	s.accept(m, key)
 	if s.OnMail != nil {
 		s.OnMail(m)
 	}

@@ -20,6 +20,10 @@ type recorder[T any] struct {
 	changed chan struct{}
 	// script holds the statuses to answer with next, before accepting again.
 	script []Answer
+	// gate, when not nil, holds requests about to be accepted until it is
+	// closed; held counts those waiting at it.
+	gate chan struct{}
+	held int
 }
 
 // Answer is a scripted failure: the status and headers to answer one
@@ -37,8 +41,57 @@ func (r *recorder[T]) add(item T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.items = append(r.items, item)
+	r.notify()
+}
+
+// notify wakes the waiters; r.mu is held.
+func (r *recorder[T]) notify() {
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// hold closes the gate: requests about to be accepted wait, unanswered,
+// until release is called (calling it again does nothing).
+func (r *recorder[T]) hold() (release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gate := make(chan struct{})
+	r.gate = gate
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.gate == gate {
+				r.gate = nil
+			}
+			close(gate)
+		})
+	}
+}
+
+// pass waits at the gate, if it is closed.
+func (r *recorder[T]) pass() {
+	r.mu.Lock()
+	gate := r.gate
+	if gate == nil {
+		r.mu.Unlock()
+		return
+	}
+	r.held++
+	r.notify()
+	r.mu.Unlock()
+	<-gate
+	r.mu.Lock()
+	r.held--
+	r.mu.Unlock()
+}
+
+// waiting is how many requests wait at the gate.
+func (r *recorder[T]) waiting() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
 }
 
 func (r *recorder[T]) snapshot() []T {

@@ -66,6 +66,13 @@ func (s *WebhookSink) Requests() int { return int(s.requests.Load()) }
 // Rejected is how many requests failed signature verification.
 func (s *WebhookSink) Rejected() int { return int(s.rejected.Load()) }
 
+// Hold makes every request about to be accepted wait, unanswered, until
+// release is called; then each is accepted, even if its caller has gone.
+func (s *WebhookSink) Hold() (release func()) { return s.hold() }
+
+// Held is how many requests wait at Hold's gate.
+func (s *WebhookSink) Held() int { return s.waiting() }
+
 // Fail makes the next requests get these answers instead of a 204.
 func (s *WebhookSink) Fail(answers ...Answer) { s.fail(answers...) }
 
@@ -94,6 +101,7 @@ func (s *WebhookSink) receive(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, a)
 		return
 	}
+	s.pass()
 	h := Hook{
 		ID:             r.Header.Get(standardwebhooks.HeaderWebhookID),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),

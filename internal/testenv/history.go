@@ -2,6 +2,9 @@ package testenv
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,20 +40,53 @@ func HistoriesDir() string {
 }
 
 // RecordHistory saves a finished workflow's history as name.json for the
-// replay test, when SHIPNOTIFY_RECORD_HISTORIES=1 (after an intended change
-// to workflow code); otherwise it does nothing.
+// replay test, when SHIPNOTIFY_RECORD_HISTORIES=1; otherwise it does nothing.
+// Recorded histories are append-only: they stand for reminders already
+// running in production, which today's code must still replay. A history
+// that exists is never rewritten: RecordHistory logs that it kept it and
+// returns, so the tests pass with recording on. Record a changed path under
+// a new name.
 func RecordHistory(t testing.TB, c client.Client, workflowID, name string) {
 	t.Helper()
 	if os.Getenv("SHIPNOTIFY_RECORD_HISTORIES") != "1" {
+		return
+	}
+	path := filepath.Join(HistoriesDir(), name+".json")
+	if _, err := os.Stat(path); err == nil {
+		t.Logf("history %s exists and is kept: recorded histories are append-only", path)
 		return
 	}
 	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(History(t, c, workflowID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(HistoriesDir(), name+".json"), b, 0o644); err != nil {
+	created, err := createNew(path, b)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if !created {
+		t.Logf("history %s exists and is kept: recorded histories are append-only", path)
+	}
+}
+
+// createNew writes b to a new file at path; if the file exists it leaves it
+// alone and reports false. O_EXCL makes the check and the creation one step.
+func createNew(path string, b []byte) (bool, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("error creating history file: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return false, fmt.Errorf("error writing history file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return false, fmt.Errorf("error writing history file: %w", err)
+	}
+	return true, nil
 }
 
 // HistoryText is every string and byte field of a history, raw and
