@@ -54,7 +54,7 @@ func TestEscalationOfAMissingReminderIsPermanent(t *testing.T) {
 	f := setup(t)
 	_, err := f.notify(t, activities.NotifyInput{
 		Purpose: reminder.PurposeEscalation, ReminderID: "SHP-0/u/s", SubscriberID: "s", Reason: "delivery_failed",
-	}, nil)
+	})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type())
@@ -71,7 +71,7 @@ func TestCancellationNoticeCarriesTheRealDueTime(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.notify(t, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID,
-	}, nil)
+	})
 	require.NoError(t, err)
 
 	hooks := f.hooks.Hooks()

@@ -138,6 +138,9 @@ func (r *run) validateDecision(ctx workflow.Context, d Decision) error {
 }
 
 func (r *run) checkDecision(d Decision) error {
+	if r.deciding {
+		return errors.New("another decision is being recorded")
+	}
 	if r.state != reminder.AwaitingApproval {
 		return fmt.Errorf("reminder is %s, not awaiting approval", r.state)
 	}
@@ -186,9 +189,11 @@ func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionR
 		}
 		return DecisionResult{State: r.state}, nil
 	}
+	r.deciding = true
 	err := workflow.ExecuteLocalActivity(operatorWriteOptions(ctx), a.RecordTransition, activities.TransitionInput{
 		ReminderID: r.in.ReminderID, To: to, Event: event, Detail: detail,
 	}).Get(ctx, nil)
+	r.deciding = false
 	if err != nil {
 		return DecisionResult{}, mirrorUnavailable("decision", err)
 	}

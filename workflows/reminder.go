@@ -97,6 +97,8 @@ type run struct {
 	// finish before it acts, so the audit trail keeps its order.
 	busy int
 	mu   workflow.Mutex
+	// deciding: a decision is being written; a second one is refused.
+	deciding bool
 	// escalations counts escalation notices still running beside the
 	// reminder; stopApprovalEscalation abandons the approval one.
 	escalations            int

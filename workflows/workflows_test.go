@@ -443,7 +443,7 @@ func TestRejectCancels(t *testing.T) {
 	require.True(t, late.done, "the late decision got an answer")
 	require.Equal(t, t0.Add(time.Hour+2*time.Second), late.at, "answered when it arrived")
 	require.True(t, late.at.Before(h.transitionsAt[0]), "it arrived while the reject was still being written")
-	require.ErrorContains(t, late.rejected, "cancelled, not awaiting approval", "the validator refused the second decision")
+	require.ErrorContains(t, late.rejected, "another decision is being recorded", "the validator refused the second decision")
 	require.Nil(t, late.result)
 }
 
