@@ -16,25 +16,25 @@ import (
 // Row is a reminder as the mirror holds it, without its recipient's address
 // or secret, so it can be printed and exported.
 type Row struct {
-	ID                string           `json:"reminder_id"`
-	ShipmentID        string           `json:"shipment_id"`
-	UpdateID          string           `json:"update_id"`
-	SubscriberID      string           `json:"subscriber_id"`
-	Channel           reminder.Channel `json:"channel"`
-	DueAt             time.Time        `json:"due_at"`
+	ID           string           `json:"reminder_id"`
+	ShipmentID   string           `json:"shipment_id"`
+	UpdateID     string           `json:"update_id"`
+	SubscriberID string           `json:"subscriber_id"`
+	Channel      reminder.Channel `json:"channel"`
+	DueAt        time.Time        `json:"due_at"`
 	// RequestedDueAt is the due time first asked for; moving the update's
 	// window recomputes DueAt from it.
-	RequestedDueAt time.Time `json:"requested_due_at"`
-	State             reminder.State   `json:"state"`
-	DeliveryKey       string           `json:"delivery_key"`
-	WorkflowID        string           `json:"workflow_id"`
-	WorkflowStartedAt *time.Time       `json:"workflow_started_at,omitempty"`
-	SentAt            *time.Time       `json:"sent_at,omitempty"`
+	RequestedDueAt    time.Time      `json:"requested_due_at"`
+	State             reminder.State `json:"state"`
+	DeliveryKey       string         `json:"delivery_key"`
+	WorkflowID        string         `json:"workflow_id"`
+	WorkflowStartedAt *time.Time     `json:"workflow_started_at,omitempty"`
+	SentAt            *time.Time     `json:"sent_at,omitempty"`
 	// CancelRequestedAt: a cancel was asked for while the reminder was
 	// pending; its workflow had not finished it when the caller stopped waiting.
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
-	CreatedAt         time.Time        `json:"created_at"`
-	UpdatedAt         time.Time        `json:"updated_at"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
 }
 
 const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, requested_due_at, state,

@@ -38,9 +38,9 @@ const (
 	StatusUnchanged = "unchanged"
 	// StatusFailed: the reminder could not record the change in time;
 	// nothing moved. Error says why; try again.
-	StatusFailed = "failed"
-	StatusApproved            = "approved"
-	StatusRejected            = "rejected"
+	StatusFailed   = "failed"
+	StatusApproved = "approved"
+	StatusRejected = "rejected"
 	// StatusRefused: the reminder refused the change; Error says why.
 	StatusRefused = "refused"
 )
