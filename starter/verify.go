@@ -87,14 +87,16 @@ type VerifyOptions struct {
 	// Repair puts right the divergences that have one right answer; false
 	// only reports.
 	Repair bool
+	// QueryWait bounds the status query of each running reminder (0 means
+	// 10 s); past it (no worker answers) Verify reads the workflow's search
+	// attributes instead.
+	QueryWait time.Duration
 }
 
 const (
 	// verifyBatch is how many pending rows are read, and workflows listed, at a time.
-	verifyBatch = 500
-	// statusQueryWait bounds the status query of a running reminder; past
-	// it (no worker) Verify reads the search attributes instead.
-	statusQueryWait = 10 * time.Second
+	verifyBatch      = 500
+	defaultQueryWait = 10 * time.Second
 )
 
 // reconciler is who repairs, in the audit trail and in cancel requests.
@@ -118,7 +120,7 @@ func (s *Starter) Verify(ctx context.Context, o VerifyOptions) ([]Divergence, er
 			return out, err
 		}
 		found, errs := parallel(ctx, s.concurrency(), rows, func(ctx context.Context, row mirror.Row) ([]Divergence, error) {
-			return s.verifyRow(ctx, row, o.Repair)
+			return s.verifyRow(ctx, row, o)
 		})
 		for i, f := range found {
 			out = append(out, f...)
@@ -139,7 +141,7 @@ func (s *Starter) Verify(ctx context.Context, o VerifyOptions) ([]Divergence, er
 }
 
 // verifyRow checks one pending row against its workflow.
-func (s *Starter) verifyRow(ctx context.Context, row mirror.Row, repair bool) ([]Divergence, error) {
+func (s *Starter) verifyRow(ctx context.Context, row mirror.Row, o VerifyOptions) ([]Divergence, error) {
 	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
 	gone := workflowGone(err)
 	if err != nil && !gone {
@@ -153,7 +155,7 @@ func (s *Starter) verifyRow(ctx context.Context, row mirror.Row, repair bool) ([
 		if !gone {
 			d.Engine = statusName(info.GetStatus())
 		}
-		if repair {
+		if o.Repair {
 			s.restart(ctx, row, &d, "started its workflow")
 		}
 		found = append(found, d)
@@ -162,14 +164,14 @@ func (s *Starter) verifyRow(ctx context.Context, row mirror.Row, repair bool) ([
 		}
 	}
 	if gone {
-		d, err := s.verifyGone(ctx, row, "no workflow", DivergenceWorkflowMissing, "", repair)
+		d, err := s.verifyGone(ctx, row, "no workflow", DivergenceWorkflowMissing, "", o.Repair)
 		return append(found, d...), err
 	}
 	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		d, err := s.verifyClosed(ctx, row, info.GetStatus(), repair)
+		d, err := s.verifyClosed(ctx, row, info.GetStatus(), o.Repair)
 		return append(found, d...), err
 	}
-	d, err := s.verifyLive(ctx, row, info.GetSearchAttributes(), repair)
+	d, err := s.verifyLive(ctx, row, info.GetSearchAttributes(), o)
 	return append(found, d...), err
 }
 
@@ -252,8 +254,8 @@ func (s *Starter) verifyClosed(ctx context.Context, row mirror.Row, status enums
 // query, or (no worker answers) the search attributes. The row is read again
 // afterwards: the workflow changes only after its mirror write, so a row
 // that is unchanged and still differs truly diverges.
-func (s *Starter) verifyLive(ctx context.Context, row mirror.Row, sa *commonpb.SearchAttributes, repair bool) ([]Divergence, error) {
-	st, err := s.liveStatus(ctx, row, sa)
+func (s *Starter) verifyLive(ctx context.Context, row mirror.Row, sa *commonpb.SearchAttributes, o VerifyOptions) ([]Divergence, error) {
+	st, err := s.liveStatus(ctx, row, sa, o.QueryWait)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +273,7 @@ func (s *Starter) verifyLive(ctx context.Context, row mirror.Row, sa *commonpb.S
 	}
 	d := s.diverge(kind, fresh, "running, "+describe(st.State, st.DueAt, st.DeliveryKey))
 	d.Mirror = describe(fresh.State, fresh.DueAt, fresh.DeliveryKey)
-	if repair {
+	if o.Repair {
 		s.repair(ctx, &d, mirror.Repair{
 			ReminderID: fresh.ID, From: fresh.State, Seen: fresh.UpdatedAt,
 			To: st.State, DueAt: st.DueAt, DeliveryKey: st.DeliveryKey,
@@ -284,8 +286,11 @@ func (s *Starter) verifyLive(ctx context.Context, row mirror.Row, sa *commonpb.S
 // liveStatus asks a running reminder where it stands; when no worker
 // answers in time it reads the search attributes the workflow upserts
 // after each mirror write.
-func (s *Starter) liveStatus(ctx context.Context, row mirror.Row, sa *commonpb.SearchAttributes) (workflows.Status, error) {
-	qctx, cancel := context.WithTimeout(ctx, statusQueryWait)
+func (s *Starter) liveStatus(ctx context.Context, row mirror.Row, sa *commonpb.SearchAttributes, wait time.Duration) (workflows.Status, error) {
+	if wait <= 0 {
+		wait = defaultQueryWait
+	}
+	qctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var st workflows.Status
 	v, err := s.Temporal.QueryWorkflow(qctx, row.WorkflowID, "", workflows.QueryStatus)

@@ -23,7 +23,12 @@ import (
 // verify runs Verify with no grace period.
 func verify(t *testing.T, s *testenv.Stack, repair bool) []starter.Divergence {
 	t.Helper()
-	divs, err := s.Starter.Verify(context.Background(), starter.VerifyOptions{Repair: repair})
+	return verifyWith(t, s, starter.VerifyOptions{Repair: repair})
+}
+
+func verifyWith(t *testing.T, s *testenv.Stack, o starter.VerifyOptions) []starter.Divergence {
+	t.Helper()
+	divs, err := s.Starter.Verify(context.Background(), o)
 	require.NoError(t, err)
 	return divs
 }
@@ -32,13 +37,18 @@ func verify(t *testing.T, s *testenv.Stack, repair bool) []starter.Divergence {
 // and for reminderID, and repairs it; and that a second run finds nothing.
 func verifyRepairs(t *testing.T, s *testenv.Stack, kind, reminderID string) starter.Divergence {
 	t.Helper()
-	divs := verify(t, s, true)
+	return verifyRepairsWith(t, s, starter.VerifyOptions{Repair: true}, kind, reminderID)
+}
+
+func verifyRepairsWith(t *testing.T, s *testenv.Stack, o starter.VerifyOptions, kind, reminderID string) starter.Divergence {
+	t.Helper()
+	divs := verifyWith(t, s, o)
 	require.Len(t, divs, 1, "%+v", divs)
 	d := divs[0]
 	require.Equal(t, kind, d.Kind, "%+v", d)
 	require.Equal(t, reminderID, d.ReminderID)
 	require.True(t, d.Repaired(), "%+v", d)
-	require.Empty(t, verify(t, s, true), "a second run finds nothing")
+	require.Empty(t, verifyWith(t, s, o), "a second run finds nothing")
 	return d
 }
 
@@ -303,4 +313,20 @@ func TestVerifyReportsWhatItCannotRepair(t *testing.T) {
 	require.NoError(t, s.Temporal.TerminateWorkflow(ctx, ghost, "", "an operator decided"))
 	require.NoError(t, s.Temporal.TerminateWorkflow(ctx, r.WorkflowID, "", "an operator decided"))
 	require.Empty(t, verify(t, s, true))
+}
+
+// With no worker to answer the status query, verify compares the row with
+// the search attributes the workflow upserts.
+func TestVerifyWithoutAWorkerReadsTheSearchAttributes(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	r := scheduleOne(t, s, time.Now().Add(48*time.Hour))
+	o := starter.VerifyOptions{Repair: true, QueryWait: time.Second}
+	require.Empty(t, verifyWith(t, s, o), "the search attributes agree with the row")
+	exec(t, s, `UPDATE reminders SET due_at = due_at + interval '1 hour', delivery_key = md5('x') || md5('y') WHERE id = $1`, r.ReminderID)
+
+	verifyRepairsWith(t, s, o, starter.DivergenceDueDiffers, r.ReminderID)
+	got := row(t, s, r.ReminderID)
+	require.True(t, r.DueAt.Equal(got.DueAt), "%s != %s", r.DueAt, got.DueAt)
+	require.Equal(t, r.DeliveryKey, got.DeliveryKey)
 }
