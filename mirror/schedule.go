@@ -197,26 +197,31 @@ func nullable(s string) *string {
 // needs them to start it.
 func (s *Store) Unstarted(ctx context.Context, createdBefore time.Time, limit int) ([]NewReminder, error) {
 	rows, _ := s.pool.Query(ctx, `
-SELECT id, shipment_id, update_id, subscriber_id, channel, due_at, workflow_id,
-       approval_timeout, approval_expire_after
+SELECT `+newReminderColumns+`
   FROM reminders
  WHERE workflow_started_at IS NULL AND created_at < $1
    AND state IN ('scheduled', 'awaiting_approval')
  ORDER BY created_at, id
  LIMIT $2`, createdBefore, limit)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (NewReminder, error) {
-		var r NewReminder
-		var channel string
-		var timeout, expire *time.Duration
-		err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire)
-		r.Channel = reminder.Channel(channel)
-		r.Approval = approvalOf(timeout, expire)
-		return r, err
-	})
+	out, err := pgx.CollectRows(rows, scanNewReminder)
 	if err != nil {
 		return nil, fmt.Errorf("error listing unstarted reminders: %w", err)
 	}
 	return out, nil
+}
+
+// newReminderColumns are what a reminder's workflow starts from.
+const newReminderColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, workflow_id,
+       approval_timeout, approval_expire_after`
+
+func scanNewReminder(row pgx.CollectableRow) (NewReminder, error) {
+	var r NewReminder
+	var channel string
+	var timeout, expire *time.Duration
+	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire)
+	r.Channel = reminder.Channel(channel)
+	r.Approval = approvalOf(timeout, expire)
+	return r, err
 }
 
 // MarkStarted records that Temporal accepted the workflows of these

@@ -152,19 +152,28 @@ func runDecide(ctx context.Context, e env, args []string, approve bool) error {
 }
 
 func init() {
-	register("reconcile", "start the workflows of mirror rows that never got one (a starter died mid-schedule)", runReconcile)
+	register("reconcile", "start the workflows of mirror rows that never got one; with --verify, check the mirror and Temporal against each other", runReconcile)
 }
 
 func runReconcile(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "reconcile", "reconcile [--grace D]")
-	grace := fs.Duration("grace", 2*time.Minute, "leave rows younger than this alone: their Schedule may still be running")
+	fs := newFlags(e, "reconcile", "reconcile [--grace D] [--verify [--dry-run]]")
+	grace := fs.Duration("grace", 2*time.Minute, "leave rows changed more recently than this alone: a Schedule or a change may still be running")
+	verify := fs.Bool("verify", false, "check every pending row against its workflow and every running reminder workflow against its row; "+
+		"print each divergence as a JSON line and repair those with one right answer")
+	dryRun := fs.Bool("dry-run", false, "with --verify: report only, repair nothing")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if *grace < 0 {
 		return usagef("--grace must not be negative")
 	}
+	if *dryRun && !*verify {
+		return usagef("--dry-run goes with --verify")
+	}
 	return withStarter(ctx, e, func(d *deps, st *starter.Starter) error {
+		if *verify {
+			return runVerify(ctx, e, d, st, starter.VerifyOptions{Grace: *grace, Repair: !*dryRun})
+		}
 		results, err := st.Reconcile(ctx, *grace)
 		printResults(e, results)
 		if err == nil {
@@ -172,4 +181,29 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 		}
 		return err
 	})
+}
+
+// runVerify prints one JSON line per divergence and fails when any is left
+// unrepaired (reported only, a failed repair, or a dry run), so cron notices.
+func runVerify(ctx context.Context, e env, d *deps, st *starter.Starter, o starter.VerifyOptions) error {
+	divs, err := st.Verify(ctx, o)
+	enc := json.NewEncoder(e.stdout)
+	byKind := map[string]int{}
+	left := 0
+	for _, dv := range divs {
+		_ = enc.Encode(dv)
+		byKind[dv.Kind]++
+		if !dv.Repaired() {
+			left++
+		}
+	}
+	if err != nil {
+		return err
+	}
+	d.logger.Info("verified", "divergences", len(divs), "repaired", len(divs)-left, "left", left,
+		"dry_run", !o.Repair, "kinds", byKind)
+	if left > 0 {
+		return fmt.Errorf("%d of %d divergences left unrepaired", left, len(divs))
+	}
+	return nil
 }

@@ -130,7 +130,8 @@ type DevServer struct {
 
 // StartDevServer starts a private dev server (the CLI from
 // SHIPNOTIFY_DEV_TEMPORAL_BIN) with our search attributes, and waits for it.
-func StartDevServer(t testing.TB) *DevServer {
+// dynamicConfig are KEY=VALUE settings (values JSON) for the server.
+func StartDevServer(t testing.TB, dynamicConfig ...string) *DevServer {
 	t.Helper()
 	bin := need(t, "SHIPNOTIFY_DEV_TEMPORAL_BIN")
 	port := FreePort(t)
@@ -141,6 +142,9 @@ func StartDevServer(t testing.TB) *DevServer {
 		"--log-level", "error"}
 	for _, sa := range []string{"ShipmentId=Keyword", "UpdateId=Keyword", "ReminderState=Keyword", "DueAt=Datetime"} {
 		args = append(args, "--search-attribute", sa)
+	}
+	for _, kv := range dynamicConfig {
+		args = append(args, "--dynamic-config-value", kv)
 	}
 	s := &DevServer{Process: StartProcess(t, os.Environ(), bin, args...), Address: fmt.Sprintf("127.0.0.1:%d", port)}
 	s.WaitHealthy(t)
