@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -32,17 +30,6 @@ func workflowExists(t *testing.T, s *testenv.Stack, workflowID string) bool {
 	return true
 }
 
-// forget deletes a closed workflow as the namespace's retention would.
-func forget(t *testing.T, s *testenv.Stack, workflowID string) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := s.Temporal.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
-		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
-	})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return !workflowExists(t, s, workflowID) }, 2*time.Minute, 250*time.Millisecond)
-}
-
 func countRows(t *testing.T, s *testenv.Stack) (updates, reminders, events int) {
 	t.Helper()
 	require.NoError(t, s.DB.Pool.QueryRow(context.Background(), `
@@ -51,12 +38,12 @@ SELECT (SELECT count(*) FROM updates), (SELECT count(*) FROM reminders), (SELECT
 	return
 }
 
-func terminateAtCleanup(t *testing.T, s *testenv.Stack, results []starter.Result) {
-	t.Cleanup(func() {
-		for _, r := range results {
-			_ = s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
-		}
-	})
+func workflowIDs(results []starter.Result) []string {
+	var ids []string
+	for _, r := range results {
+		ids = append(ids, r.WorkflowID)
+	}
+	return ids
 }
 
 // A start fails after the mirror write; the shipment is cancelled (the row
@@ -121,13 +108,14 @@ func TestCancelRacingAScheduleSendsNothing(t *testing.T) {
 // are finished, so nothing starts and nothing is sent twice.
 func TestResubmissionAfterRetentionSendsNothing(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
+	server := testenv.StartDevServer(t, `history.transferProcessorUpdateAckInterval="1s"`)
+	s := testenv.NewStackWith(t, testenv.StackOptions{TemporalAddress: server.Address})
 	ctx := context.Background()
 	u := s.Update(t, time.Now(), reminder.Email)
 	results, err := s.Starter.Schedule(ctx, u)
 	require.NoError(t, err)
 	require.Equal(t, reminder.Sent, waitFor(t, s, results[0].WorkflowID).State)
-	forget(t, s, results[0].WorkflowID)
+	deleteWorkflow(t, s, results[0].WorkflowID)
 
 	again, err := s.Starter.Schedule(ctx, u)
 	require.NoError(t, err)
@@ -148,7 +136,7 @@ func TestChangedResubmissionIsRefusedAndWritesNothing(t *testing.T) {
 	u := s.Update(t, due, reminder.Email, reminder.Webhook)
 	first, err := s.Starter.Schedule(ctx, u)
 	require.NoError(t, err)
-	terminateAtCleanup(t, s, first)
+	terminateAtCleanup(t, s, workflowIDs(first)...)
 	moved := due.Add(time.Hour)
 	out, err := s.Starter.RescheduleReminder(ctx, first[0].ReminderID, moved, starter.Actor{By: "planner"})
 	require.NoError(t, err)
@@ -205,7 +193,7 @@ func TestRescheduleUpdateShiftsOnce(t *testing.T) {
 	u.Subscribers[1].DueAt, u.Subscribers[1].RemindBefore = time.Time{}, 24*time.Hour
 	results, err := s.Starter.Schedule(ctx, u)
 	require.NoError(t, err)
-	terminateAtCleanup(t, s, results)
+	terminateAtCleanup(t, s, workflowIDs(results)...)
 	shifted := func(r starter.Result, to time.Time) time.Time {
 		return reminder.NormalizeTime(r.DueAt.Add(to.Sub(window)))
 	}
@@ -280,7 +268,7 @@ func TestRescheduleThatFailsMovesNothing(t *testing.T) {
 	due := time.Now().Add(48 * time.Hour)
 	results, err := s.Starter.Schedule(ctx, s.Update(t, due, reminder.Email))
 	require.NoError(t, err)
-	terminateAtCleanup(t, s, results)
+	terminateAtCleanup(t, s, workflowIDs(results)...)
 	r := results[0]
 
 	tx, err := s.DB.Pool.Begin(ctx)

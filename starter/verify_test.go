@@ -66,11 +66,19 @@ func scheduleOne(t *testing.T, s *testenv.Stack, due time.Time, edit ...func(*re
 	return results[0]
 }
 
-func terminateAtCleanup(t *testing.T, s *testenv.Stack, workflowID string) {
-	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), workflowID, "", "test over") })
+// terminateAtCleanup ends workflows a test leaves sleeping, so the shared
+// dev server is not littered with them.
+func terminateAtCleanup(t *testing.T, s *testenv.Stack, workflowIDs ...string) {
+	t.Cleanup(func() {
+		for _, id := range workflowIDs {
+			_ = s.Temporal.TerminateWorkflow(context.Background(), id, "", "test over")
+		}
+	})
 }
 
-// deleteWorkflow removes a workflow from Temporal, as retention would.
+// deleteWorkflow removes a workflow from Temporal, as retention would. On
+// the shared dev server a deletion waits up to a minute and a half for the
+// close to be acknowledged; privateDevServer makes that a second.
 func deleteWorkflow(t *testing.T, s *testenv.Stack, workflowID string) {
 	t.Helper()
 	ctx := context.Background()
