@@ -297,4 +297,25 @@ func TestRescheduleThatFailsMovesNothing(t *testing.T) {
 	out, err = s.Starter.RescheduleReminder(ctx, r.ReminderID, due.Add(24*time.Hour), starter.Actor{By: "planner"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
+	require.NoError(t, s.Temporal.TerminateWorkflow(ctx, r.WorkflowID, "", "test over"))
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "reschedule-failed-then-moved")
+}
+
+// A row another path finished while its workflow slept (here: cancelled
+// behind the workflow's back) stops the workflow at the send: the notify
+// activity refuses it, nothing goes out, and the workflow ends as the
+// mirror says.
+func TestAFinishedRowStopsItsWorkflowAtTheSend(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	results, err := s.Starter.Schedule(ctx, s.Update(t, time.Now().Add(2*time.Second), reminder.Email))
+	require.NoError(t, err)
+	r := results[0]
+	_, err = s.DB.Pool.Exec(ctx, `UPDATE reminders SET state = 'cancelled' WHERE id = $1`, r.ReminderID)
+	require.NoError(t, err)
+
+	require.Equal(t, reminder.Cancelled, waitFor(t, s, r.WorkflowID).State)
+	require.Zero(t, s.Mail.Requests(), "nothing sent")
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "ended-as-mirror")
 }

@@ -83,7 +83,7 @@ func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (Reschedul
 	if err := r.checkReschedule(ctx, req); err != nil {
 		return RescheduleResult{}, err
 	}
-	if workflow.GetVersion(ctx, changeOperatorWriteFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if workflow.GetVersion(ctx, changeRescheduleWritesFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return r.rescheduleMemoryFirst(ctx, req)
 	}
 	due := reminder.NormalizeTime(req.DueAt)
@@ -109,7 +109,7 @@ func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (Reschedul
 }
 
 // rescheduleMemoryFirst is reschedule as reminders started before
-// changeOperatorWriteFirst ran it; they replay through it.
+// changeRescheduleWritesFirst ran it; they replay through it.
 func (r *run) rescheduleMemoryFirst(ctx workflow.Context, req RescheduleRequest) (RescheduleResult, error) {
 	from := r.due
 	r.due = reminder.NormalizeTime(req.DueAt)
@@ -162,7 +162,11 @@ func (r *run) reject(ctx workflow.Context, d Decision) (DecisionResult, error) {
 }
 
 // decide takes a decision: the mirror first, then the workflow, so a
-// decision that reports failure has changed nothing.
+// decision that reports failure has changed nothing. (Unlike a reschedule,
+// this order emits the same commands as the memory-first order reminders
+// started before it ran: the main loop waits for the handler either way, and
+// local-activity markers are matched apart from other commands. The
+// recorded approved and rejected histories replay through it.)
 func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionResult, error) {
 	r.busy++
 	defer func() { r.busy-- }()
@@ -178,16 +182,6 @@ func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionR
 	to, event := reminder.Cancelled, "rejected"
 	if approved {
 		to, event = reminder.Scheduled, "approved"
-	}
-	if workflow.GetVersion(ctx, changeOperatorWriteFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		// As reminders started before the change ran it: memory first.
-		r.decision, r.state = record, to
-		r.note(ctx, event, "")
-		recordTransition(ctx, r.in.ReminderID, to, event, detail)
-		if err := upsertState(ctx, to); err != nil {
-			workflow.GetLogger(ctx).Error("search attribute upsert failed", "error", err)
-		}
-		return DecisionResult{State: r.state}, nil
 	}
 	r.deciding = true
 	err := workflow.ExecuteLocalActivity(operatorWriteOptions(ctx), a.RecordTransition, activities.TransitionInput{

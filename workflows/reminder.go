@@ -41,9 +41,9 @@ const (
 	// changeEscalationBeside: an escalation runs beside the reminder, so
 	// one that keeps failing holds neither an expiry nor a cancel behind it.
 	changeEscalationBeside = "escalation-beside-the-reminder"
-	// changeOperatorWriteFirst: a reschedule or a decision writes the
-	// mirror first and changes the workflow only once the write is taken.
-	changeOperatorWriteFirst = "operator-change-writes-mirror-first"
+	// changeRescheduleWritesFirst: a reschedule writes the mirror first and
+	// moves the timer only once the write is taken.
+	changeRescheduleWritesFirst = "operator-change-writes-mirror-first"
 	// changeCancelStopsSend: a cancel stops a send that is still retrying.
 	changeCancelStopsSend = "cancel-stops-a-retrying-send"
 )
