@@ -28,6 +28,7 @@ import (
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	shipworker "github.com/shipnotify/shipnotify/worker"
 )
 
 func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
@@ -67,6 +68,9 @@ func TestComposeFile(t *testing.T) {
 		require.NotNil(t, s.HealthCheck, "%s has a healthcheck", name)
 	}
 	worker, _ := p.GetService("worker")
+	require.NotNil(t, worker.StopGracePeriod, "the worker gets a stop grace period")
+	require.Greater(t, time.Duration(*worker.StopGracePeriod), shipworker.StopTimeout,
+		"a deploy lets in-flight sends finish: the grace period outlasts the worker's stop timeout")
 	require.Equal(t, "service_completed_successfully", worker.DependsOn["migrate"].Condition)
 	require.Equal(t, "service_completed_successfully", worker.DependsOn["setup"].Condition)
 	migrate, _ := p.GetService("migrate")
