@@ -250,14 +250,21 @@ VALUES ($1, $2, 'reminder', 'sending', 'another-worker', now() + interval '1 min
 	require.Len(t, f.mail.Mails(), 1)
 }
 
+// A reminder the mirror does not hold fails for good, for its own delivery
+// and for an escalation about it, instead of retrying for three days.
 func TestUnknownReminderIsPermanent(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	_, err := f.notify(t, activities.NotifyInput{ReminderID: "SHP-0/u/s", SubscriberID: "s", DueAt: f.now})
-	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(err, &appErr), "got %v", err)
-	require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type())
-	require.True(t, appErr.NonRetryable())
+	for _, in := range []activities.NotifyInput{
+		{ReminderID: "SHP-0/u/s", SubscriberID: "s", DueAt: f.now},
+		{Purpose: reminder.PurposeEscalation, ReminderID: "SHP-0/u/s", SubscriberID: "s", Reason: "delivery_failed"},
+	} {
+		_, err := f.notify(t, in)
+		var appErr *temporal.ApplicationError
+		require.True(t, errors.As(err, &appErr), "got %v", err)
+		require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type(), in.Purpose)
+		require.True(t, appErr.NonRetryable())
+	}
 }
 
 // 410 Gone disables the endpoint: that delivery fails for good, and no

@@ -47,20 +47,6 @@ func TestNotifyRefusesAFinishedReminder(t *testing.T) {
 	}
 }
 
-// An escalation for a reminder the mirror does not hold fails for good
-// instead of retrying for three days.
-func TestEscalationOfAMissingReminderIsPermanent(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	_, err := f.notify(t, activities.NotifyInput{
-		Purpose: reminder.PurposeEscalation, ReminderID: "SHP-0/u/s", SubscriberID: "s", Reason: "delivery_failed",
-	})
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, activities.ErrTypeReminderNotFound, appErr.Type())
-	require.True(t, appErr.NonRetryable())
-}
-
 // A cancellation notice carries the due time the reminder was sent for,
 // not the zero time its (due-less) input has.
 func TestCancellationNoticeCarriesTheRealDueTime(t *testing.T) {

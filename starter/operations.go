@@ -144,6 +144,9 @@ func (s *Starter) cancelWorkflow(ctx context.Context, reminderID, workflowID str
 		var res workflows.CancelResult
 		if err = h.Get(wctx, &res); err == nil {
 			out.Status, out.State = res.Outcome, res.State
+			if res.Outcome == workflows.OutcomeCompensationFailed {
+				out.Error = "the cancellation notice failed for good; the reminder's events say why"
+			}
 			return out, nil
 		}
 	}

@@ -36,25 +36,27 @@ func actorFlags(fs *flag.FlagSet, e env) *starter.Actor {
 }
 
 // printOutcomes writes one JSON line per reminder and fails when any
-// reminder refused, so a script notices.
+// reminder refused the change, could not record it, or could not be
+// compensated, so a script notices.
 func printOutcomes(e env, outs []starter.Outcome, err error) error {
 	enc := json.NewEncoder(e.stdout)
-	refused := 0
+	notDone := 0
 	for _, o := range outs {
 		if o.ReminderID == "" {
 			continue
 		}
 		_ = enc.Encode(o)
-		if o.Status == starter.StatusRefused {
-			refused++
-			fmt.Fprintf(e.stderr, "shipnotify: %s refused: %s\n", o.ReminderID, o.Error)
+		switch o.Status {
+		case starter.StatusRefused, starter.StatusFailed, starter.StatusCompensationFailed:
+			notDone++
+			fmt.Fprintf(e.stderr, "shipnotify: %s %s: %s\n", o.ReminderID, o.Status, o.Error)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if refused > 0 {
-		return fmt.Errorf("%d of %d reminders refused", refused, len(outs))
+	if notDone > 0 {
+		return fmt.Errorf("%d of %d reminders refused or failed", notDone, len(outs))
 	}
 	return nil
 }
