@@ -329,3 +329,44 @@ func TestVisibilityByShipmentAndState(t *testing.T) {
 	require.Eventually(t, func() bool { return len(list(awaiting)) == 1 }, 20*time.Second, 100*time.Millisecond)
 	require.ElementsMatch(t, []string{all[1].WorkflowID}, list(awaiting))
 }
+
+// An overdue-approval escalation that keeps failing (the mail API answering
+// 503) holds neither the expiry nor a cancel behind it: each comes on time,
+// and the escalation still retrying is abandoned.
+func TestFailingEscalationHoldsNothingBehindIt(t *testing.T) {
+	t.Parallel()
+	for _, cancel := range []bool{false, true} {
+		t.Run(map[bool]string{false: "expiry", true: "cancel"}[cancel], func(t *testing.T) {
+			t.Parallel()
+			s := testenv.NewStack(t)
+			ctx := context.Background()
+			s.Mail.Fail(failing(503, 1000)...)
+			u := s.Update(t, time.Now().Add(time.Hour), reminder.Email)
+			u.Approval = reminder.Approval{Required: true, Timeout: time.Second, ExpireAfter: 5 * time.Second}
+			if cancel {
+				u.Approval.ExpireAfter = time.Hour
+			}
+			u.EscalationEmail = escalationContact
+			results, err := s.Starter.Schedule(ctx, u)
+			require.NoError(t, err)
+			r := results[0]
+			require.Eventually(t, func() bool { return s.Mail.Requests() >= 3 }, 30*time.Second, 50*time.Millisecond,
+				"the escalation is retrying")
+			want := reminder.Expired
+			if cancel {
+				outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+				require.NoError(t, err)
+				require.Equal(t, starter.StatusCancelled, outs[0].Status, "answered, not held behind the escalation")
+				want = reminder.Cancelled
+			}
+
+			wctx, stop := context.WithTimeout(ctx, 30*time.Second)
+			defer stop()
+			var res workflows.ReminderResult
+			require.NoError(t, s.Temporal.GetWorkflow(wctx, r.WorkflowID, "").Get(wctx, &res), "ended on time")
+			require.Equal(t, want, res.State)
+			require.Equal(t, want, row(t, s, r.ReminderID).State)
+			require.Empty(t, s.Mail.Mails(), "nothing got through")
+		})
+	}
+}

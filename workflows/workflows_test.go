@@ -585,40 +585,6 @@ func TestFailedDecisionChangesNothing(t *testing.T) {
 	require.Empty(t, h.sends(""))
 }
 
-// An approval-timeout escalation that keeps failing does not hold the
-// expiry or a cancel behind it; it is abandoned when the reminder ends.
-func TestFailingEscalationHoldsNothingBehindIt(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		cancel bool
-		end    reminder.State
-		at     time.Duration
-	}{
-		{"expiry", false, reminder.Expired, 3 * day},
-		{"cancel", true, reminder.Cancelled, 2 * day},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.failEscalation = errors.New("mail API answered 503")
-			var o *outcome
-			if tc.cancel {
-				o = h.update(tc.at, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
-			}
-			res := h.run(withApproval(input(t0.Add(12 * time.Hour))))
-			require.Equal(t, tc.end, res.State)
-			require.Equal(t, t0.Add(tc.at), h.env.Now().UTC(), "ended on time, not after the escalation's retry budget")
-			require.Greater(t, len(h.sends(reminder.PurposeEscalation)), 3, "the escalation was retrying")
-			require.Equal(t, []string{string(tc.end)}, h.events())
-			if o != nil {
-				require.NoError(t, o.err)
-				require.Equal(t, workflows.OutcomeCancelled, o.result.(workflows.CancelResult).Outcome)
-			}
-		})
-	}
-}
-
 // A reminder whose mirror row another path finished (cancelled while its
 // workflow was being started) ends as the mirror says when its notify
 // refuses to send; the mirror is not written again.
