@@ -76,31 +76,39 @@ func TestCancelledReminderIsNeverStartedAgain(t *testing.T) {
 // A cancel runs between the schedule's mirror write and its workflow start:
 // the cancel finds no workflow and cancels the row; the schedule then starts
 // the workflow. The schedule sees the row cancelled when it marks it started
-// and cancels the workflow it just started; and should it not, the notify
-// activity refuses a cancelled row. Nothing is sent.
+// and cancels the workflow it just started, at once, whether the reminder
+// is due now or in an hour (and should it not, the notify activity refuses
+// a cancelled row: TestAFinishedRowStopsItsWorkflowAtTheSend). Nothing is
+// sent.
 func TestCancelRacingAScheduleSendsNothing(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
-	ctx := context.Background()
-	u := s.Update(t, time.Now(), reminder.Email, reminder.Webhook)
+	for name, due := range map[string]time.Duration{"due now": 0, "due in an hour": time.Hour} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := testenv.NewStack(t)
+			ctx := context.Background()
+			u := s.Update(t, time.Now().Add(due), reminder.Email, reminder.Webhook)
 
-	racing := *s.Starter
-	racing.BetweenMirrorAndStart(func() error {
-		outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
-		for _, o := range outs {
-			require.Equal(t, starter.StatusCancelled, o.Status)
-		}
-		return err
-	})
-	results, err := racing.Schedule(ctx, u)
-	require.NoError(t, err)
-	for _, r := range results {
-		require.Equal(t, reminder.Cancelled, waitFor(t, s, r.WorkflowID).State)
-		require.Equal(t, reminder.Cancelled, row(t, s, r.ReminderID).State)
-		require.Equal(t, reminder.Cancelled, r.State, "the schedule reports what the row became")
+			racing := *s.Starter
+			racing.BetweenMirrorAndStart(func() error {
+				outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+				for _, o := range outs {
+					require.Equal(t, starter.StatusCancelled, o.Status)
+				}
+				return err
+			})
+			results, err := racing.Schedule(ctx, u)
+			require.NoError(t, err)
+			terminateAtCleanup(t, s, workflowIDs(results)...)
+			for _, r := range results {
+				require.Equal(t, reminder.Cancelled, waitFor(t, s, r.WorkflowID).State)
+				require.Equal(t, reminder.Cancelled, row(t, s, r.ReminderID).State)
+				require.Equal(t, reminder.Cancelled, r.State, "the schedule reports what the row became")
+			}
+			require.Zero(t, s.Mail.Requests(), "nothing sent")
+			require.Zero(t, s.Hooks.Requests(), "nothing sent")
+		})
 	}
-	require.Zero(t, s.Mail.Requests(), "nothing sent")
-	require.Zero(t, s.Hooks.Requests(), "nothing sent")
 }
 
 // A delivered update is resubmitted after the namespace's retention dropped
