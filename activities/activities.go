@@ -164,7 +164,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 	skip, err := a.nothingToSend(ctx, in)
 	if errors.Is(err, mirror.ErrNotFound) {
-		return res, temporal.NewNonRetryableApplicationError("reminder is not in the mirror", ErrTypeReminderNotFound, err)
+		return res, notInTheMirror(err)
 	}
 	if err != nil || skip != "" {
 		res.Skipped, res.SkipReason = skip != "", skip
@@ -176,7 +176,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		Key: key, ReminderID: in.ReminderID, Purpose: in.purpose(), Owner: owner, LeaseFor: leaseFor(ctx),
 	})
 	if errors.Is(err, mirror.ErrNotFound) {
-		return res, temporal.NewNonRetryableApplicationError("reminder is not in the mirror", ErrTypeReminderNotFound, err)
+		return res, notInTheMirror(err)
 	}
 	if err != nil {
 		return res, err
@@ -288,6 +288,11 @@ func attemptDeadline(ctx context.Context) time.Time {
 // attempt, then the record that may outlive it, with a margin.
 func leaseFor(ctx context.Context) time.Duration {
 	return time.Until(attemptDeadline(ctx)) + recordTimeout + 2*time.Second
+}
+
+// notInTheMirror fails a delivery for good: no retry brings the row back.
+func notInTheMirror(err error) error {
+	return temporal.NewNonRetryableApplicationError("reminder is not in the mirror", ErrTypeReminderNotFound, err)
 }
 
 func isNonRetryable(err error) bool {
