@@ -39,7 +39,7 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{db: testenv.Postgres(t), secret: webhook.NewSecret(), now: time.Now()}
-	f.mirror = mirror.New(f.db.Pool)
+	f.mirror = mirror.New(f.db.Pool).SealSecretsWith(testenv.Codec(t))
 	var err error
 	f.mail, err = sink.StartMail("", testenv.MailAPIKey)
 	require.NoError(t, err)

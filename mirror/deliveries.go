@@ -122,6 +122,9 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w", err)
 	}
 	r.Channel, t.State = reminder.Channel(channel), reminder.State(state)
+	if r.WebhookSecret, err = s.openSecret(r.WebhookSecret, r.ID); err != nil {
+		return ClaimResult{}, err
+	}
 	if windowStart != nil {
 		t.WindowStart = *windowStart
 	}

@@ -22,7 +22,8 @@ var ErrNotFound = errors.New("not found in the mirror")
 
 // Store reads and writes the mirror through a pgx pool.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	sealer Sealer
 }
 
 // New returns a store over pool. The pool's size bounds the store's

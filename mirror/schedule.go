@@ -117,11 +117,15 @@ func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []Ne
 			return err
 		}
 		if out.Inserted {
-			if _, err := tx.Exec(ctx, insertReminders, reminderColumns(u, rems)...); err != nil {
+			args, err := s.reminderColumns(u, rems)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, insertReminders, args...); err != nil {
 				return err
 			}
 		}
-		out.Requested, out.Reminders, err = readStored(ctx, tx, u.ShipmentID, u.UpdateID)
+		out.Requested, out.Reminders, err = s.readStored(ctx, tx, u.ShipmentID, u.UpdateID)
 		return err
 	})
 	if err != nil {
@@ -130,8 +134,9 @@ func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []Ne
 	return out, nil
 }
 
-// reminderColumns turns reminders into insertReminders' arguments.
-func reminderColumns(u reminder.Update, rems []NewReminder) []any {
+// reminderColumns turns reminders into insertReminders' arguments, webhook
+// secrets sealed.
+func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, error) {
 	n := len(rems)
 	ids, subs, channels := make([]string, n), make([]string, n), make([]string, n)
 	emails, urls, secrets := make([]*string, n), make([]*string, n), make([]*string, n)
@@ -139,7 +144,11 @@ func reminderColumns(u reminder.Update, rems []NewReminder) []any {
 	states, timeouts, expires := make([]string, n), make([]*float64, n), make([]*float64, n)
 	for i, r := range rems {
 		ids[i], subs[i], channels[i] = r.ID, r.SubscriberID, string(r.Channel)
-		emails[i], urls[i], secrets[i] = nullable(r.Email), nullable(r.WebhookURL), nullable(r.WebhookSecret)
+		secret, err := s.sealSecret(r.WebhookSecret, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		emails[i], urls[i], secrets[i] = nullable(r.Email), nullable(r.WebhookURL), nullable(secret)
 		dues[i], keys[i], wfids[i] = r.DueAt, r.DeliveryKey(), r.WorkflowID
 		states[i] = string(r.InitialState())
 		if r.Approval.Required {
@@ -148,10 +157,10 @@ func reminderColumns(u reminder.Update, rems []NewReminder) []any {
 		}
 	}
 	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
-		states, timeouts, expires}
+		states, timeouts, expires}, nil
 }
 
-func readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
+func (s *Store) readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
 	u := reminder.Update{ShipmentID: shipmentID, UpdateID: updateID}
 	var windowStart *time.Time
 	err := tx.QueryRow(ctx, selectStoredUpdate, shipmentID, updateID).
@@ -175,7 +184,16 @@ func readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID string) (re
 		q.Approval = approvalOf(timeout, expire)
 		return r, err
 	})
-	return u, rems, err
+	if err != nil {
+		return u, nil, err
+	}
+	for i := range rems {
+		q := &rems[i].Requested
+		if q.WebhookSecret, err = s.openSecret(q.WebhookSecret, q.ID); err != nil {
+			return u, nil, err
+		}
+	}
+	return u, rems, nil
 }
 
 func approvalOf(timeout, expire *time.Duration) reminder.Approval {

@@ -61,7 +61,12 @@ func (d *deps) mirror(ctx context.Context, maxConns int32) (*mirror.Store, error
 		return nil, fmt.Errorf("error connecting to PostgreSQL at DATABASE_URL: %w", err)
 	}
 	d.closers = append(d.closers, pool.Close)
-	return mirror.New(pool), nil
+	store := mirror.New(pool)
+	if c := d.cfg.Codec; c != nil {
+		// Webhook secrets are sealed at rest with the payload keys.
+		store.SealSecretsWith(c)
+	}
+	return store, nil
 }
 
 // temporal dials the Temporal frontend, with the payload codec.

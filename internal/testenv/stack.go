@@ -92,7 +92,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 		Temporal: TemporalAt(t, o.TemporalAddress, logs), TaskQueue: TaskQueue(t),
 		HookSecret: webhook.NewSecret(), Logs: logs,
 	}
-	s.Mirror = mirror.New(s.DB.Pool)
+	s.Mirror = mirror.New(s.DB.Pool).SealSecretsWith(Codec(t))
 	var err error
 	if s.Mail, err = sink.StartMail("", MailAPIKey); err != nil {
 		t.Fatal(err)
