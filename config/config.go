@@ -41,6 +41,9 @@ type Config struct {
 	TaskQueue string
 
 	DatabaseURL string
+	// MigrateDatabaseURL reaches the mirror as the owner of its tables, for
+	// migrations; the rest of the product runs on DatabaseURL.
+	MigrateDatabaseURL string
 
 	SendGridAPIKey  string
 	SendGridBaseURL string
@@ -103,6 +106,12 @@ func Load(lookup Lookup) (Config, error) {
 	c.DatabaseURL = get("DATABASE_URL")
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return Config{}, fmt.Errorf("DATABASE_URL: want a postgres:// URL")
+	}
+	c.MigrateDatabaseURL = get("SHIPNOTIFY_MIGRATE_DATABASE_URL")
+	if c.MigrateDatabaseURL == "" {
+		c.MigrateDatabaseURL = c.DatabaseURL
+	} else if u, err := url.Parse(c.MigrateDatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_MIGRATE_DATABASE_URL: want a postgres:// URL")
 	}
 
 	c.SendGridAPIKey = get("SENDGRID_API_KEY")

@@ -45,9 +45,14 @@ func (d *deps) close() {
 
 // mirror connects to PostgreSQL with a pool of maxConns (0: pgx's default).
 func (d *deps) mirror(ctx context.Context, maxConns int32) (*mirror.Store, error) {
-	pcfg, err := pgxpool.ParseConfig(d.cfg.DatabaseURL)
+	return d.mirrorAt(ctx, "DATABASE_URL", d.cfg.DatabaseURL, maxConns)
+}
+
+// mirrorAt connects to the mirror at url, named by its variable in errors.
+func (d *deps) mirrorAt(ctx context.Context, variable, url string, maxConns int32) (*mirror.Store, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+		return nil, usageError{fmt.Errorf("%s: %w", variable, err)}
 	}
 	if maxConns > 0 {
 		pcfg.MaxConns = maxConns
@@ -58,7 +63,7 @@ func (d *deps) mirror(ctx context.Context, maxConns int32) (*mirror.Store, error
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("error connecting to PostgreSQL at DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("error connecting to PostgreSQL at %s: %w", variable, err)
 	}
 	d.closers = append(d.closers, pool.Close)
 	store := mirror.New(pool)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/shipnotify/shipnotify/migrations"
-	"github.com/shipnotify/shipnotify/mirror"
 )
 
 func init() {
@@ -17,11 +16,19 @@ func runMigrate(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return withMirror(ctx, e, 2, func(d *deps, store *mirror.Store) error {
-		if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
-			return err
-		}
-		fmt.Fprintln(e.stdout, "schema is up to date")
-		return nil
-	})
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	// Migrations run as the tables' owner; everything else as the runtime role.
+	store, err := d.mirrorAt(ctx, "SHIPNOTIFY_MIGRATE_DATABASE_URL", d.cfg.MigrateDatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "schema is up to date")
+	return nil
 }

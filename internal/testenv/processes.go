@@ -287,7 +287,7 @@ func (s *Stack) Env(extra ...string) []string {
 		"TEMPORAL_ADDRESS=" + s.TemporalAddress,
 		"TEMPORAL_NAMESPACE=default",
 		"TEMPORAL_CONFIG_FILE=/nonexistent",
-		"DATABASE_URL=" + s.DB.URL,
+		"DATABASE_URL=" + s.DB.ProductURL(),
 		"SHIPNOTIFY_TASK_QUEUE=" + s.TaskQueue,
 		"SENDGRID_API_KEY=" + MailAPIKey,
 		"SENDGRID_BASE_URL=" + s.Mail.URL(),

@@ -2,10 +2,12 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -69,6 +71,10 @@ type StackOptions struct {
 	DatabaseURL string
 	// NoWorker leaves the worker out (a test runs its own, as a process).
 	NoWorker bool
+	// RuntimeRole runs the product (starter, worker, commands under test)
+	// as a member of shipnotify_runtime, as production does; DB.Pool stays
+	// the owner's, for the test's own SQL.
+	RuntimeRole bool
 }
 
 // NewStack builds and starts a Stack; everything stops when the test ends.
@@ -87,13 +93,21 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 		o.DatabaseURL = need(t, "TEST_DATABASE_URL")
 	}
 	logs := &SyncBuffer{}
+	var err error
 	s := &Stack{
 		DB: PostgresAt(t, o.DatabaseURL), TemporalAddress: o.TemporalAddress,
 		Temporal: TemporalAt(t, o.TemporalAddress, logs), TaskQueue: TaskQueue(t),
 		HookSecret: webhook.NewSecret(), Logs: logs,
 	}
-	s.Mirror = mirror.New(s.DB.Pool).SealSecretsWith(Codec(t))
-	var err error
+	pool := s.DB.Pool
+	if o.RuntimeRole {
+		s.DB.RuntimeURL = RuntimeRole(t, s.DB)
+		if pool, err = pgxpool.New(context.Background(), s.DB.RuntimeURL); err != nil {
+			t.Fatalf("connecting as the runtime role: %v", err)
+		}
+		t.Cleanup(pool.Close)
+	}
+	s.Mirror = mirror.New(pool).SealSecretsWith(Codec(t))
 	if s.Mail, err = sink.StartMail("", MailAPIKey); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ type DB struct {
 	Schema string
 	// URL reaches the same schema (search_path set), for commands under test.
 	URL string
+	// RuntimeURL, when set, reaches it as a member of shipnotify_runtime;
+	// the stack's commands use it.
+	RuntimeURL string
 }
 
 // Postgres returns a pool on a new schema with every migration applied; the
@@ -178,4 +181,38 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// RuntimeRole creates a login role that is a member of shipnotify_runtime
+// (the role migrations grant the product's DML to) and returns a URL that
+// reaches db's schema as it, as workers connect in production. The role is
+// dropped when the test ends.
+func RuntimeRole(t testing.TB, db DB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	role := "t_app_" + randomHex(6)
+	if _, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN IN ROLE shipnotify_runtime"); err != nil {
+		t.Fatalf("creating runtime role: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = db.Pool.Exec(ctx, "DROP ROLE IF EXISTS "+role)
+	})
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatalf("parsing the schema's URL: %v", err)
+	}
+	u.User = url.User(role)
+	return u.String()
+}
+
+// ProductURL is the URL the product runs on: the runtime role's when the
+// test made one, else the owner's.
+func (db DB) ProductURL() string {
+	if db.RuntimeURL != "" {
+		return db.RuntimeURL
+	}
+	return db.URL
 }
