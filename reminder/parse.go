@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,10 +70,14 @@ func ParseUpdate(r io.Reader) (Update, error) {
 	return w.toUpdate()
 }
 
-// decodeStrict decodes one JSON value, refusing unknown fields and trailing
-// data; errors name fields under prefix. Nested objects are decoded by their
-// own call so an unknown field's error carries its full path.
+// decodeStrict decodes one JSON value, refusing duplicate keys, keys not
+// spelled exactly as v's fields, and trailing data; errors name fields under
+// prefix. Nested objects are decoded by their own call so an unknown field's
+// error carries its full path.
 func decodeStrict(data []byte, v any, prefix string) error {
+	if err := checkKeys(data, v, prefix); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -82,16 +89,89 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	return nil
 }
 
-func jsonError(err error, prefix string) error {
-	join := func(field string) string {
-		switch {
-		case prefix == "":
-			return field
-		case field == "":
-			return prefix
-		}
-		return prefix + "." + field
+// checkKeys refuses, among the keys of the object data holds, one given
+// twice or one not spelled exactly as a field of v (a pointer to a struct
+// with json tags). encoding/json alone keeps the last of two keys and matches
+// keys case-insensitively, even "\u212Aind" (a Kelvin sign) for "kind", so
+// what we checked could differ from what another reader of the same document
+// sees. Data that is not an object, or is malformed, is left to the decoder
+// to report.
+func checkKeys(data []byte, v any, prefix string) error {
+	known := jsonNames(reflect.TypeOf(v).Elem())
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
 	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := tok.(string)
+		field := joinField(prefix, keyName(name))
+		if seen[name] {
+			return fieldErr(field, "duplicate key")
+		}
+		seen[name] = true
+		if !slices.Contains(known, name) {
+			for _, k := range known {
+				if strings.EqualFold(k, name) {
+					return fieldErr(field, "unknown field; keys are case-sensitive (did you mean %q?)", k)
+				}
+			}
+			return fieldErr(field, "unknown field")
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// jsonNames lists the keys a struct type decodes, as its json tags spell them.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// plainKey is a key an error may name as it is; any other is quoted in ASCII
+// and cut short, so the error stays one short line.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_]{1,40}$`)
+
+func keyName(name string) string {
+	if plainKey.MatchString(name) {
+		return name
+	}
+	if r := []rune(name); len(r) > 40 {
+		name = string(r[:40]) + "..."
+	}
+	return strconv.QuoteToASCII(name)
+}
+
+func joinField(prefix, field string) string {
+	switch {
+	case prefix == "":
+		return field
+	case field == "":
+		return prefix
+	}
+	return prefix + "." + field
+}
+
+func jsonError(err error, prefix string) error {
+	join := func(field string) string { return joinField(prefix, field) }
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -107,7 +187,7 @@ func jsonError(err error, prefix string) error {
 		return fieldErr(prefix, "malformed JSON: unexpected end of input")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return fieldErr(join(name), "unknown field")
+		return fieldErr(join(keyName(name)), "unknown field")
 	}
 	return fieldErr(prefix, "malformed JSON: %s", err.Error())
 }

@@ -52,6 +52,9 @@ func BadUpdates(now time.Time) []BadUpdate {
 	subSet := func(i int, key string, v any) string { return mut(func(u map[string]any) { sub(u, i)[key] = v }) }
 	subDel := func(i int, key string) string { return mut(func(u map[string]any) { delete(sub(u, i), key) }) }
 	valid := mut(func(map[string]any) {})
+	// edit changes the valid document's text: for what a map cannot hold.
+	edit := func(old, new string) string { return strings.Replace(valid, old, new, 1) }
+	hook := `"url":"https://hooks.consignee.example/in"`
 
 	return []BadUpdate{
 		{"malformed JSON", "malformed JSON", `{"shipment_id": "SHP-1",`},
@@ -60,6 +63,14 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"array instead of object", "update", `[]`},
 		{"trailing data", "after the object", valid + ` {}`},
 		{"unknown field", "shipmentid", set("shipmentid", "SHP-1")},
+		{"key in the wrong case", "subscribers[2].URL: unknown field", edit(hook, strings.Replace(hook, "url", "URL", 1))},
+		{"top-level key in the wrong case", "Kind: unknown field", edit(`"kind":`, `"Kind":`)},
+		{"message key in the wrong case", "message.Subject: unknown field", edit(`"subject":`, `"Subject":`)},
+		{"key with a Kelvin sign", `"\u212aind": unknown field`, edit(`"kind":`, `"\u212aind":`)},
+		{"duplicate key", "subscribers[2].url: duplicate key", edit(hook, hook+`,"url":"https://10.0.0.1/in"`)},
+		{"duplicate key spelled with an escape", "subscribers[2].url: duplicate key", edit(hook, hook+`,"\u0075rl":"https://x.example/"`)},
+		{"duplicate top-level key", "update_id: duplicate key", edit(`"update_id":"window-1"`, `"update_id":"window-1","update_id":"window-2"`)},
+		{"duplicate message key", "message.text: duplicate key", edit(`"text":`, `"text":"x","text":`)},
 		{"missing shipment id", "shipment_id", del("shipment_id")},
 		{"shipment id not a string", "shipment_id", set("shipment_id", 42)},
 		{"shipment id too long", "shipment_id", set("shipment_id", strings.Repeat("S", 65))},
