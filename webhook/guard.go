@@ -85,26 +85,43 @@ var registry = ssrf.New(ssrf.WithAnyPort(), ssrf.WithAnyNetwork())
 // in its last 32 bits, and that address is what the translator reaches.
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
-// CheckAddr refuses an address and port a webhook must not reach.
+// CheckAddr refuses an address and port a webhook must not reach. Its
+// error names the address, for the operator: it is used at connection time.
 func (g Guard) CheckAddr(ip netip.Addr, port int) error {
+	switch g.judgeAddr(ip, port) {
+	case nonPublic:
+		return fmt.Errorf("%w: %s is not a public address", ErrForbiddenAddress, ip)
+	case wrongPort:
+		return fmt.Errorf("%w: port %d (webhooks go to 443)", ErrForbiddenAddress, port)
+	}
+	return nil
+}
+
+type addrVerdict int
+
+const (
+	allowed addrVerdict = iota
+	nonPublic
+	wrongPort
+)
+
+func (g Guard) judgeAddr(ip netip.Addr, port int) addrVerdict {
 	ip = ip.Unmap()
 	if nat64.Contains(ip) {
 		b := ip.As16()
 		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
 	}
-	if !ip.IsValid() {
-		return fmt.Errorf("%w: not an IP address", ErrForbiddenAddress)
+	switch {
+	case !ip.IsValid():
+		return nonPublic
+	case ip.IsLoopback() && g.AllowLoopback:
+		return allowed
+	case registry.SafeAddr(ip) != nil:
+		return nonPublic
+	case port != 443:
+		return wrongPort
 	}
-	if ip.IsLoopback() && g.AllowLoopback {
-		return nil
-	}
-	if err := registry.SafeAddr(ip); err != nil {
-		return fmt.Errorf("%w: %s is not a public address", ErrForbiddenAddress, ip)
-	}
-	if port != 443 {
-		return fmt.Errorf("%w: port %d (webhooks go to 443)", ErrForbiddenAddress, port)
-	}
-	return nil
+	return allowed
 }
 
 // CheckURL checks one webhook URL at schedule time, as CheckURLs does.
@@ -180,12 +197,17 @@ func (g Guard) checkSyntax(raw string) (string, error) {
 	return host, nil
 }
 
+// checkEndpoint judges a literal address without repeating it: the URL is
+// the customer's and may be personal data.
 func (g Guard) checkEndpoint(scheme string, ip netip.Addr, port int) error {
 	if scheme != "https" && !(g.AllowLoopback && ip.Unmap().IsLoopback()) {
 		return errors.New("must use https")
 	}
-	if err := g.CheckAddr(ip, port); err != nil {
-		return fmt.Errorf("is not an allowed destination (%v)", err)
+	switch g.judgeAddr(ip, port) {
+	case nonPublic:
+		return errors.New("is not an allowed destination: not a public address")
+	case wrongPort:
+		return fmt.Errorf("must use port 443, not %d", port)
 	}
 	return nil
 }
@@ -260,7 +282,7 @@ func (g Guard) judge(ctx context.Context, resolver Resolver, host string) error 
 		return nil // unresolvable now; checked again at connection time
 	}
 	for _, ip := range addrs {
-		if g.CheckAddr(ip, 443) != nil {
+		if g.judgeAddr(ip, 443) != allowed {
 			return errors.New("resolves to a non-public address")
 		}
 	}
