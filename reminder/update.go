@@ -238,6 +238,9 @@ func (m Message) check() error {
 	if n := utf8.RuneCountInString(m.Subject); n > MaxSubjectRunes {
 		return fieldErr("message.subject", "is %d characters; at most %d", n, MaxSubjectRunes)
 	}
+	if err := checkRunes("message.subject", m.Subject, false); err != nil {
+		return err
+	}
 	if strings.TrimSpace(m.Text) == "" {
 		return fieldErr("message.text", "is required")
 	}
@@ -246,6 +249,29 @@ func (m Message) check() error {
 	}
 	if len(m.Text) > MaxTextBytes {
 		return fieldErr("message.text", "is %d bytes; at most %d", len(m.Text), MaxTextBytes)
+	}
+	return checkRunes("message.text", m.Text, true)
+}
+
+// checkRunes refuses a character that text we pass on to people and their
+// systems must not hold: NUL and the other control characters (tab aside,
+// and line breaks where lines are allowed), which truncate strings in C and
+// drive terminals; the bidi overrides and isolates U+202A-U+202E and
+// U+2066-U+2069, which make text read otherwise than it is stored (the
+// "Trojan Source" trick, or a link that shows one domain and is another);
+// and the separators U+2028/U+2029, which break a line where a log line or a
+// JavaScript string does not expect one. The error names the character's
+// code point and position, never the text.
+func checkRunes(field, s string, lines bool) error {
+	pos := 0
+	for _, r := range s {
+		pos++
+		switch {
+		case r == '\t', lines && (r == '\n' || r == '\r'):
+			continue
+		case r < 0x20, r >= 0x7f && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x2028, r == 0x2029:
+			return fieldErr(field, "holds %U at character %d; control characters, bidi overrides and isolates, and U+2028/U+2029 are refused", r, pos)
+		}
 	}
 	return nil
 }
@@ -286,6 +312,9 @@ func checkEmail(field, addr string) error {
 	if len(addr) > MaxEmailBytes {
 		return fieldErr(field, "is longer than %d bytes", MaxEmailBytes)
 	}
+	if err := checkRunes(field, addr, false); err != nil {
+		return err
+	}
 	parsed, err := mail.ParseAddress(addr)
 	// A bare address only: no display name, no comments, no angle brackets.
 	if err != nil || parsed.Address != addr || parsed.Name != "" {
@@ -306,6 +335,9 @@ func CheckWebhookURL(field, raw string, destination func(string) error) error {
 	}
 	if len(raw) > MaxURLBytes {
 		return fieldErr(field, "is longer than %d bytes", MaxURLBytes)
+	}
+	if err := checkRunes(field, raw, false); err != nil {
+		return err
 	}
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {

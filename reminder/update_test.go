@@ -168,6 +168,22 @@ func TestBadUpdates(t *testing.T) {
 	}
 }
 
+// The character rules refuse only what hides or breaks text: tabs, line
+// breaks in the text, right-to-left scripts and the directional marks
+// U+200E/U+200F stay allowed.
+func TestOrdinaryTextIsKept(t *testing.T) {
+	t.Parallel()
+	u := testenv.ValidUpdate(now)
+	u["message"] = map[string]any{
+		"subject": "Fenster \u05d7\u05dc\u05d5\u05df\u200e\tMorgen 08:00",
+		"text":    "Dock 4\r\n\t\u0631\u0635\u064a\u0641 \u200f4\nBring ID. Caf\u00e9 \U0001F69A",
+	}
+	b, err := json.Marshal(u)
+	require.NoError(t, err)
+	_, err = plan(t, string(b))
+	require.NoError(t, err)
+}
+
 func TestApprovalPolicy(t *testing.T) {
 	t.Parallel()
 	u := testenv.ValidUpdate(now)

@@ -52,6 +52,12 @@ func BadUpdates(now time.Time) []BadUpdate {
 	subSet := func(i int, key string, v any) string { return mut(func(u map[string]any) { sub(u, i)[key] = v }) }
 	subDel := func(i int, key string) string { return mut(func(u map[string]any) { delete(sub(u, i), key) }) }
 	valid := mut(func(map[string]any) {})
+	subject := func(v string) string {
+		return mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = v })
+	}
+	text := func(v string) string {
+		return mut(func(u map[string]any) { u["message"].(map[string]any)["text"] = v })
+	}
 	// edit changes the valid document's text: for what a map cannot hold.
 	edit := func(old, new string) string { return strings.Replace(valid, old, new, 1) }
 	hook := `"url":"https://hooks.consignee.example/in"`
@@ -85,6 +91,15 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"empty subject", "message.subject", mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = " " })},
 		{"two-line subject", "message.subject", mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = "a\nBcc: x" })},
 		{"missing text", "message.text", mut(func(u map[string]any) { delete(u["message"].(map[string]any), "text") })},
+		{"NUL in the subject", "message.subject: holds U+0000", subject("Delivery\x00window")},
+		{"NUL in the text", "message.text: holds U+0000", text("Dock 4\x00")},
+		{"escape sequence in the text", "message.text: holds U+001B", text("Dock \x1b[2J4")},
+		{"bidi override in the subject", "message.subject: holds U+202E", subject("Invoice \u202efdp.exe")},
+		{"bidi isolate in the text", "message.text: holds U+2066", text("Dock \u2066 4\u2069")},
+		{"line separator in the subject", "message.subject: holds U+2028", subject("Delivery\u2028window")},
+		{"paragraph separator in the text", "message.text: holds U+2029", text("Dock 4.\u2029Bring ID.")},
+		{"bidi override in an email", "subscribers[0].email: holds U+202E", subSet(0, "email", "ops\u202e@shipper.example")},
+		{"bidi override in a webhook URL", "subscribers[2].url: holds U+202E", subSet(2, "url", "https://hooks.consignee\u202e.example/in")},
 		{"oversized text", "message.text", mut(func(u map[string]any) { u["message"].(map[string]any)["text"] = strings.Repeat("x", 33<<10) })},
 		{"no subscribers", "subscribers", set("subscribers", []any{})},
 		{"subscribers not a list", "subscribers", set("subscribers", "everyone")},
