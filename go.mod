@@ -3,6 +3,7 @@ module github.com/shipnotify/shipnotify
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/pressly/goose/v3 v3.30.1

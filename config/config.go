@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -116,8 +117,8 @@ func Load(lookup Lookup) (Config, error) {
 
 	c.SendGridAPIKey = get("SENDGRID_API_KEY")
 	c.SendGridBaseURL = get("SENDGRID_BASE_URL")
-	if u, err := url.Parse(c.SendGridBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return Config{}, fmt.Errorf("SENDGRID_BASE_URL: want an http(s) URL like %s", email.DefaultBaseURL)
+	if err := checkMailAPIURL(c.SendGridBaseURL); err != nil {
+		return Config{}, fmt.Errorf("SENDGRID_BASE_URL: %w", err)
 	}
 	c.FromEmail = get("SHIPNOTIFY_FROM_EMAIL")
 	if a, err := mail.ParseAddress(c.FromEmail); err != nil || a.Address != c.FromEmail {
@@ -203,6 +204,28 @@ func (c Config) RequireSender() error {
 		return fmt.Errorf("SENDGRID_API_KEY: required to send mail")
 	}
 	return nil
+}
+
+// checkMailAPIURL wants an https URL, or plain http to a loopback address
+// (the local sink of the demo and the tests): every request to it carries
+// SENDGRID_API_KEY, which must not cross a network in the clear.
+func checkMailAPIURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("want an http(s) URL like %s", email.DefaultBaseURL)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return errors.New("plain http only to a loopback address (requests carry SENDGRID_API_KEY); use https")
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 func positiveInt(s string) (int, error) {

@@ -67,6 +67,25 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 	}
 }
 
+// The mail API URL carries the API key, so plain http goes to loopback only.
+func TestMailAPIOverPlainHTTPOnlyToLoopback(t *testing.T) {
+	t.Parallel()
+	load := func(url string) error {
+		_, err := config.Load(lookup(map[string]string{"SENDGRID_BASE_URL": url, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
+		return err
+	}
+	for _, url := range []string{"http://api.sendgrid.com", "http://10.0.0.5:8080", "http://sink.internal:9000/v3",
+		"http://[fd00::1]:8080", "http://localhost.evil.example", "http://127.0.0.1.nip.io"} {
+		err := load(url)
+		require.ErrorContains(t, err, "SENDGRID_BASE_URL", url)
+		require.ErrorContains(t, err, "loopback", url)
+	}
+	for _, url := range []string{"https://api.sendgrid.com", "https://mail.internal:8443", "http://127.0.0.1:8025",
+		"http://127.3.4.5", "http://localhost:8025", "http://[::1]:8025"} {
+		require.NoError(t, load(url), url)
+	}
+}
+
 // `shipnotify config` shows values but never a secret.
 func TestEffectiveRedactsSecrets(t *testing.T) {
 	t.Parallel()

@@ -38,7 +38,7 @@ var Variables = []Variable{
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default); in production a member of shipnotify_runtime", Secret: true},
 	{Name: "SHIPNOTIFY_MIGRATE_DATABASE_URL", Meaning: "the mirror as its owner, for `shipnotify migrate` only (default: DATABASE_URL)", Secret: true},
 	{Name: "SENDGRID_API_KEY", Meaning: "SendGrid API key; the worker requires it", Secret: true},
-	{Name: "SENDGRID_BASE_URL", Default: email.DefaultBaseURL, Meaning: "mail API base URL (the demo and tests use a local sink)"},
+	{Name: "SENDGRID_BASE_URL", Default: email.DefaultBaseURL, Meaning: "mail API base URL; https, or plain http to loopback only, since it carries the API key (the demo and tests use a local sink)"},
 	{Name: "SHIPNOTIFY_FROM_EMAIL", Default: DefaultFromEmail, Meaning: "sender address"},
 	{Name: "SHIPNOTIFY_FROM_NAME", Default: DefaultFromName, Meaning: "sender name"},
 	{Name: "SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK", Default: "false", Meaning: "development only: webhooks may reach loopback addresses, on any port, over plain http too"},

@@ -1,16 +1,12 @@
 package reminder
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/mail"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -114,223 +110,6 @@ func (e *FieldError) Error() string {
 
 func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
-}
-
-// Wire format of an update; times and durations stay strings here so that a
-// bad one is reported with its field name.
-type updateJSON struct {
-	ShipmentID  string            `json:"shipment_id"`
-	UpdateID    string            `json:"update_id"`
-	Kind        string            `json:"kind"`
-	WindowStart string            `json:"window_start"`
-	Message     json.RawMessage   `json:"message"`
-	Subscribers []json.RawMessage `json:"subscribers"`
-	Approval    json.RawMessage   `json:"approval"`
-	Escalation  json.RawMessage   `json:"escalation"`
-}
-
-type approvalJSON struct {
-	Required    bool   `json:"required"`
-	Timeout     string `json:"timeout"`
-	ExpireAfter string `json:"expire_after"`
-}
-
-type escalationJSON struct {
-	Email string `json:"email"`
-}
-
-type subscriberJSON struct {
-	ID               string `json:"id"`
-	Channel          string `json:"channel"`
-	Email            string `json:"email"`
-	URL              string `json:"url"`
-	Secret           string `json:"secret"`
-	DueAt            string `json:"due_at"`
-	RemindBefore     string `json:"remind_before"`
-	RequiresApproval bool   `json:"requires_approval"`
-}
-
-// ParseUpdate reads one update document. It rejects malformed JSON, unknown
-// fields (a typo must not silently drop a setting), trailing data, and
-// unparsable times and durations, naming the field. Semantic checks are
-// Update.Plan's.
-func ParseUpdate(r io.Reader) (Update, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxUpdateBytes+1))
-	if err != nil {
-		return Update{}, fmt.Errorf("error reading update: %w", err)
-	}
-	if len(data) > MaxUpdateBytes {
-		return Update{}, fieldErr("", "update is larger than %d bytes", MaxUpdateBytes)
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return Update{}, fieldErr("", "update is empty")
-	}
-	var w updateJSON
-	if err := decodeStrict(data, &w, ""); err != nil {
-		return Update{}, err
-	}
-	return w.toUpdate()
-}
-
-// decodeStrict decodes one JSON value, refusing unknown fields and trailing
-// data; errors name fields under prefix. Nested objects are decoded by their
-// own call so an unknown field's error carries its full path.
-func decodeStrict(data []byte, v any, prefix string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err, prefix)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fieldErr(prefix, "malformed JSON: unexpected data after the object")
-	}
-	return nil
-}
-
-func jsonError(err error, prefix string) error {
-	join := func(field string) string {
-		switch {
-		case prefix == "":
-			return field
-		case field == "":
-			return prefix
-		}
-		return prefix + "." + field
-	}
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fieldErr(prefix, "malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
-	case errors.As(err, &typ):
-		field := join(typ.Field)
-		if field == "" {
-			field = "update"
-		}
-		return fieldErr(field, "must be a JSON %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fieldErr(prefix, "malformed JSON: unexpected end of input")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return fieldErr(join(name), "unknown field")
-	}
-	return fieldErr(prefix, "malformed JSON: %s", err.Error())
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "string"
-	case "slice":
-		return "array"
-	case "struct", "ptr":
-		return "object"
-	}
-	return goKind
-}
-
-func (w updateJSON) toUpdate() (Update, error) {
-	u := Update{ShipmentID: w.ShipmentID, UpdateID: w.UpdateID, Kind: w.Kind}
-	if w.WindowStart != "" {
-		t, err := parseTime(w.WindowStart)
-		if err != nil {
-			return Update{}, fieldErr("window_start", "%s", err)
-		}
-		u.WindowStart = t
-	}
-	if len(w.Message) == 0 || string(w.Message) == "null" {
-		return Update{}, fieldErr("message", "is required")
-	}
-	if err := decodeStrict(w.Message, &u.Message, "message"); err != nil {
-		return Update{}, err
-	}
-	if len(w.Approval) > 0 && string(w.Approval) != "null" {
-		var a approvalJSON
-		if err := decodeStrict(w.Approval, &a, "approval"); err != nil {
-			return Update{}, err
-		}
-		u.Approval.Required = a.Required
-		for _, d := range []struct {
-			field string
-			raw   string
-			out   *time.Duration
-		}{{"approval.timeout", a.Timeout, &u.Approval.Timeout}, {"approval.expire_after", a.ExpireAfter, &u.Approval.ExpireAfter}} {
-			if d.raw == "" {
-				continue
-			}
-			v, err := ParseDuration(d.raw)
-			if err != nil {
-				return Update{}, fieldErr(d.field, "%s", err)
-			}
-			*d.out = v
-		}
-	}
-	if len(w.Escalation) > 0 && string(w.Escalation) != "null" {
-		var e escalationJSON
-		if err := decodeStrict(w.Escalation, &e, "escalation"); err != nil {
-			return Update{}, err
-		}
-		u.EscalationEmail = e.Email
-	}
-	for i, raw := range w.Subscribers {
-		field := fmt.Sprintf("subscribers[%d]", i)
-		var s subscriberJSON
-		if err := decodeStrict(raw, &s, field); err != nil {
-			return Update{}, err
-		}
-		sub := Subscriber{ID: s.ID, Channel: Channel(s.Channel), Email: s.Email, URL: s.URL, Secret: s.Secret,
-			RequiresApproval: s.RequiresApproval}
-		if s.DueAt != "" {
-			t, err := parseTime(s.DueAt)
-			if err != nil {
-				return Update{}, fieldErr(field+".due_at", "%s", err)
-			}
-			sub.DueAt = t
-		}
-		if s.RemindBefore != "" {
-			d, err := ParseDuration(s.RemindBefore)
-			if err != nil {
-				return Update{}, fieldErr(field+".remind_before", "%s", err)
-			}
-			if d <= 0 {
-				return Update{}, fieldErr(field+".remind_before", "must be positive")
-			}
-			sub.RemindBefore = d
-		}
-		u.Subscribers = append(u.Subscribers, sub)
-	}
-	return u, nil
-}
-
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, errors.New("not an RFC 3339 time (like 2026-12-03T08:00:00Z)")
-	}
-	return t, nil
-}
-
-// ParseDuration reads a Go duration ("72h", "90m") optionally preceded by
-// whole days ("3d", "2d12h"), since reminders are usually days ahead.
-func ParseDuration(s string) (time.Duration, error) {
-	bad := errors.New(`not a duration (like "72h", "3d" or "2d12h")`)
-	var days time.Duration
-	if i := strings.IndexByte(s, 'd'); i >= 0 {
-		n, err := strconv.ParseUint(s[:i], 10, 16)
-		if err != nil {
-			return 0, bad
-		}
-		days = time.Duration(n) * 24 * time.Hour
-		s = s[i+1:]
-		if s == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, bad
-	}
-	return days + d, nil
 }
 
 // PlanOptions are the deployment's rules for what an update may ask for.
@@ -459,6 +238,9 @@ func (m Message) check() error {
 	if n := utf8.RuneCountInString(m.Subject); n > MaxSubjectRunes {
 		return fieldErr("message.subject", "is %d characters; at most %d", n, MaxSubjectRunes)
 	}
+	if err := checkRunes("message.subject", m.Subject, false); err != nil {
+		return err
+	}
 	if strings.TrimSpace(m.Text) == "" {
 		return fieldErr("message.text", "is required")
 	}
@@ -467,6 +249,29 @@ func (m Message) check() error {
 	}
 	if len(m.Text) > MaxTextBytes {
 		return fieldErr("message.text", "is %d bytes; at most %d", len(m.Text), MaxTextBytes)
+	}
+	return checkRunes("message.text", m.Text, true)
+}
+
+// checkRunes refuses a character that text we pass on to people and their
+// systems must not hold: NUL and the other control characters (tab aside,
+// and line breaks where lines are allowed), which truncate strings in C and
+// drive terminals; the bidi overrides and isolates U+202A-U+202E and
+// U+2066-U+2069, which make text read otherwise than it is stored (the
+// "Trojan Source" trick, or a link that shows one domain and is another);
+// and the separators U+2028/U+2029, which break a line where a log line or a
+// JavaScript string does not expect one. The error names the character's
+// code point and position, never the text.
+func checkRunes(field, s string, lines bool) error {
+	pos := 0
+	for _, r := range s {
+		pos++
+		switch {
+		case r == '\t', lines && (r == '\n' || r == '\r'):
+			continue
+		case r < 0x20, r >= 0x7f && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x2028, r == 0x2029:
+			return fieldErr(field, "holds %U at character %d; control characters, bidi overrides and isolates, and U+2028/U+2029 are refused", r, pos)
+		}
 	}
 	return nil
 }
@@ -507,6 +312,9 @@ func checkEmail(field, addr string) error {
 	if len(addr) > MaxEmailBytes {
 		return fieldErr(field, "is longer than %d bytes", MaxEmailBytes)
 	}
+	if err := checkRunes(field, addr, false); err != nil {
+		return err
+	}
 	parsed, err := mail.ParseAddress(addr)
 	// A bare address only: no display name, no comments, no angle brackets.
 	if err != nil || parsed.Address != addr || parsed.Name != "" {
@@ -527,6 +335,9 @@ func CheckWebhookURL(field, raw string, destination func(string) error) error {
 	}
 	if len(raw) > MaxURLBytes {
 		return fieldErr(field, "is longer than %d bytes", MaxURLBytes)
+	}
+	if err := checkRunes(field, raw, false); err != nil {
+		return err
 	}
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {

@@ -2,10 +2,12 @@ package reminder_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/webhook"
 )
 
 var now = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -129,14 +132,32 @@ func TestOversizedDocument(t *testing.T) {
 	require.ErrorContains(t, err, "larger than")
 }
 
+// guarded plans with the webhook guard the starter uses, its lookups
+// stubbed: every name resolves to a public address.
+func guarded(t *testing.T, doc string) ([]reminder.Reminder, error) {
+	t.Helper()
+	u, err := reminder.ParseUpdate(strings.NewReader(doc))
+	if err != nil {
+		return nil, err
+	}
+	g := webhook.Guard{Resolver: webhook.ResolverFunc(func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	})}
+	return u.Plan(reminder.PlanOptions{Now: now, WebhookDestination: func(raw string) error {
+		return g.CheckURL(context.Background(), raw)
+	}})
+}
+
 // Each malformed update gets a one-line error that names the field and does
 // not repeat personal data.
 func TestBadUpdates(t *testing.T) {
 	t.Parallel()
+	_, err := guarded(t, validDoc(t))
+	require.NoError(t, err)
 	for _, tc := range testenv.BadUpdates(now) {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			_, err := plan(t, tc.Doc)
+			_, err := guarded(t, tc.Doc)
 			require.Error(t, err)
 			var fe *reminder.FieldError
 			require.True(t, errors.As(err, &fe), "want a *FieldError, got %T: %v", err, err)
@@ -145,6 +166,22 @@ func TestBadUpdates(t *testing.T) {
 			require.NotContains(t, err.Error(), "ops@shipper.example", "errors never repeat an address")
 		})
 	}
+}
+
+// The character rules refuse only what hides or breaks text: tabs, line
+// breaks in the text, right-to-left scripts and the directional marks
+// U+200E/U+200F stay allowed.
+func TestOrdinaryTextIsKept(t *testing.T) {
+	t.Parallel()
+	u := testenv.ValidUpdate(now)
+	u["message"] = map[string]any{
+		"subject": "Fenster \u05d7\u05dc\u05d5\u05df\u200e\tMorgen 08:00",
+		"text":    "Dock 4\r\n\t\u0631\u0635\u064a\u0641 \u200f4\nBring ID. Caf\u00e9 \U0001F69A",
+	}
+	b, err := json.Marshal(u)
+	require.NoError(t, err)
+	_, err = plan(t, string(b))
+	require.NoError(t, err)
 }
 
 func TestApprovalPolicy(t *testing.T) {

@@ -97,11 +97,32 @@ type Result struct {
 
 // Plan checks an update and returns its reminders without writing anything.
 // A bad update is a *reminder.FieldError naming the field.
+//
+// It plans twice. The first pass runs every check but the webhook
+// destinations' and collects the URLs; the guard then looks their hosts up
+// together, concurrently under one deadline (webhook.Guard.CheckURLs), so
+// an update naming 500 slow hosts is answered within that deadline instead
+// of one lookup after another, and an update that is wrong anyway costs no
+// lookup. The second pass applies the verdicts in subscriber order.
 func (s *Starter) Plan(ctx context.Context, u reminder.Update) ([]reminder.Reminder, error) {
-	return u.Plan(reminder.PlanOptions{
-		Now:                s.now(),
-		WebhookDestination: func(raw string) error { return s.Webhooks.CheckURL(ctx, raw) },
-	})
+	now := s.now()
+	var urls []string
+	if _, err := u.Plan(reminder.PlanOptions{Now: now, WebhookDestination: func(raw string) error {
+		urls = append(urls, raw)
+		return nil
+	}}); err != nil {
+		return nil, err
+	}
+	verdicts := make(map[string]error, len(urls))
+	for i, err := range s.Webhooks.CheckURLs(ctx, urls) {
+		verdicts[urls[i]] = err
+	}
+	return u.Plan(reminder.PlanOptions{Now: now, WebhookDestination: func(raw string) error {
+		if err, ok := verdicts[raw]; ok {
+			return err
+		}
+		return s.Webhooks.CheckURL(ctx, raw)
+	}})
 }
 
 // Schedule checks the update, writes its mirror rows and starts a workflow

@@ -15,8 +15,13 @@ import (
 // Seeds: testdata/fuzz/FuzzGuardURL.
 func FuzzGuardURL(f *testing.F) {
 	f.Add("https://hooks.example.com/in")
+	// Names resolve to a public address, so the verdict rests on the URL
+	// alone and no lookup leaves the machine.
+	public := webhook.ResolverFunc(func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	})
 	f.Fuzz(func(t *testing.T, raw string) {
-		if err := (webhook.Guard{}).CheckURL(context.Background(), raw); err != nil {
+		if err := (webhook.Guard{Resolver: public}).CheckURL(context.Background(), raw); err != nil {
 			return
 		}
 		u, err := url.Parse(raw)

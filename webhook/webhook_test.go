@@ -3,10 +3,13 @@ package webhook_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -153,18 +156,113 @@ func TestGuardAddresses(t *testing.T) {
 		"127.0.0.1", "127.1.2.3", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "100.64.0.1",
 		"100.100.100.200", "0.0.0.0", "224.0.0.1", "239.255.255.250", "255.255.255.255", "192.0.0.192", "198.18.0.1",
 		"::1", "::", "fe80::1", "fc00::1", "fd00:ec2::254", "ff02::1", "::ffff:10.0.0.1", "::ffff:127.0.0.1",
-		"64:ff9b::a00:1", "2001:db8::1",
+		"64:ff9b::a00:1", "2001:db8::1", "100::1", "fec0::1", "192.88.99.1", "3fff::1",
 	}
-	for _, s := range forbidden {
-		require.Error(t, webhook.Guard{}.CheckAddr(netip.MustParseAddr(s), 443), s)
+	// The special-purpose ranges that embed or tunnel to an IPv4 address,
+	// refused whatever that address is, even loopback when loopback is
+	// allowed: IPv4-compatible ::/96, local-use NAT64 64:ff9b:1::/48, 6to4
+	// 2002::/16, Teredo 2001::/32, and IPv4-translated (SIIT) ::ffff:0:0:0/96.
+	tunnels := []string{
+		"::a00:1", "::5db8:d822", "64:ff9b:1::a00:1", "64:ff9b:1::5db8:d822", "2002:a00:1::", "2002:5db8:d822::1",
+		"2001::a00:1", "2001:0:4136:e378:8000:63bf:3fff:fdd2", "::ffff:0:a00:1", "::ffff:0:5db8:d822", "::ffff:0:7f00:1",
+		"::7f00:1", "2002:7f00:1::",
 	}
-	for _, s := range []string{"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "64:ff9b::5db8:d822"} {
+	for _, s := range append(forbidden, tunnels...) {
+		require.ErrorIs(t, webhook.Guard{}.CheckAddr(netip.MustParseAddr(s), 443), webhook.ErrForbiddenAddress, s)
+	}
+	for _, s := range tunnels {
+		require.Error(t, local.CheckAddr(netip.MustParseAddr(s), 443), s)
+	}
+	for _, s := range []string{"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "64:ff9b::5db8:d822", "::ffff:93.184.216.34"} {
 		require.NoError(t, webhook.Guard{}.CheckAddr(netip.MustParseAddr(s), 443), s)
 		require.Error(t, webhook.Guard{}.CheckAddr(netip.MustParseAddr(s), 8443), "only port 443: "+s)
 	}
 	require.NoError(t, local.CheckAddr(netip.MustParseAddr("127.0.0.1"), 8080), "loopback on any port when allowed")
 	require.NoError(t, local.CheckAddr(netip.MustParseAddr("::1"), 9999))
 	require.Error(t, local.CheckAddr(netip.MustParseAddr("10.0.0.1"), 443), "allowing loopback allows nothing else")
+}
+
+// stub answers lookups from a table; any other name resolves to a public
+// address.
+func stub(table map[string][]string) webhook.ResolverFunc {
+	return func(_ context.Context, host string) ([]netip.Addr, error) {
+		var out []netip.Addr
+		for _, s := range table[host] {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		if out == nil {
+			out = []netip.Addr{netip.MustParseAddr("93.184.216.34")}
+		}
+		return out, nil
+	}
+}
+
+// A name that resolves somewhere forbidden is refused without saying where:
+// the address would tell a customer about our internal DNS.
+func TestResolvedAddressIsNotEchoed(t *testing.T) {
+	t.Parallel()
+	g := webhook.Guard{Resolver: stub(map[string][]string{
+		"internal.example": {"10.0.0.7"},
+		"mixed.example":    {"93.184.216.34", "fd00:ec2::254"},
+		"tunnel.example":   {"2002:a9fe:a9fe::"},
+		"siit.example":     {"::ffff:0:a9fe:a9fe"},
+		"nat64.example":    {"64:ff9b:1::a00:7"},
+	})}
+	ipLike := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|[0-9a-f]*:[0-9a-f]*:[0-9a-f:.]*`)
+	for _, host := range []string{"internal.example", "mixed.example", "tunnel.example", "siit.example", "nat64.example"} {
+		err := g.CheckURL(context.Background(), "https://"+host+"/in")
+		require.EqualError(t, err, "resolves to a non-public address", host)
+		require.NotRegexp(t, ipLike, err.Error(), host)
+	}
+	require.NoError(t, g.CheckURL(context.Background(), "https://public.example/in"))
+}
+
+// The lookups of many URLs run together, each distinct host once, and the
+// whole call ends by its deadline however slow the resolver is: 500 slow
+// hosts cost one deadline, not minutes.
+func TestLookupsRunTogetherUnderOneDeadline(t *testing.T) {
+	t.Parallel()
+	urls := make([]string, 500)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("https://h%d.example/in", i%250) // each host twice
+	}
+
+	// 50 ms a lookup: one after another, 250 hosts would take 12.5 s.
+	var lookups atomic.Int64
+	slow := webhook.ResolverFunc(func(ctx context.Context, host string) ([]netip.Addr, error) {
+		lookups.Add(1)
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	})
+	start := time.Now()
+	for i, err := range (webhook.Guard{Resolver: slow, LookupDeadline: 10 * time.Second}).CheckURLs(context.Background(), urls) {
+		require.NoError(t, err, urls[i])
+	}
+	require.Less(t, time.Since(start), 5*time.Second, "lookups run concurrently")
+	require.Equal(t, int64(250), lookups.Load(), "each distinct host is looked up once")
+
+	// A resolver that never answers, not even to its context's cancellation.
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	hung := webhook.ResolverFunc(func(context.Context, string) ([]netip.Addr, error) {
+		<-stuck
+		return nil, errors.New("too late")
+	})
+	start = time.Now()
+	verdicts := (webhook.Guard{Resolver: hung, LookupDeadline: time.Second}).CheckURLs(context.Background(),
+		append(urls, "https://10.0.0.1/in"))
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, time.Second)
+	require.Less(t, took, 4*time.Second, "the call ends by its deadline")
+	for i, err := range verdicts[:len(urls)] {
+		require.ErrorIs(t, err, webhook.ErrLookupDeadline, urls[i])
+		require.ErrorContains(t, err, "within 1s")
+	}
+	require.ErrorContains(t, verdicts[len(urls)], "not an allowed destination", "a literal address needs no lookup")
 }
 
 func TestGuardURLsAtScheduleTime(t *testing.T) {
@@ -174,9 +272,14 @@ func TestGuardURLsAtScheduleTime(t *testing.T) {
 		"https://127.0.0.1/in", "https://localhost/in", "https://[::1]/in", "https://169.254.169.254/latest/meta-data",
 		"https://10.1.2.3/in", "https://[::ffff:192.168.0.1]/in", "https://[64:ff9b::a00:1]/in",
 		"http://hooks.example.com/in", "https://hooks.example.com:8443/in", "https://93.184.216.34:80/in",
-		"http://127.0.0.1:8080/in",
+		"http://127.0.0.1:8080/in", "https://[64:ff9b:1::a00:1]/", "https://[2002:a00:1::]/", "https://[::ffff:0:a00:1]/",
+		"https://[::a00:1]/", "https://[2001::a00:1]/", "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
 	} {
-		require.Error(t, webhook.Guard{}.CheckURL(ctx, u), u)
+		err := webhook.Guard{}.CheckURL(ctx, u)
+		require.Error(t, err, u)
+		parsed, perr := url.Parse(u)
+		require.NoError(t, perr)
+		require.NotContains(t, err.Error(), parsed.Hostname(), "the refusal does not repeat the customer's URL")
 	}
 	for _, u := range []string{"https://93.184.216.34/in", "https://hooks.example.com/in", "https://hooks.example.com:443/in"} {
 		require.NoError(t, webhook.Guard{}.CheckURL(ctx, u), u)

@@ -52,6 +52,15 @@ func BadUpdates(now time.Time) []BadUpdate {
 	subSet := func(i int, key string, v any) string { return mut(func(u map[string]any) { sub(u, i)[key] = v }) }
 	subDel := func(i int, key string) string { return mut(func(u map[string]any) { delete(sub(u, i), key) }) }
 	valid := mut(func(map[string]any) {})
+	subject := func(v string) string {
+		return mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = v })
+	}
+	text := func(v string) string {
+		return mut(func(u map[string]any) { u["message"].(map[string]any)["text"] = v })
+	}
+	// edit changes the valid document's text: for what a map cannot hold.
+	edit := func(old, new string) string { return strings.Replace(valid, old, new, 1) }
+	hook := `"url":"https://hooks.consignee.example/in"`
 
 	return []BadUpdate{
 		{"malformed JSON", "malformed JSON", `{"shipment_id": "SHP-1",`},
@@ -60,6 +69,14 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"array instead of object", "update", `[]`},
 		{"trailing data", "after the object", valid + ` {}`},
 		{"unknown field", "shipmentid", set("shipmentid", "SHP-1")},
+		{"key in the wrong case", "subscribers[2].URL: unknown field", edit(hook, strings.Replace(hook, "url", "URL", 1))},
+		{"top-level key in the wrong case", "Kind: unknown field", edit(`"kind":`, `"Kind":`)},
+		{"message key in the wrong case", "message.Subject: unknown field", edit(`"subject":`, `"Subject":`)},
+		{"key with a Kelvin sign", `"\u212aind": unknown field`, edit(`"kind":`, `"\u212aind":`)},
+		{"duplicate key", "subscribers[2].url: duplicate key", edit(hook, hook+`,"url":"https://10.0.0.1/in"`)},
+		{"duplicate key spelled with an escape", "subscribers[2].url: duplicate key", edit(hook, hook+`,"\u0075rl":"https://x.example/"`)},
+		{"duplicate top-level key", "update_id: duplicate key", edit(`"update_id":"window-1"`, `"update_id":"window-1","update_id":"window-2"`)},
+		{"duplicate message key", "message.text: duplicate key", edit(`"text":`, `"text":"x","text":`)},
 		{"missing shipment id", "shipment_id", del("shipment_id")},
 		{"shipment id not a string", "shipment_id", set("shipment_id", 42)},
 		{"shipment id too long", "shipment_id", set("shipment_id", strings.Repeat("S", 65))},
@@ -74,6 +91,15 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"empty subject", "message.subject", mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = " " })},
 		{"two-line subject", "message.subject", mut(func(u map[string]any) { u["message"].(map[string]any)["subject"] = "a\nBcc: x" })},
 		{"missing text", "message.text", mut(func(u map[string]any) { delete(u["message"].(map[string]any), "text") })},
+		{"NUL in the subject", "message.subject: holds U+0000", subject("Delivery\x00window")},
+		{"NUL in the text", "message.text: holds U+0000", text("Dock 4\x00")},
+		{"escape sequence in the text", "message.text: holds U+001B", text("Dock \x1b[2J4")},
+		{"bidi override in the subject", "message.subject: holds U+202E", subject("Invoice \u202efdp.exe")},
+		{"bidi isolate in the text", "message.text: holds U+2066", text("Dock \u2066 4\u2069")},
+		{"line separator in the subject", "message.subject: holds U+2028", subject("Delivery\u2028window")},
+		{"paragraph separator in the text", "message.text: holds U+2029", text("Dock 4.\u2029Bring ID.")},
+		{"bidi override in an email", "subscribers[0].email: holds U+202E", subSet(0, "email", "ops\u202e@shipper.example")},
+		{"bidi override in a webhook URL", "subscribers[2].url: holds U+202E", subSet(2, "url", "https://hooks.consignee\u202e.example/in")},
 		{"oversized text", "message.text", mut(func(u map[string]any) { u["message"].(map[string]any)["text"] = strings.Repeat("x", 33<<10) })},
 		{"no subscribers", "subscribers", set("subscribers", []any{})},
 		{"subscribers not a list", "subscribers", set("subscribers", "everyone")},
@@ -96,6 +122,12 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"webhook URL with credentials", "subscribers[2].url", subSet(2, "url", "https://user:pw@hooks.consignee.example/in")},
 		{"webhook URL not absolute", "subscribers[2].url", subSet(2, "url", "/in")},
 		{"webhook URL of another scheme", "subscribers[2].url", subSet(2, "url", "ftp://hooks.consignee.example/in")},
+		{"webhook to a private address", "subscribers[2].url", subSet(2, "url", "https://10.0.0.1/in")},
+		{"webhook to local-use NAT64", "subscribers[2].url", subSet(2, "url", "https://[64:ff9b:1::a00:1]/in")},
+		{"webhook to 6to4", "subscribers[2].url", subSet(2, "url", "https://[2002:a00:1::]/in")},
+		{"webhook to IPv4-translated (SIIT)", "subscribers[2].url", subSet(2, "url", "https://[::ffff:0:a00:1]/in")},
+		{"webhook to IPv4-compatible", "subscribers[2].url", subSet(2, "url", "https://[::a00:1]/in")},
+		{"webhook to Teredo", "subscribers[2].url", subSet(2, "url", "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/in")},
 		{"missing webhook secret", "subscribers[2].secret", subDel(2, "secret")},
 		{"webhook secret without prefix", "subscribers[2].secret", subSet(2, "secret", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")},
 		{"webhook secret too short", "subscribers[2].secret", subSet(2, "secret", "whsec_c2hvcnQ=")},
