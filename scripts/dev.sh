@@ -84,7 +84,7 @@ pg_datadir() {
   if [ -f "$dev/pg.dir" ]; then cat "$dev/pg.dir"; return 0; fi
   local dir="$dev/pg"
   if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$dev" 2>/dev/null; then
-    dir="/tmp/shipnotify-pg-$(printf '%s' "$root" | sha1sum | cut -c1-12)"
+    dir="/tmp/shipnotify-pg-$(printf '%s' "$dev" | sha1sum | cut -c1-12)"
   fi
   echo "$dir" > "$dev/pg.dir"
   echo "$dir"
@@ -217,6 +217,10 @@ print_env() {
   echo "SHIPNOTIFY_DEV_PG_DATA=$(pg_datadir)"
   echo "SHIPNOTIFY_DEV_TEMPORAL_BIN=$(temporal_bin)"
 }
+
+# scripts/engine.sh sources this file for its helpers; the commands below
+# run only when it is executed.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 mkdir -p "$dev"
 case "${1:-}" in
