@@ -3,7 +3,7 @@
 SHELL := bash
 BIN := .dev/bin/shipnotify
 
-.PHONY: demo test test-ui bench down up build
+.PHONY: demo test test-engine test-ui bench down up build
 
 ## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
 demo: build
@@ -12,6 +12,11 @@ demo: build
 ## test: every test, against a real Temporal dev server and PostgreSQL
 test:
 	@scripts/dev.sh run -- scripts/test.sh
+
+## test-engine: the suite, then two workers (one SIGKILLed) end to end, on the Temporal server compose
+## deploys (PostgreSQL persistence, SQL visibility); builds the server once per machine (about 6 min)
+test-engine:
+	@scripts/engine.sh test
 
 ## test-ui: headless Chromium through the Temporal Web UI (not in CI); screenshots in out/
 test-ui:

@@ -6,15 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/loader"
-	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -22,78 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
-	shipworker "github.com/shipnotify/shipnotify/worker"
 )
-
-func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
-	t.Helper()
-	abs, err := filepath.Abs("../docker-compose.yml")
-	require.NoError(t, err)
-	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  filepath.Dir(abs),
-		ConfigFiles: []types.ConfigFile{{Filename: abs}},
-		Environment: env,
-	}, func(o *loader.Options) { o.SetProjectName("shipnotify", true) })
-}
-
-// The compose file loads with the compose-spec loader (what `docker compose
-// config` uses), pins its images, checks health and orders its start, and
-// sets only documented variables.
-func TestComposeFile(t *testing.T) {
-	t.Parallel()
-	_, err := loadCompose(t, map[string]string{"SENDGRID_API_KEY": "SG.x"})
-	require.ErrorContains(t, err, "SHIPNOTIFY_CODEC_KEYS", "the payload keys are required")
-
-	p, err := loadCompose(t, map[string]string{"SENDGRID_API_KEY": "SG.x", "SHIPNOTIFY_CODEC_KEYS": "k1:" + strings.Repeat("A", 43) + "="})
-	require.NoError(t, err)
-	for _, name := range []string{"postgres", "temporal-postgres", "temporal", "temporal-ui", "migrate", "setup", "worker", "codec-server"} {
-		_, err := p.GetService(name)
-		require.NoError(t, err, name)
-	}
-	for _, s := range p.Services {
-		if s.Image != "" {
-			require.Regexp(t, `^[^:]+:[0-9][^:]*$`, s.Image, "%s: images are pinned to a version", s.Name)
-		} else {
-			require.NotNil(t, s.Build, "%s builds from the repository's Dockerfile", s.Name)
-		}
-	}
-	for _, name := range []string{"postgres", "temporal-postgres", "temporal", "worker"} {
-		s, _ := p.GetService(name)
-		require.NotNil(t, s.HealthCheck, "%s has a healthcheck", name)
-	}
-	worker, _ := p.GetService("worker")
-	require.NotNil(t, worker.StopGracePeriod, "the worker gets a stop grace period")
-	require.Greater(t, time.Duration(*worker.StopGracePeriod), shipworker.StopTimeout,
-		"a deploy lets in-flight sends finish: the grace period outlasts the worker's stop timeout")
-	require.Equal(t, "service_completed_successfully", worker.DependsOn["migrate"].Condition)
-	require.Equal(t, "service_completed_successfully", worker.DependsOn["setup"].Condition)
-	migrate, _ := p.GetService("migrate")
-	require.Equal(t, "service_healthy", migrate.DependsOn["postgres"].Condition)
-	temporal, _ := p.GetService("temporal")
-	require.Equal(t, "service_healthy", temporal.DependsOn["temporal-postgres"].Condition)
-
-	// The shipnotify services set only variables the configuration table
-	// documents, and every one the worker needs.
-	documented := map[string]bool{}
-	for _, v := range config.Variables {
-		documented[v.Name] = true
-	}
-	for _, name := range []string{"worker", "migrate", "setup", "codec-server"} {
-		s, _ := p.GetService(name)
-		for k := range s.Environment {
-			require.True(t, documented[k], "%s sets %s, which the configuration table does not document", name, k)
-		}
-	}
-	for _, k := range []string{"TEMPORAL_ADDRESS", "DATABASE_URL", "SENDGRID_API_KEY", "SHIPNOTIFY_CODEC_KEYS"} {
-		require.Contains(t, worker.Environment, k)
-	}
-}
 
 var metricName = regexp.MustCompile(`\b(shipnotify_[a-z_]+|temporal_[a-z_]+)\b`)
 

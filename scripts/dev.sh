@@ -81,10 +81,10 @@ as_pg() {
 # checkout (a private temporary directory, say); then under /tmp, recorded
 # in .dev/pg.dir so every call finds the same one.
 pg_datadir() {
-  if [ -f "$dev/pg.dir" ]; then cat "$dev/pg.dir"; return; fi
+  if [ -f "$dev/pg.dir" ]; then cat "$dev/pg.dir"; return 0; fi
   local dir="$dev/pg"
   if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$dev" 2>/dev/null; then
-    dir="/tmp/shipnotify-pg-$(printf '%s' "$root" | sha1sum | cut -c1-12)"
+    dir="/tmp/shipnotify-pg-$(printf '%s' "$dev" | sha1sum | cut -c1-12)"
   fi
   echo "$dir" > "$dev/pg.dir"
   echo "$dir"
@@ -94,7 +94,7 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 pg_port() {
   local data=$1 port
-  if [ -f "$data.port" ]; then cat "$data.port"; return; fi
+  if [ -f "$data.port" ]; then cat "$data.port"; return 0; fi
   port=$pg_default_port
   while port_busy "$port"; do port=$((port + 1)); done
   echo "$port" > "$data.port"
@@ -217,6 +217,10 @@ print_env() {
   echo "SHIPNOTIFY_DEV_PG_DATA=$(pg_datadir)"
   echo "SHIPNOTIFY_DEV_TEMPORAL_BIN=$(temporal_bin)"
 }
+
+# scripts/engine.sh sources this file for its helpers; the commands below
+# run only when it is executed.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 mkdir -p "$dev"
 case "${1:-}" in
