@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/url"
+	"strings"
 
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -12,8 +13,14 @@ type Variable struct {
 	Name    string
 	Default string
 	Meaning string
-	// Secret values are never printed.
+	// Secret values are never printed: `shipnotify config` says whether
+	// one is set, nothing more.
 	Secret bool
+	// DatabaseURL marks a PostgreSQL URL (a secret: it can carry a
+	// password), printed as its user, host and database with the password
+	// and every *password* parameter masked, so an operator can tell which
+	// server and role a command would use.
+	DatabaseURL bool
 }
 
 // Variables is every environment variable shipnotify reads, with its
@@ -35,7 +42,7 @@ var Variables = []Variable{
 	{Name: "TEMPORAL_CONFIG_FILE", Meaning: "Temporal client config file (TOML profiles); default: the user config dir's temporalio/temporal.toml"},
 	{Name: "TEMPORAL_PROFILE", Meaning: "profile in that file (default: default)"},
 	{Name: "SHIPNOTIFY_TASK_QUEUE", Default: workflows.DefaultTaskQueue, Meaning: "task queue the worker polls and the starter starts on"},
-	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default)", Secret: true},
+	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default)", Secret: true, DatabaseURL: true},
 	{Name: "SENDGRID_API_KEY", Meaning: "SendGrid API key; the worker requires it", Secret: true},
 	{Name: "SENDGRID_BASE_URL", Default: email.DefaultBaseURL, Meaning: "mail API base URL (the demo and tests use a local sink)"},
 	{Name: "SHIPNOTIFY_FROM_EMAIL", Default: DefaultFromEmail, Meaning: "sender address"},
@@ -70,8 +77,16 @@ type Setting struct {
 	Source string `json:"source"` // "environment", "default" or "unset"
 }
 
-// Effective lists every variable with the value in force, secrets redacted
-// (a URL keeps all but its password).
+// Printed in place of a secret's value.
+const (
+	SecretSet   = "(set)"
+	SecretUnset = "(unset)"
+	masked      = "xxxxx"
+)
+
+// Effective lists every variable with the value in force. A secret shows
+// only whether it is set; a database URL its user, host, database and
+// parameters, with every password masked.
 func Effective(lookup Lookup) []Setting {
 	out := make([]Setting, 0, len(Variables))
 	for _, v := range Variables {
@@ -81,23 +96,45 @@ func Effective(lookup Lookup) []Setting {
 		} else if v.Default == "" {
 			s.Source = "unset"
 		}
-		if v.Secret && s.Value != "" {
-			s.Value = redact(s.Value)
+		switch {
+		case (v.Secret || v.DatabaseURL) && s.Value == "":
+			s.Value = SecretUnset
+		case v.DatabaseURL:
+			s.Value = maskDatabaseURL(s.Value)
+		case v.Secret:
+			s.Value = SecretSet
 		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// redact hides a secret; of a URL (DATABASE_URL) only the password goes.
-func redact(v string) string {
+// maskDatabaseURL keeps a postgres:// URL's user, host, port, database and
+// parameters and masks its password and every parameter named like a
+// password (password, sslpassword, …). Anything that is not such a URL
+// (a keyword/value DSN, a typo) is only "(set)": it is never parsed as
+// something else and printed whole.
+func maskDatabaseURL(v string) string {
 	u, err := url.Parse(v)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return "(set, redacted)"
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" || u.Host == "" {
+		return SecretSet
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	out := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		out.User = url.User(u.User.Username())
+		if _, has := u.User.Password(); has {
+			out.User = url.UserPassword(u.User.Username(), masked)
+		}
 	}
-	return u.Redacted()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return SecretSet
+	}
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q[k] = []string{masked}
+		}
+	}
+	out.RawQuery = q.Encode()
+	return out.String()
 }
