@@ -152,6 +152,11 @@ func (c *Config) loadCodec(get func(key string) string) error {
 	default:
 		return fmt.Errorf("SHIPNOTIFY_CODEC: want on or off")
 	}
+	var o codec.Options
+	var err error
+	if o.AllowUnsealed, err = parseBool(get("SHIPNOTIFY_CODEC_ALLOW_UNSEALED")); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_CODEC_ALLOW_UNSEALED: %w", err)
+	}
 	inline, file := get("SHIPNOTIFY_CODEC_KEYS"), get("SHIPNOTIFY_CODEC_KEYS_FILE")
 	var src io.Reader
 	name := "SHIPNOTIFY_CODEC_KEYS"
@@ -174,7 +179,7 @@ func (c *Config) loadCodec(get func(key string) string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if c.Codec, err = codec.New(keys); err != nil {
+	if c.Codec, err = codec.New(keys, o); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil

@@ -62,6 +62,7 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "-1",
 		"SHIPNOTIFY_CODEC":                        "maybe",
 		"SHIPNOTIFY_CODEC_KEYS":                   "k:short",
+		"SHIPNOTIFY_CODEC_ALLOW_UNSEALED":         "sometimes",
 	} {
 		_, err := config.Load(lookup(map[string]string{name: value, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
 		require.Error(t, err, name)

@@ -56,7 +56,8 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_CODEC", Default: "on", Meaning: "off runs without payload encryption; on with no keys refuses to talk to Temporal"},
 	{Name: "SHIPNOTIFY_CODEC_KEYS", Meaning: "payload keys, id:base64(32 bytes), comma-separated; the first seals, all open", Secret: true},
 	{Name: "SHIPNOTIFY_CODEC_KEYS_FILE", Meaning: "the same, from a file (one key a line, # comments)"},
-	{Name: "SHIPNOTIFY_CODEC_SERVER_TOKEN", Meaning: "bearer token the codec server requires", Secret: true},
+	{Name: "SHIPNOTIFY_CODEC_ALLOW_UNSEALED", Default: "false", Meaning: "migration only: true decodes payloads that are not encrypted (histories from before encryption); the worker and codec server refuse them otherwise"},
+	{Name: "SHIPNOTIFY_CODEC_SERVER_TOKEN", Meaning: "bearer token the codec server requires; it will not listen beyond loopback without one", Secret: true},
 }
 
 // variable returns the table's entry for name; it panics on a name not in

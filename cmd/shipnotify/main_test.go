@@ -218,6 +218,9 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{"SHIPNOTIFY_CODEC": "maybe"}, []string{"list"}, "SHIPNOTIFY_CODEC"},
 		{map[string]string{}, []string{"setup"}, "SHIPNOTIFY_CODEC_KEYS"},
 		{map[string]string{}, []string{"codec-server"}, "SHIPNOTIFY_CODEC_KEYS"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", "0.0.0.0:0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", ":0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
+		{map[string]string{"SHIPNOTIFY_CODEC_ALLOW_UNSEALED": "perhaps"}, []string{"list"}, "SHIPNOTIFY_CODEC_ALLOW_UNSEALED"},
 	} {
 		tc.env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
 		code, _, stderr := cli{env: tc.env}.run(t, "", tc.args...)
