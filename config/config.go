@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -55,6 +56,9 @@ type Config struct {
 
 	// MetricsAddr is where the worker serves /metrics and health ("" none).
 	MetricsAddr string
+	// MetricsRefresh is how often the worker re-reads the mirror's gauges;
+	// scrapes serve the last values, so they never query the mirror.
+	MetricsRefresh time.Duration
 
 	// WorkerCacheSize bounds the reminders a worker keeps in memory.
 	WorkerCacheSize int
@@ -124,6 +128,9 @@ func Load(lookup Lookup) (Config, error) {
 	}
 	if c.MetricsAddr = get("SHIPNOTIFY_METRICS_ADDR"); c.MetricsAddr == "off" {
 		c.MetricsAddr = ""
+	}
+	if c.MetricsRefresh, err = time.ParseDuration(get("SHIPNOTIFY_METRICS_REFRESH")); err != nil || c.MetricsRefresh < time.Second {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_METRICS_REFRESH: want a duration of at least 1s, like 30s")
 	}
 	if c.WorkerCacheSize, err = positiveInt(get("SHIPNOTIFY_WORKER_CACHE_SIZE")); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_CACHE_SIZE: %w", err)

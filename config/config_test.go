@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +46,7 @@ func TestDefaultsLoad(t *testing.T) {
 	require.Equal(t, config.DefaultDatabaseURL, c.DatabaseURL)
 	require.Equal(t, 2000, c.WorkerCacheSize)
 	require.Equal(t, ":9090", c.MetricsAddr)
+	require.Equal(t, 30*time.Second, c.MetricsRefresh)
 	require.ErrorIs(t, c.RequireCodec(), config.ErrNoCodecKeys)
 	require.Error(t, c.RequireSender())
 }
@@ -57,6 +59,7 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_FROM_EMAIL":                   "nobody",
 		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK":       "sometimes",
 		"SHIPNOTIFY_LOG_LEVEL":                    "chatty",
+		"SHIPNOTIFY_METRICS_REFRESH":              "500ms",
 		"SHIPNOTIFY_WORKER_CACHE_SIZE":            "0",
 		"SHIPNOTIFY_WORKER_MAX_ACTIVITIES":        "many",
 		"SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "-1",
