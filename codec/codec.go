@@ -81,16 +81,31 @@ func NewKey(id string) string {
 
 // Codec is a converter.PayloadCodec sealing payloads with AES-256-GCM.
 type Codec struct {
-	sealID string
-	aeads  map[string]cipher.AEAD
+	sealID        string
+	aeads         map[string]cipher.AEAD
+	allowUnsealed bool
 }
 
+// Options adjust a codec.
+type Options struct {
+	// AllowUnsealed lets Decode pass through payloads that are not sealed:
+	// the histories of workflows started before encryption was turned on.
+	// Off (the default), such a payload is refused (ErrUnsealed), so a
+	// plaintext input, signal or update sent without the codec cannot pass
+	// for one of ours, in the worker or through the codec server.
+	AllowUnsealed bool
+}
+
+// ErrUnsealed is Decode refusing a payload this codec did not seal.
+var ErrUnsealed = errors.New("codec: refusing a payload that is not encrypted " +
+	"(unencrypted payloads are admitted only when explicitly allowed, while histories from before encryption run out)")
+
 // New returns a codec over keys; the first seals new payloads.
-func New(keys []Key) (*Codec, error) {
+func New(keys []Key, o Options) (*Codec, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("codec: no keys")
 	}
-	c := &Codec{sealID: keys[0].ID, aeads: make(map[string]cipher.AEAD, len(keys))}
+	c := &Codec{sealID: keys[0].ID, aeads: make(map[string]cipher.AEAD, len(keys)), allowUnsealed: o.AllowUnsealed}
 	for _, k := range keys {
 		if _, dup := c.aeads[k.ID]; dup {
 			return nil, fmt.Errorf("codec: key id %q given twice", k.ID)
@@ -135,12 +150,23 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// Decode opens payloads this codec sealed and passes others through
-// (histories written before encryption was turned on).
+// Decode opens payloads this codec sealed. One that is not sealed is
+// refused with ErrUnsealed (wrapped so that a worker fails its workflow
+// task rather than the workflow), or passed through as it is when the
+// codec allows unsealed payloads (Options.AllowUnsealed).
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		if string(p.GetMetadata()[converter.MetadataEncoding]) != Encoding {
+			if !c.allowUnsealed {
+				// In a worker this fails the workflow task, not the
+				// workflow: the task is retried, so a reminder whose
+				// history predates encryption waits for the allowance
+				// instead of failing, and a forged start never runs.
+				// Elsewhere it is an ordinary error (errors.Is
+				// ErrUnsealed).
+				return nil, converter.NewWorkflowTaskFailureError(ErrUnsealed)
+			}
 			out[i] = p
 			continue
 		}

@@ -2,14 +2,17 @@ package codec_test
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/shipnotify/shipnotify/codec"
 )
@@ -18,7 +21,7 @@ func newCodec(t *testing.T, spec string) *codec.Codec {
 	t.Helper()
 	keys, err := codec.ParseKeys(strings.NewReader(spec))
 	require.NoError(t, err)
-	c, err := codec.New(keys)
+	c, err := codec.New(keys, codec.Options{})
 	require.NoError(t, err)
 	return c
 }
@@ -87,13 +90,37 @@ func TestTamperingAndWrongKeysAreRefused(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestUnencryptedPayloadsPassThrough(t *testing.T) {
+// While encryption is on, a payload that is not sealed is refused, alone
+// or beside sealed ones, by the codec and so by the worker's data
+// converter: a plaintext input or signal sent without the codec cannot
+// pass for ours. Only an explicit allowance (histories from before
+// encryption) lets it through, unchanged.
+func TestUnsealedPayloadsAreRefusedUnlessAllowed(t *testing.T) {
 	t.Parallel()
-	c := newCodec(t, codec.NewKey("k1"))
-	plain := payloads(t, "old history")
-	out, err := c.Decode(plain)
+	key := codec.NewKey("k1")
+	c := newCodec(t, key)
+	plain := payloads(t, "forged input")
+	sealed, err := c.Encode(payloads(t, "ours"))
 	require.NoError(t, err)
-	require.Equal(t, plain, out)
+
+	_, err = c.Decode(plain)
+	require.ErrorIs(t, err, codec.ErrUnsealed)
+	_, err = c.Decode(append(sealed, plain...))
+	require.ErrorIs(t, err, codec.ErrUnsealed, "not slipped in beside a sealed one")
+	var got string
+	require.ErrorIs(t, c.DataConverter().FromPayload(plain[0], &got), codec.ErrUnsealed, "the worker's converter refuses it")
+	require.NoError(t, c.DataConverter().FromPayload(sealed[0], &got))
+	require.Equal(t, "ours", got)
+
+	keys, err := codec.ParseKeys(strings.NewReader(key))
+	require.NoError(t, err)
+	migrating, err := codec.New(keys, codec.Options{AllowUnsealed: true})
+	require.NoError(t, err)
+	out, err := migrating.Decode(append(sealed, plain...))
+	require.NoError(t, err)
+	require.Equal(t, plain[0], out[1], "allowed: passed through unchanged")
+	require.NoError(t, migrating.DataConverter().FromPayload(plain[0], &got))
+	require.Equal(t, "forged input", got)
 }
 
 func TestParseKeys(t *testing.T) {
@@ -106,7 +133,7 @@ func TestParseKeys(t *testing.T) {
 		_, err := codec.ParseKeys(strings.NewReader(bad))
 		require.Error(t, err, bad)
 	}
-	_, err = codec.New([]codec.Key{keys[0], keys[0]})
+	_, err = codec.New([]codec.Key{keys[0], keys[0]}, codec.Options{})
 	require.ErrorContains(t, err, "twice")
 }
 
@@ -136,10 +163,17 @@ func TestCodecServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, codec.Encoding, string(resealed[0].Metadata[converter.MetadataEncoding]))
 
-	// Without the token: refused.
-	anon := converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{Endpoint: srv.URL})
-	_, err = anon.Decode(sealed)
-	require.Error(t, err)
+	// Without the token, or with a wrong one: refused.
+	for _, auth := range []string{"", "Bearer s3cre", "Bearer s3cret2", "s3cret"} {
+		anon := converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{Endpoint: srv.URL,
+			ModifyRequest: func(r *http.Request) error { r.Header.Set("Authorization", auth); return nil }})
+		_, err = anon.Decode(sealed)
+		require.ErrorContains(t, err, "Unauthorized", auth)
+	}
+
+	// A plaintext payload is refused beside sealed ones.
+	_, err = remote.Decode(append(sealed, payloads(t, "forged")...))
+	require.ErrorContains(t, err, "not encrypted")
 
 	// CORS: the Web UI's origin may ask; another origin gets no grant.
 	for origin, granted := range map[string]bool{"http://localhost:8233": true, "https://evil.example": false} {
@@ -157,11 +191,144 @@ func TestCodecServer(t *testing.T) {
 			require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 		}
 	}
+}
 
-	big, _ := http.NewRequest(http.MethodPost, srv.URL+"/decode", bytes.NewReader(make([]byte, 9<<20)))
-	big.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := http.DefaultClient.Do(big)
+// post sends body to url's /decode with the token and the given Host and
+// Content-Type, and returns the status (0 if no answer came). It does not
+// fail the test, so goroutines and conditions can call it.
+func post(url, host, contentType string, body io.Reader) int {
+	req, err := http.NewRequest(http.MethodPost, url+"/decode", body)
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// decodeBody is a /decode request body of sealed payloads.
+func decodeBody(t *testing.T, c *codec.Codec) string {
+	t.Helper()
+	sealed, err := c.Encode(payloads(t, secretText))
 	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "oversized bodies are refused")
+	b, err := protojson.Marshal(&commonpb.Payloads{Payloads: sealed})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// The codec server answers only requests naming a Host it is reached by
+// (loopback names, its listen host, the configured names), so a page that
+// rebinds its own name to our address gets nothing; only application/json
+// (which a browser sends only after a CORS preflight); and bodies of at
+// most 4 MiB.
+func TestCodecServerRefusesForeignHostsTypesAndSizes(t *testing.T) {
+	t.Parallel()
+	c := newCodec(t, codec.NewKey("k1"))
+	srv := httptest.NewServer(c.Handler(codec.ServerOptions{Token: "s3cret", Hosts: []string{"codec.internal", "Decode.Example:8081"}}))
+	defer srv.Close()
+	body := decodeBody(t, c)
+	for host, want := range map[string]int{
+		"":                        http.StatusOK, // 127.0.0.1:port
+		"localhost:8081":          http.StatusOK,
+		"[::1]:8081":              http.StatusOK,
+		"127.0.0.2":               http.StatusOK,
+		"codec.internal:8081":     http.StatusOK,
+		"CODEC.internal":          http.StatusOK,
+		"decode.example":          http.StatusOK,
+		"evil.example:8081":       http.StatusMisdirectedRequest,
+		"localhost.evil.example":  http.StatusMisdirectedRequest,
+		"codec.internal.evil.com": http.StatusMisdirectedRequest,
+		"10.0.0.5:8081":           http.StatusMisdirectedRequest,
+	} {
+		require.Equal(t, want, post(srv.URL, host, "application/json", strings.NewReader(body)), "Host: %q", host)
+	}
+	for ct, want := range map[string]int{
+		"application/json":                  http.StatusOK,
+		"application/json; charset=utf-8":   http.StatusOK,
+		"":                                  http.StatusUnsupportedMediaType,
+		"text/plain":                        http.StatusUnsupportedMediaType,
+		"application/x-www-form-urlencoded": http.StatusUnsupportedMediaType,
+		"multipart/form-data; boundary=x":   http.StatusUnsupportedMediaType,
+	} {
+		require.Equal(t, want, post(srv.URL, "", ct, strings.NewReader(body)), "Content-Type: %q", ct)
+	}
+	big := bytes.Repeat([]byte(" "), codec.MaxRequestBytes+1)
+	require.Equal(t, http.StatusRequestEntityTooLarge, post(srv.URL, "", "application/json", bytes.NewReader(big)),
+		"an oversized body with its length is refused up front")
+	require.Equal(t, http.StatusBadRequest, post(srv.URL, "", "application/json", io.MultiReader(bytes.NewReader(big))),
+		"an oversized chunked body is cut off at the cap")
+	require.Equal(t, http.StatusOK, post(srv.URL, "", "application/json",
+		strings.NewReader(body+strings.Repeat(" ", codec.MaxRequestBytes-len(body)))), "exactly at the cap")
+}
+
+// The codec server serves a bounded number of requests at once; one more
+// waits, then is answered 503, and is served once a slot frees.
+func TestCodecServerBoundsConcurrency(t *testing.T) {
+	t.Parallel()
+	c := newCodec(t, codec.NewKey("k1"))
+	srv := httptest.NewServer(c.Handler(codec.ServerOptions{Token: "s3cret", MaxConcurrent: 1, QueueWait: 20 * time.Millisecond}))
+	defer srv.Close()
+	body := decodeBody(t, c)
+
+	// The first request holds the only slot while its body trickles in.
+	pr, pw := io.Pipe()
+	defer pw.Close() // before srv.Close, which waits for the request
+	first := make(chan int, 1)
+	go func() { first <- post(srv.URL, "", "application/json", pr) }()
+	_, err := pw.Write([]byte(body[:10]))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return post(srv.URL, "", "application/json", strings.NewReader(body)) == http.StatusServiceUnavailable
+	}, 10*time.Second, time.Millisecond, "a second request finds no slot")
+
+	_, err = pw.Write([]byte(body[10:]))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	require.Equal(t, http.StatusOK, <-first)
+	require.Equal(t, http.StatusOK, post(srv.URL, "", "application/json", strings.NewReader(body)))
+}
+
+// Beyond loopback the codec server refuses to start without a token:
+// whoever reaches it could decrypt every history.
+func TestCodecServerRequiresATokenBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	c := newCodec(t, codec.NewKey("k1"))
+	for addr, loopback := range map[string]bool{
+		"127.0.0.1:8081": true, "localhost:8081": true, "[::1]:8081": true, "127.0.0.53:0": true,
+		"0.0.0.0:8081": false, ":8081": false, "[::]:8081": false, "10.0.0.5:8081": false, "codec.internal:8081": false,
+	} {
+		_, err := c.Server(addr, codec.ServerOptions{})
+		if loopback {
+			require.NoError(t, err, addr)
+		} else {
+			require.ErrorIs(t, err, codec.ErrTokenRequired, addr)
+		}
+		_, err = c.Server(addr, codec.ServerOptions{Token: "s3cret"})
+		require.NoError(t, err, addr)
+	}
+}
+
+// The codec server's http.Server bounds how long a client may take to send
+// headers and body, to read the answer, and to sit idle.
+func TestCodecServerHasTimeouts(t *testing.T) {
+	t.Parallel()
+	srv, err := newCodec(t, codec.NewKey("k1")).Server("127.0.0.1:0", codec.ServerOptions{})
+	require.NoError(t, err)
+	for name, d := range map[string]time.Duration{
+		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
+		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout,
+	} {
+		require.Positive(t, d, name)
+	}
 }

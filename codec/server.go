@@ -1,13 +1,43 @@
 package codec
 
 import (
+	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
+	"mime"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/converter"
 )
+
+// Bounds of the codec server. A request body holds a batch of payloads (the
+// Web UI sends one event's worth); Temporal refuses payloads over 2 MiB by
+// default, so 4 MiB leaves room without letting a caller make us buffer
+// more.
+const (
+	MaxRequestBytes      = 4 << 20
+	DefaultMaxConcurrent = 16
+	DefaultQueueWait     = 5 * time.Second
+)
+
+// Timeouts of the codec server's http.Server: a slow or idle client cannot
+// hold a connection and its goroutine for long.
+const (
+	ServerReadHeaderTimeout = 5 * time.Second
+	ServerReadTimeout       = 30 * time.Second
+	ServerWriteTimeout      = 30 * time.Second
+	ServerIdleTimeout       = 2 * time.Minute
+)
+
+// ErrTokenRequired is Server refusing to listen beyond loopback without a
+// token: anyone who reaches it could otherwise decrypt every history.
+var ErrTokenRequired = errors.New("a token is required to listen on an address that is not loopback")
 
 // ServerOptions configure the codec server.
 type ServerOptions struct {
@@ -15,15 +45,54 @@ type ServerOptions struct {
 	// origin, e.g. http://localhost:8233).
 	Origins []string
 	// Token, when set, must come as "Authorization: Bearer <token>".
+	// Server requires one unless it listens on loopback.
 	Token string
+	// Hosts are the names a request's Host header may carry besides
+	// loopback names and the listen address's host: the names the server
+	// is reached by. Any other Host is refused, so a web page cannot
+	// reach it by rebinding its own name to our address (DNS rebinding).
+	Hosts []string
+	// MaxConcurrent bounds the requests served at once; 0 means
+	// DefaultMaxConcurrent.
+	MaxConcurrent int
+	// QueueWait is how long a request waits for a free slot before it is
+	// answered 503; 0 means DefaultQueueWait.
+	QueueWait time.Duration
+
+	// listenHost is the host of the address Server listens on.
+	listenHost string
 }
 
 // Handler serves /encode and /decode for the Temporal Web UI and CLI
-// (Temporal's remote codec protocol), with CORS for the UI's origin and an
-// optional bearer token. Request bodies are capped.
+// (Temporal's remote codec protocol), with CORS for the UI's origin. It is
+// not an oracle for whoever reaches it: it answers only requests naming an
+// allowed Host, posting application/json of at most MaxRequestBytes, with
+// the bearer token when one is set (compared in constant time), and serves
+// a bounded number at once.
 func (c *Codec) Handler(o ServerOptions) http.Handler {
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.QueueWait <= 0 {
+		o.QueueWait = DefaultQueueWait
+	}
+	hosts := map[string]bool{}
+	for _, h := range append(slices.Clone(o.Hosts), o.listenHost) {
+		if h = hostOnly(h); h != "" && !isWildcard(h) {
+			hosts[h] = true
+		}
+	}
+	var wantToken [sha256.Size]byte
+	if o.Token != "" {
+		wantToken = sha256.Sum256([]byte("Bearer " + o.Token))
+	}
+	slots := make(chan struct{}, o.MaxConcurrent)
 	codec := converter.NewPayloadCodecHTTPHandler(c)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := hostOnly(r.Host); !hosts[h] && !isLoopbackName(h) {
+			http.Error(w, "host not allowed", http.StatusMisdirectedRequest)
+			return
+		}
 		if origin := r.Header.Get("Origin"); origin != "" && slices.Contains(o.Origins, origin) {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
@@ -33,29 +102,110 @@ func (c *Codec) Handler(o ServerOptions) http.Handler {
 			h.Set("Access-Control-Max-Age", "600")
 			h.Add("Vary", "Origin")
 		}
-		if r.Method == http.MethodOptions {
+		switch r.Method {
+		case http.MethodOptions:
 			w.WriteHeader(http.StatusNoContent)
+			return
+		case http.MethodPost:
+		default:
+			w.Header().Set("Allow", "POST, OPTIONS")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
 		if o.Token != "" {
-			want := "Bearer " + o.Token
-			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
+			// Hashing first makes the comparison constant-time in the
+			// length too.
+			got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+			if subtle.ConstantTimeCompare(got[:], wantToken[:]) != 1 {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 8<<20)
+		// A browser sends application/json only after a CORS preflight,
+		// which only the configured origins pass.
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			http.Error(w, "want Content-Type: application/json", http.StatusUnsupportedMediaType)
+			return
+		}
+		if r.ContentLength > MaxRequestBytes {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if !acquire(r.Context(), slots, o.QueueWait) {
+			w.Header().Set("Retry-After", strconv.Itoa(1))
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		defer func() { <-slots }()
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		codec.ServeHTTP(w, r)
 	})
 }
 
-// Server is an HTTP server for Handler with sensible timeouts.
-func (c *Codec) Server(addr string, o ServerOptions) *http.Server {
+// acquire takes a slot, waiting at most wait.
+func acquire(ctx context.Context, slots chan struct{}, wait time.Duration) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// Server is an HTTP server for Handler on addr, with timeouts. It refuses
+// (ErrTokenRequired) to serve an address beyond loopback without a token.
+// The host of addr is an allowed Host.
+func (c *Codec) Server(addr string, o ServerOptions) (*http.Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if o.Token == "" && !isLoopbackName(hostOnly(host)) {
+		return nil, ErrTokenRequired
+	}
+	o.listenHost = host
 	return &http.Server{
 		Addr:              addr,
 		Handler:           c.Handler(o),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		ReadHeaderTimeout: ServerReadHeaderTimeout,
+		ReadTimeout:       ServerReadTimeout,
+		WriteTimeout:      ServerWriteTimeout,
+		IdleTimeout:       ServerIdleTimeout,
+	}, nil
+}
+
+// hostOnly is a Host header's or address's host, lower case, without port
+// or IPv6 brackets.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
 	}
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+}
+
+// isLoopbackName: "localhost" or a loopback IP literal (127.0.0.0/8, ::1).
+func isLoopbackName(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isWildcard: an address that listens on every interface ("" or
+// unspecified), which names no host a request could carry.
+func isWildcard(h string) bool {
+	if h == "" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsUnspecified()
 }

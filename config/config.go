@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -59,6 +60,9 @@ type Config struct {
 
 	// MetricsAddr is where the worker serves /metrics and health ("" none).
 	MetricsAddr string
+	// MetricsRefresh is how often the worker re-reads the mirror's gauges;
+	// scrapes serve the last values, so they never query the mirror.
+	MetricsRefresh time.Duration
 
 	// WorkerCacheSize bounds the reminders a worker keeps in memory.
 	WorkerCacheSize int
@@ -135,6 +139,9 @@ func Load(lookup Lookup) (Config, error) {
 	if c.MetricsAddr = get("SHIPNOTIFY_METRICS_ADDR"); c.MetricsAddr == "off" {
 		c.MetricsAddr = ""
 	}
+	if c.MetricsRefresh, err = time.ParseDuration(get("SHIPNOTIFY_METRICS_REFRESH")); err != nil || c.MetricsRefresh < time.Second {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_METRICS_REFRESH: want a duration of at least 1s, like 30s")
+	}
 	if c.WorkerCacheSize, err = positiveInt(get("SHIPNOTIFY_WORKER_CACHE_SIZE")); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_CACHE_SIZE: %w", err)
 	}
@@ -162,6 +169,11 @@ func (c *Config) loadCodec(get func(key string) string) error {
 	default:
 		return fmt.Errorf("SHIPNOTIFY_CODEC: want on or off")
 	}
+	var o codec.Options
+	var err error
+	if o.AllowUnsealed, err = parseBool(get("SHIPNOTIFY_CODEC_ALLOW_UNSEALED")); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_CODEC_ALLOW_UNSEALED: %w", err)
+	}
 	inline, file := get("SHIPNOTIFY_CODEC_KEYS"), get("SHIPNOTIFY_CODEC_KEYS_FILE")
 	var src io.Reader
 	name := "SHIPNOTIFY_CODEC_KEYS"
@@ -184,7 +196,7 @@ func (c *Config) loadCodec(get func(key string) string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if c.Codec, err = codec.New(keys); err != nil {
+	if c.Codec, err = codec.New(keys, o); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil

@@ -1,13 +1,16 @@
 package config_test
 
 import (
+	"encoding/base64"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/config"
 )
 
@@ -43,6 +46,7 @@ func TestDefaultsLoad(t *testing.T) {
 	require.Equal(t, config.DefaultDatabaseURL, c.DatabaseURL)
 	require.Equal(t, 2000, c.WorkerCacheSize)
 	require.Equal(t, ":9090", c.MetricsAddr)
+	require.Equal(t, 30*time.Second, c.MetricsRefresh)
 	require.ErrorIs(t, c.RequireCodec(), config.ErrNoCodecKeys)
 	require.Error(t, c.RequireSender())
 }
@@ -55,11 +59,13 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_FROM_EMAIL":                   "nobody",
 		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK":       "sometimes",
 		"SHIPNOTIFY_LOG_LEVEL":                    "chatty",
+		"SHIPNOTIFY_METRICS_REFRESH":              "500ms",
 		"SHIPNOTIFY_WORKER_CACHE_SIZE":            "0",
 		"SHIPNOTIFY_WORKER_MAX_ACTIVITIES":        "many",
 		"SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "-1",
 		"SHIPNOTIFY_CODEC":                        "maybe",
 		"SHIPNOTIFY_CODEC_KEYS":                   "k:short",
+		"SHIPNOTIFY_CODEC_ALLOW_UNSEALED":         "sometimes",
 	} {
 		_, err := config.Load(lookup(map[string]string{name: value, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
 		require.Error(t, err, name)
@@ -86,11 +92,13 @@ func TestMailAPIOverPlainHTTPOnlyToLoopback(t *testing.T) {
 	}
 }
 
-// `shipnotify config` shows values but never a secret.
+// `shipnotify config` shows values but never a secret: a secret is only
+// set or unset; a database URL keeps its user, host and database, and
+// loses its password and every *password* parameter.
 func TestEffectiveRedactsSecrets(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"DATABASE_URL":          "postgres://app:hunter2@db.internal:5432/shipnotify?sslmode=require",
+		"DATABASE_URL":          "postgres://app:hunter2@db.internal:5432/shipnotify?sslmode=require&sslpassword=keypass&Password=again",
 		"SENDGRID_API_KEY":      "SG.very-secret",
 		"SHIPNOTIFY_CODEC_KEYS": "k1:c2VjcmV0",
 		"TEMPORAL_API_KEY":      "tmprl-secret",
@@ -101,17 +109,68 @@ func TestEffectiveRedactsSecrets(t *testing.T) {
 		got[s.Name] = s
 	}
 	require.Len(t, got, len(config.Variables))
-	require.Equal(t, "postgres://app:xxxxx@db.internal:5432/shipnotify?sslmode=require", got["DATABASE_URL"].Value)
+	require.Equal(t, "postgres://app:xxxxx@db.internal:5432/shipnotify?Password=xxxxx&sslmode=require&sslpassword=xxxxx", got["DATABASE_URL"].Value)
 	for _, name := range []string{"SENDGRID_API_KEY", "SHIPNOTIFY_CODEC_KEYS", "TEMPORAL_API_KEY"} {
-		require.Equal(t, "(set, redacted)", got[name].Value, name)
+		require.Equal(t, config.SecretSet, got[name].Value, name)
 		require.Equal(t, "environment", got[name].Source)
 	}
 	require.Equal(t, "debug", got["SHIPNOTIFY_LOG_LEVEL"].Value)
 	require.Equal(t, "default", got["SHIPNOTIFY_TASK_QUEUE"].Source)
 	require.Equal(t, "unset", got["SHIPNOTIFY_CODEC_SERVER_TOKEN"].Source)
+	require.Equal(t, config.SecretUnset, got["SHIPNOTIFY_CODEC_SERVER_TOKEN"].Value)
 	for _, s := range got {
-		for _, secret := range []string{"hunter2", "very-secret", "c2VjcmV0", "tmprl-secret"} {
+		for _, secret := range []string{"hunter2", "keypass", "again", "very-secret", "c2VjcmV0", "tmprl-secret"} {
 			require.NotContains(t, s.Value, secret)
+		}
+	}
+}
+
+// Secrets that look like URLs are still only "(set)". A codec key's
+// base64 starts with "//" for about 1 key in 4,096 (its first 12 bits all
+// ones); "id://…" then parses as a URL with a scheme and a host, and a
+// redaction that keeps URLs printed the key whole. A database URL that
+// does not parse as postgres:// is not printed either.
+func TestEffectiveNeverPrintsASecretThatLooksLikeAURL(t *testing.T) {
+	t.Parallel()
+	secret := make([]byte, 32)
+	for i := range secret {
+		secret[i] = byte(i*37 + 11)
+	}
+	secret[0], secret[1] = 0xff, 0xf3
+	b64 := base64.StdEncoding.EncodeToString(secret)
+	require.True(t, strings.HasPrefix(b64, "//"), b64)
+	key := "k1:" + b64
+	keys, err := codec.ParseKeys(strings.NewReader(key))
+	require.NoError(t, err, "a valid key")
+	require.Equal(t, secret, keys[0].Secret)
+
+	for name, value := range map[string]string{
+		"SHIPNOTIFY_CODEC_KEYS":         key,
+		"SENDGRID_API_KEY":              "https://user:pass@sendgrid.example/SG.x",
+		"SHIPNOTIFY_CODEC_SERVER_TOKEN": "//token.example/abc",
+		"TEMPORAL_TLS_CLIENT_KEY_DATA":  "k://-----BEGIN PRIVATE KEY-----",
+		"DATABASE_URL":                  "host=db.internal user=app password=hunter2 dbname=x",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var printed config.Setting
+			for _, s := range config.Effective(lookup(map[string]string{name: value})) {
+				if s.Name == name {
+					printed = s
+				}
+			}
+			require.Equal(t, config.SecretSet, printed.Value)
+		})
+	}
+}
+
+// Every variable holding a database URL is marked as one, so its password
+// is masked.
+func TestDatabaseURLVariablesAreMarked(t *testing.T) {
+	t.Parallel()
+	for _, v := range config.Variables {
+		if strings.Contains(v.Name, "DATABASE") && strings.HasSuffix(v.Name, "_URL") {
+			require.True(t, v.DatabaseURL && v.Secret, v.Name)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/url"
+	"strings"
 
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -12,8 +13,14 @@ type Variable struct {
 	Name    string
 	Default string
 	Meaning string
-	// Secret values are never printed.
+	// Secret values are never printed: `shipnotify config` says whether
+	// one is set, nothing more.
 	Secret bool
+	// DatabaseURL marks a PostgreSQL URL (a secret: it can carry a
+	// password), printed as its user, host and database with the password
+	// and every *password* parameter masked, so an operator can tell which
+	// server and role a command would use.
+	DatabaseURL bool
 }
 
 // Variables is every environment variable shipnotify reads, with its
@@ -35,8 +42,8 @@ var Variables = []Variable{
 	{Name: "TEMPORAL_CONFIG_FILE", Meaning: "Temporal client config file (TOML profiles); default: the user config dir's temporalio/temporal.toml"},
 	{Name: "TEMPORAL_PROFILE", Meaning: "profile in that file (default: default)"},
 	{Name: "SHIPNOTIFY_TASK_QUEUE", Default: workflows.DefaultTaskQueue, Meaning: "task queue the worker polls and the starter starts on"},
-	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default); in production a member of shipnotify_runtime", Secret: true},
-	{Name: "SHIPNOTIFY_MIGRATE_DATABASE_URL", Meaning: "the mirror as its owner, for `shipnotify migrate` only (default: DATABASE_URL)", Secret: true},
+	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default); in production a member of shipnotify_runtime", Secret: true, DatabaseURL: true},
+	{Name: "SHIPNOTIFY_MIGRATE_DATABASE_URL", Meaning: "the mirror as its owner, for `shipnotify migrate` only (default: DATABASE_URL)", Secret: true, DatabaseURL: true},
 	{Name: "SENDGRID_API_KEY", Meaning: "SendGrid API key; the worker requires it", Secret: true},
 	{Name: "SENDGRID_BASE_URL", Default: email.DefaultBaseURL, Meaning: "mail API base URL; https, or plain http to loopback only, since it carries the API key (the demo and tests use a local sink)"},
 	{Name: "SHIPNOTIFY_FROM_EMAIL", Default: DefaultFromEmail, Meaning: "sender address"},
@@ -44,13 +51,15 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK", Default: "false", Meaning: "development only: webhooks may reach loopback addresses, on any port, over plain http too"},
 	{Name: "SHIPNOTIFY_LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error; logs are JSON on stderr"},
 	{Name: "SHIPNOTIFY_METRICS_ADDR", Default: ":9090", Meaning: "where the worker serves /metrics, /healthz and /readyz (off: nowhere)"},
+	{Name: "SHIPNOTIFY_METRICS_REFRESH", Default: "30s", Meaning: "how often the worker re-reads the mirror's gauges (reminders by state, oldest overdue); scrapes serve the last values and never query the mirror"},
 	{Name: "SHIPNOTIFY_WORKER_CACHE_SIZE", Default: "2000", Meaning: "reminders a worker keeps in memory (about 35 KB each)"},
 	{Name: "SHIPNOTIFY_WORKER_MAX_ACTIVITIES", Default: "200", Meaning: "notify activities in flight per worker; the PostgreSQL pool is sized to match"},
 	{Name: "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND", Default: "0", Meaning: "cap on deliveries a second across all workers of the task queue (the provider's rate limit); 0: none"},
 	{Name: "SHIPNOTIFY_CODEC", Default: "on", Meaning: "off runs without payload encryption; on with no keys refuses to talk to Temporal"},
 	{Name: "SHIPNOTIFY_CODEC_KEYS", Meaning: "payload keys, id:base64(32 bytes), comma-separated; the first seals, all open", Secret: true},
 	{Name: "SHIPNOTIFY_CODEC_KEYS_FILE", Meaning: "the same, from a file (one key a line, # comments)"},
-	{Name: "SHIPNOTIFY_CODEC_SERVER_TOKEN", Meaning: "bearer token the codec server requires", Secret: true},
+	{Name: "SHIPNOTIFY_CODEC_ALLOW_UNSEALED", Default: "false", Meaning: "migration only: true decodes payloads that are not encrypted (histories from before encryption); the worker and codec server refuse them otherwise"},
+	{Name: "SHIPNOTIFY_CODEC_SERVER_TOKEN", Meaning: "bearer token the codec server requires; it will not listen beyond loopback without one", Secret: true},
 }
 
 // variable returns the table's entry for name; it panics on a name not in
@@ -71,8 +80,16 @@ type Setting struct {
 	Source string `json:"source"` // "environment", "default" or "unset"
 }
 
-// Effective lists every variable with the value in force, secrets redacted
-// (a URL keeps all but its password).
+// Printed in place of a secret's value.
+const (
+	SecretSet   = "(set)"
+	SecretUnset = "(unset)"
+	masked      = "xxxxx"
+)
+
+// Effective lists every variable with the value in force. A secret shows
+// only whether it is set; a database URL its user, host, database and
+// parameters, with every password masked.
 func Effective(lookup Lookup) []Setting {
 	out := make([]Setting, 0, len(Variables))
 	for _, v := range Variables {
@@ -82,23 +99,45 @@ func Effective(lookup Lookup) []Setting {
 		} else if v.Default == "" {
 			s.Source = "unset"
 		}
-		if v.Secret && s.Value != "" {
-			s.Value = redact(s.Value)
+		switch {
+		case (v.Secret || v.DatabaseURL) && s.Value == "":
+			s.Value = SecretUnset
+		case v.DatabaseURL:
+			s.Value = maskDatabaseURL(s.Value)
+		case v.Secret:
+			s.Value = SecretSet
 		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// redact hides a secret; of a URL (DATABASE_URL) only the password goes.
-func redact(v string) string {
+// maskDatabaseURL keeps a postgres:// URL's user, host, port, database and
+// parameters and masks its password and every parameter named like a
+// password (password, sslpassword, …). Anything that is not such a URL
+// (a keyword/value DSN, a typo) is only "(set)": it is never parsed as
+// something else and printed whole.
+func maskDatabaseURL(v string) string {
 	u, err := url.Parse(v)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return "(set, redacted)"
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" || u.Host == "" {
+		return SecretSet
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	out := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		out.User = url.User(u.User.Username())
+		if _, has := u.User.Password(); has {
+			out.User = url.UserPassword(u.User.Username(), masked)
+		}
 	}
-	return u.Redacted()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return SecretSet
+	}
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q[k] = []string{masked}
+		}
+	}
+	out.RawQuery = q.Encode()
+	return out.String()
 }

@@ -6,8 +6,10 @@ package delivery
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,18 +49,58 @@ func (e *Error) Error() string {
 	return msg
 }
 
-// RetryAfter reads a Retry-After header value: delay seconds or an HTTP date.
+// The range a wait asked for by the other side is held to. A receiver
+// must not steer our retries: not hammer us into retrying at once, and not
+// park a delivery for days (nor, with an overflowing value, turn the wait
+// negative).
+const (
+	MinRetryAfter = time.Second
+	MaxRetryAfter = time.Hour
+)
+
+// maxRetryAfterSeconds is the largest delay in seconds a time.Duration holds.
+const maxRetryAfterSeconds = int64(math.MaxInt64 / time.Second)
+
+// RetryAfter reads a Retry-After header value: delay seconds or an HTTP
+// date, held to [MinRetryAfter, MaxRetryAfter]. A value that is negative,
+// overflows a time.Duration, or is not a number or date is ignored (0:
+// the retry policy decides), as is a date already past.
 func RetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if sec, err := strconv.Atoi(v); err == nil && sec >= 0 {
-		return time.Duration(sec) * time.Second
+	if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if sec < 0 || sec > maxRetryAfterSeconds {
+			return 0
+		}
+		return ClampRetryAfter(time.Duration(sec) * time.Second)
+	} else if isDigits(v) {
+		return 0 // beyond int64: an overflow, not a date
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return ClampRetryAfter(t.Sub(now))
 	}
 	return 0
+}
+
+// ClampRetryAfter holds a wait the other side asked for (a Retry-After, a
+// rate limit's reset time) to [MinRetryAfter, MaxRetryAfter]; 0 or less
+// stays 0, "not said".
+func ClampRetryAfter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return min(max(d, MinRetryAfter), MaxRetryAfter)
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Excerpt keeps an answer's body short and valid UTF-8: bodies can be large,

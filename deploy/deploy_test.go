@@ -47,7 +47,8 @@ func ours(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, store)
+	m := metrics.New(reg)
+	metrics.WatchMirror(t.Context(), reg, store, metrics.MirrorOptions{})
 	metrics.WatchCredentials(reg, "sendgrid", email.NewSender(email.Options{}))
 	m.SchedulingLag(time.Second)
 	m.Delivery("email", "reminder", "sent", 100*time.Millisecond)

@@ -141,14 +141,20 @@ func (s *Sender) classify(resp *rest.Response) error {
 }
 
 // rateLimitWait reads SendGrid's X-RateLimit-Reset (a Unix time) and, failing
-// that, a standard Retry-After.
+// that, a standard Retry-After. The wait is held to
+// [delivery.MinRetryAfter, delivery.MaxRetryAfter]: a reset far in the
+// future waits an hour, not until then; a negative one is ignored.
 func (s *Sender) rateLimitWait(h map[string][]string) time.Duration {
 	if v := header(h, "X-RateLimit-Reset"); v != "" {
-		if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
-			if d := time.Unix(sec, 0).Sub(s.now()); d > 0 {
-				return d
+		if sec, err := strconv.ParseInt(v, 10, 64); err == nil && sec >= 0 {
+			now := s.now()
+			switch ahead := sec - now.Unix(); {
+			case ahead <= 0:
+				return delivery.MinRetryAfter
+			case ahead > int64(delivery.MaxRetryAfter/time.Second):
+				return delivery.MaxRetryAfter
 			}
-			return time.Second
+			return delivery.ClampRetryAfter(time.Unix(sec, 0).Sub(now))
 		}
 	}
 	return delivery.RetryAfter(header(h, "Retry-After"), s.now())

@@ -31,6 +31,17 @@ func TestAnswersAreClassified(t *testing.T) {
 		{sink.Answer{Status: 413}, true, false, 0},
 		{sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": reset}}, false, false, 90 * time.Second},
 		{sink.Answer{Status: 429, Headers: map[string]string{"Retry-After": "12"}}, false, false, 12 * time.Second},
+		// A reset already past retries in a second; one far in the future
+		// (or past what a time.Time holds) waits an hour, not until then;
+		// a negative one is ignored, like an overflowing Retry-After.
+		{sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": strconv.FormatInt(now.Add(-time.Hour).Unix(), 10)}}, false, false, time.Second},
+		{sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": strconv.FormatInt(now.Add(72*time.Hour).Unix(), 10)}}, false, false, time.Hour},
+		{sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": "9223372036854775807"}}, false, false, time.Hour},
+		{sink.Answer{Status: 429, Headers: map[string]string{"X-RateLimit-Reset": "-1", "Retry-After": "5"}}, false, false, 5 * time.Second},
+		{sink.Answer{Status: 429, Headers: map[string]string{"Retry-After": "9223372037"}}, false, false, 0},
+		{sink.Answer{Status: 503, Headers: map[string]string{"Retry-After": "18446744073"}}, false, false, 0},
+		{sink.Answer{Status: 503, Headers: map[string]string{"Retry-After": "-30"}}, false, false, 0},
+		{sink.Answer{Status: 503, Headers: map[string]string{"Retry-After": "604800"}}, false, false, time.Hour},
 		{sink.Answer{Status: 500}, false, false, 0},
 		{sink.Answer{Status: 503, Headers: map[string]string{"Retry-After": "3"}}, false, false, 3 * time.Second},
 	} {

@@ -28,9 +28,9 @@ func TestRefusedCredentialsAreScrapedAndFailReadiness(t *testing.T) {
 	defer mail.Close()
 	sender := email.NewSender(email.Options{APIKey: "SG.key", BaseURL: mail.URL(), FromEmail: "r@shipnotify.example"})
 	reg := prometheus.NewRegistry()
-	metrics.New(reg, nil)
+	metrics.New(reg)
 	metrics.WatchCredentials(reg, "sendgrid", sender)
-	srv := httptest.NewServer(metrics.Handler(reg, func(context.Context) error { return sender.Credentials().Err() }))
+	srv := httptest.NewServer(metrics.Handler(reg, metrics.CredentialsReady(sender)))
 	defer srv.Close()
 
 	get := func(path string) (int, string) {

@@ -7,12 +7,9 @@
 package metrics
 
 import (
-	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shipnotify/shipnotify/mirror"
 )
 
 // Metrics records what the notify activity does. A nil *Metrics records
@@ -24,9 +21,9 @@ type Metrics struct {
 	retries          *prometheus.CounterVec
 }
 
-// New registers shipnotify's metrics on reg. With a store, the mirror's
-// gauges (reminders by state, oldest overdue) are read on each scrape.
-func New(reg prometheus.Registerer, store *mirror.Store) *Metrics {
+// New registers the notify activity's metrics on reg. The mirror's gauges
+// are WatchMirror's.
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		schedulingLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shipnotify_scheduling_lag_seconds",
@@ -48,9 +45,6 @@ func New(reg prometheus.Registerer, store *mirror.Store) *Metrics {
 		}, []string{"channel"}),
 	}
 	reg.MustRegister(m.schedulingLag, m.deliveryDuration, m.deliveries, m.retries)
-	if store != nil {
-		reg.MustRegister(&mirrorCollector{store: store})
-	}
 	return m
 }
 
@@ -79,39 +73,4 @@ func (m *Metrics) Retry(channel string) {
 		return
 	}
 	m.retries.WithLabelValues(channel).Inc()
-}
-
-// mirrorCollector reads the mirror's gauges when Prometheus scrapes.
-type mirrorCollector struct {
-	store *mirror.Store
-}
-
-var (
-	remindersDesc = prometheus.NewDesc("shipnotify_reminders",
-		"Reminders in the mirror by state.", []string{"state"}, nil)
-	oldestOverdueDesc = prometheus.NewDesc("shipnotify_oldest_overdue_undelivered_seconds",
-		"Age past its due time of the oldest reminder that is due, scheduled and not yet sent (0 when none).", nil, nil)
-	mirrorUpDesc = prometheus.NewDesc("shipnotify_mirror_up",
-		"1 if the mirror's gauges could be read on this scrape.", nil, nil)
-)
-
-func (c *mirrorCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- remindersDesc
-	ch <- oldestOverdueDesc
-	ch <- mirrorUpDesc
-}
-
-func (c *mirrorCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	g, err := c.store.Gauges(ctx)
-	if err != nil {
-		ch <- prometheus.MustNewConstMetric(mirrorUpDesc, prometheus.GaugeValue, 0)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(mirrorUpDesc, prometheus.GaugeValue, 1)
-	for state, n := range g.ByState {
-		ch <- prometheus.MustNewConstMetric(remindersDesc, prometheus.GaugeValue, float64(n), string(state))
-	}
-	ch <- prometheus.MustNewConstMetric(oldestOverdueDesc, prometheus.GaugeValue, g.OldestOverdue.Seconds())
 }

@@ -1,12 +1,17 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,7 +62,8 @@ func TestLateReminderMovesTheLagHistogram(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
 	reg := prometheus.NewRegistry()
-	s.Activities.Metrics = metrics.New(reg, s.Mirror)
+	s.Activities.Metrics = metrics.New(reg)
+	metrics.WatchMirror(t.Context(), reg, s.Mirror, metrics.MirrorOptions{Every: 50 * time.Millisecond})
 	s.StartWorker(t)
 	ctx := context.Background()
 	results, err := s.Starter.Schedule(ctx, s.Update(t, time.Now().Add(-10*time.Second), reminder.Email))
@@ -74,8 +80,10 @@ func TestLateReminderMovesTheLagHistogram(t *testing.T) {
 	require.NotNil(t, sent)
 	require.Equal(t, 1.0, sent.GetCounter().GetValue())
 	require.Equal(t, uint64(1), family(t, reg, "shipnotify_delivery_duration_seconds").GetMetric()[0].GetHistogram().GetSampleCount())
-	byState := labelled(family(t, reg, "shipnotify_reminders"), map[string]string{"state": "sent"})
-	require.Equal(t, 1.0, byState.GetGauge().GetValue())
+	require.Eventually(t, func() bool {
+		byState := labelled(family(t, reg, "shipnotify_reminders"), map[string]string{"state": "sent"})
+		return byState != nil && byState.GetGauge().GetValue() == 1
+	}, 10*time.Second, 20*time.Millisecond, "the next refresh counts it sent")
 }
 
 // A row that is due and not delivered moves the oldest-overdue gauge; once
@@ -85,7 +93,7 @@ func TestOverdueUndeliveredRowMovesTheGauge(t *testing.T) {
 	db := testenv.Postgres(t)
 	store := mirror.New(db.Pool)
 	reg := prometheus.NewRegistry()
-	metrics.New(reg, store)
+	metrics.WatchMirror(t.Context(), reg, store, metrics.MirrorOptions{Every: 50 * time.Millisecond})
 	gauge := func() float64 {
 		return family(t, reg, "shipnotify_oldest_overdue_undelivered_seconds").GetMetric()[0].GetGauge().GetValue()
 	}
@@ -100,7 +108,8 @@ func TestOverdueUndeliveredRowMovesTheGauge(t *testing.T) {
 	ctx := context.Background()
 	_, err = store.ScheduleUpdate(ctx, u, []mirror.NewReminder{{Reminder: rems[0], WorkflowID: "reminder/SHP-1/u-1/a"}})
 	require.NoError(t, err)
-	require.InDelta(t, 120, gauge(), 10, "two minutes overdue")
+	require.Eventually(t, func() bool { return gauge() >= 120 }, 10*time.Second, 10*time.Millisecond, "two minutes overdue")
+	require.Less(t, gauge(), 130.0)
 	scheduled := labelled(family(t, reg, "shipnotify_reminders"), map[string]string{"state": "scheduled"})
 	require.Equal(t, 1.0, scheduled.GetGauge().GetValue())
 
@@ -108,15 +117,118 @@ func TestOverdueUndeliveredRowMovesTheGauge(t *testing.T) {
 	_, err = store.ClaimDelivery(ctx, mirror.Claim{Key: key, ReminderID: rems[0].ID, Purpose: reminder.PurposeReminder, Owner: "t", LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, store.RecordSent(ctx, key, "pm-1", nil))
-	require.Zero(t, gauge(), "delivered: nothing overdue")
+	require.Eventually(t, func() bool { return gauge() == 0 }, 10*time.Second, 10*time.Millisecond, "delivered: nothing overdue")
+}
+
+// countingReader counts the mirror reads behind the gauges and the most
+// that ran at once.
+type countingReader struct {
+	store                *mirror.Store
+	mu                   sync.Mutex
+	reads, running, most int
+}
+
+func (c *countingReader) Gauges(ctx context.Context) (mirror.Gauges, error) {
+	c.mu.Lock()
+	c.reads++
+	c.running++
+	c.most = max(c.most, c.running)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running--
+		c.mu.Unlock()
+	}()
+	return c.store.Gauges(ctx)
+}
+
+func (c *countingReader) counts() (reads, most int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads, c.most
+}
+
+// No scrape rate reaches the mirror: hundreds of concurrent scrapes are
+// served from the last refresh, which reads the mirror once a period, one
+// read at a time. The gauges still follow the mirror, a period late.
+func TestScrapesNeverQueryTheMirror(t *testing.T) {
+	t.Parallel()
+	store := mirror.New(testenv.Postgres(t).Pool)
+	reader := &countingReader{store: store}
+	reg := prometheus.NewRegistry()
+	const every = 200 * time.Millisecond
+	began := time.Now()
+	metrics.WatchMirror(t.Context(), reg, reader, metrics.MirrorOptions{Every: every})
+	srv := httptest.NewServer(metrics.Handler(reg, func(context.Context) error { return nil }))
+	defer srv.Close()
+
+	const scrapers, each = 32, 25
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range scrapers {
+		wg.Go(func() {
+			for range each {
+				resp, err := http.Get(srv.URL + "/metrics")
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "shipnotify_mirror_up 1") {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(began)
+	require.Zero(t, failed.Load(), "every scrape is served, with the mirror up")
+	reads, most := reader.counts()
+	require.Equal(t, 1, most, "one read at a time")
+	require.LessOrEqual(t, reads, 2+int(took/every), "%d scrapes in %s made %d reads", scrapers*each, took, reads)
+
+	// A new reminder shows after the next refresh.
+	now := time.Now()
+	u := reminder.Update{ShipmentID: "SHP-1", UpdateID: "u-1", Kind: "delivery_window",
+		Message:     reminder.Message{Subject: "s", Text: "t"},
+		Subscribers: []reminder.Subscriber{{ID: "a", Channel: reminder.Email, Email: "a@b.example", DueAt: now.Add(time.Hour)}}}
+	rems, err := u.Plan(reminder.PlanOptions{Now: now})
+	require.NoError(t, err)
+	_, err = store.ScheduleUpdate(context.Background(), u, []mirror.NewReminder{{Reminder: rems[0], WorkflowID: "reminder/SHP-1/u-1/a"}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		m := labelled(family(t, reg, "shipnotify_reminders"), map[string]string{"state": "scheduled"})
+		return m != nil && m.GetGauge().GetValue() == 1
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// A mirror that cannot be read shows as shipnotify_mirror_up 0, and the
+// refresh's error goes to the log, not to the scrape.
+func TestUnreadableMirrorShowsDown(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	metrics.WatchMirror(t.Context(), reg, failingReader{}, metrics.MirrorOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	up := family(t, reg, "shipnotify_mirror_up")
+	require.Equal(t, 0.0, up.GetMetric()[0].GetGauge().GetValue())
+	require.Nil(t, family(t, reg, "shipnotify_reminders"))
+	require.Contains(t, logs.String(), "connection refused")
+}
+
+type failingReader struct{}
+
+func (failingReader) Gauges(context.Context) (mirror.Gauges, error) {
+	return mirror.Gauges{}, errors.New("dial tcp 10.0.0.5:5432: connection refused")
 }
 
 func TestHealthEndpoints(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	metrics.New(reg, nil)
-	var readyErr error
-	srv := httptest.NewServer(metrics.Handler(reg, func(context.Context) error { return readyErr }))
+	metrics.New(reg)
+	var readyErr atomic.Pointer[error]
+	readyErr.Store(new(error))
+	srv := httptest.NewServer(metrics.Handler(reg, func(context.Context) error { return *readyErr.Load() }))
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(srv.URL + path)
@@ -129,13 +241,78 @@ func TestHealthEndpoints(t *testing.T) {
 	require.Equal(t, 200, code)
 	code, _ = get("/readyz")
 	require.Equal(t, 200, code)
-	readyErr = errors.New("postgres: connection refused")
-	code, body := get("/readyz")
-	require.Equal(t, 503, code)
-	require.Contains(t, body, "postgres")
-	code, body = get("/metrics")
+
+	// The body names what is down, never the driver's text.
+	driver := errors.New(`failed to connect to user=app database=shipnotify: 10.0.0.5:5432: password authentication failed`)
+	for err, want := range map[error]string{
+		&metrics.Unready{Reason: "postgres: unavailable", Err: driver}:                              "not ready: postgres: unavailable\n",
+		fmt.Errorf("readiness: %w", &metrics.Unready{Reason: "temporal: unavailable", Err: driver}): "not ready: temporal: unavailable\n",
+		driver: "not ready\n",
+	} {
+		readyErr.Store(&err)
+		code, body := get("/readyz")
+		require.Equal(t, 503, code)
+		require.Equal(t, want, body)
+	}
+	code, body := get("/metrics")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, "shipnotify_scheduling_lag_seconds_bucket")
+}
+
+// However many probes call /readyz at once, one check runs at a time (the
+// probes waiting share its answer), so probes cannot take the deliveries'
+// database connections.
+func TestReadinessChecksRunOneAtATime(t *testing.T) {
+	t.Parallel()
+	var running, most, checks atomic.Int64
+	release := make(chan struct{})
+	ready := func(context.Context) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if checks.Add(1) == 1 {
+			<-release // the first check is slow: the others pile up behind it
+		}
+		return nil
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	srv := httptest.NewServer(metrics.Handler(prometheus.NewRegistry(), ready))
+	defer srv.Close()
+	defer free()
+	const probes = 64
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for range probes {
+		wg.Go(func() {
+			resp, err := http.Get(srv.URL + "/readyz")
+			if err == nil {
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return checks.Load() == 1 && running.Load() == 1 }, 10*time.Second, time.Millisecond)
+	free()
+	wg.Wait()
+	require.Equal(t, int64(probes), ok.Load())
+	require.Equal(t, int64(1), most.Load(), "one check at a time")
+}
+
+// The ops server bounds how long a client may take to send headers and
+// body, to read the answer, and to sit idle.
+func TestOpsServerHasTimeouts(t *testing.T) {
+	t.Parallel()
+	srv := metrics.NewServer(http.NotFoundHandler())
+	for name, d := range map[string]time.Duration{
+		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
+		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout,
+	} {
+		require.Positive(t, d, name)
+	}
 }
 
 // The Temporal SDK's own metrics reach the same registry.
@@ -167,7 +344,7 @@ func TestRetriesAreCounted(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
 	reg := prometheus.NewRegistry()
-	s.Activities.Metrics = metrics.New(reg, s.Mirror)
+	s.Activities.Metrics = metrics.New(reg)
 	s.StartWorker(t)
 	s.Mail.Fail(sink.Answer{Status: 503})
 	ctx := context.Background()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -117,4 +118,35 @@ func TestListDueBetween(t *testing.T) {
 	rows, err = store.List(context.Background(), mirror.Filter{State: reminder.Sent})
 	require.NoError(t, err)
 	require.Empty(t, rows)
+}
+
+// Reading the gauges holds no connection for longer than its statement
+// timeout: behind a lock it gives up after GaugesStatementTimeout, however
+// long its caller would wait, and the lock's holder is undisturbed.
+func TestGaugesGiveUpAfterTheStatementTimeout(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	insert(t, store, update("SHP-1", time.Now().Add(time.Hour)), time.Now())
+	g, err := store.Gauges(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), g.ByState[reminder.Scheduled])
+
+	lock, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, "LOCK TABLE reminders IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	began := time.Now()
+	wait, cancel := context.WithTimeout(ctx, 3*mirror.GaugesStatementTimeout) // a patient caller
+	defer cancel()
+	_, err = store.Gauges(wait)
+	took := time.Since(began)
+	var pgErr *pgconn.PgError
+	require.Less(t, took, mirror.GaugesStatementTimeout+5*time.Second, "gave up at the statement timeout")
+	require.GreaterOrEqual(t, took, mirror.GaugesStatementTimeout)
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "57014", pgErr.Code, "query_canceled")
 }

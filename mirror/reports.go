@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,27 +19,44 @@ type Gauges struct {
 	OldestOverdue time.Duration
 }
 
-// Gauges reads reminders by state and the oldest overdue undelivered
-// reminder (an index range scan on (state, due_at)).
+// GaugesStatementTimeout bounds each statement Gauges runs: counting a
+// large mirror must not hold a connection the deliveries need.
+const GaugesStatementTimeout = 5 * time.Second
+
+// Gauges reads reminders by state (a count over the table) and the oldest
+// overdue undelivered reminder (an index range scan on (state, due_at)),
+// in one read-only transaction on one connection, each statement bounded
+// by GaugesStatementTimeout. Callers read it periodically, not per scrape
+// (see metrics.WatchMirror).
 func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	g := Gauges{ByState: map[reminder.State]int64{}}
-	rows, _ := s.pool.Query(ctx, `SELECT state, count(*) FROM reminders GROUP BY state`)
-	var state string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
-		g.ByState[reminder.State(state)] = n
-		return nil
-	}); err != nil {
-		return Gauges{}, fmt.Errorf("error counting reminders: %w", err)
-	}
-	var age *time.Duration
-	err := s.pool.QueryRow(ctx, `
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)",
+			strconv.FormatInt(GaugesStatementTimeout.Milliseconds(), 10)); err != nil {
+			return fmt.Errorf("error setting the statement timeout: %w", err)
+		}
+		rows, _ := tx.Query(ctx, `SELECT state, count(*) FROM reminders GROUP BY state`)
+		var state string
+		var n int64
+		if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+			g.ByState[reminder.State(state)] = n
+			return nil
+		}); err != nil {
+			return fmt.Errorf("error counting reminders: %w", err)
+		}
+		var age *time.Duration
+		err := tx.QueryRow(ctx, `
 SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at < now()`).Scan(&age)
+		if err != nil {
+			return fmt.Errorf("error reading the oldest overdue reminder: %w", err)
+		}
+		if age != nil {
+			g.OldestOverdue = *age
+		}
+		return nil
+	})
 	if err != nil {
-		return Gauges{}, fmt.Errorf("error reading the oldest overdue reminder: %w", err)
-	}
-	if age != nil {
-		g.OldestOverdue = *age
+		return Gauges{}, err
 	}
 	return g, nil
 }

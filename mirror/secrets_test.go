@@ -21,7 +21,7 @@ func keys(t *testing.T, lines ...string) *codec.Codec {
 	t.Helper()
 	ks, err := codec.ParseKeys(strings.NewReader(strings.Join(lines, ",")))
 	require.NoError(t, err)
-	c, err := codec.New(ks)
+	c, err := codec.New(ks, codec.Options{})
 	require.NoError(t, err)
 	return c
 }

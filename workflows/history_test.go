@@ -4,17 +4,25 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/webhook"
 	"github.com/shipnotify/shipnotify/worker"
 	"github.com/shipnotify/shipnotify/workflows"
 )
@@ -84,4 +92,133 @@ func TestReplayRecordedHistories(t *testing.T) {
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(logger, f))
 		})
 	}
+}
+
+// A payload sent without the codec (plaintext, as a forger or `temporal
+// workflow start` without --codec-endpoint would send it) is not acted on:
+// a reminder workflow started with one never runs, though it names a real
+// reminder due now (its workflow task fails and is retried, showing the
+// cause, until an operator terminates it); an update with one is rejected
+// before it reaches the workflow.
+func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	real, err := s.Starter.Schedule(ctx, s.Update(t, time.Now().Add(time.Hour), reminder.Email))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), real[0].WorkflowID, "", "test over") })
+
+	plain, err := client.Dial(client.Options{HostPort: s.TemporalAddress, Namespace: "default",
+		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	require.NoError(t, err)
+	defer plain.Close()
+
+	forgedID := real[0].WorkflowID + "-forged"
+	_, err = plain.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: forgedID, TaskQueue: s.TaskQueue},
+		workflows.ReminderWorkflowName, workflows.ReminderInput{ReminderID: real[0].ReminderID, DueAt: time.Now()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), forgedID, "", "test over") })
+	// The first workflow task ends one way or the other.
+	var outcome *historypb.HistoryEvent
+	require.Eventually(t, func() bool {
+		for _, ev := range testenv.History(t, s.Temporal, forgedID).GetEvents() {
+			switch ev.GetEventType() {
+			case enums.EVENT_TYPE_WORKFLOW_TASK_FAILED, enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				outcome = ev
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, enums.EVENT_TYPE_WORKFLOW_TASK_FAILED, outcome.GetEventType(), "the plaintext input is not run")
+	cause := testenv.Codec(t).FailureConverter().FailureToError(outcome.GetWorkflowTaskFailedEventAttributes().GetFailure())
+	require.ErrorContains(t, cause, "not encrypted", "the failure, itself encrypted, names the cause")
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, forgedID, "")
+	require.NoError(t, err)
+	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.GetWorkflowExecutionInfo().GetStatus(), "retried, not failed")
+
+	update, err := plain.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: real[0].WorkflowID, UpdateName: workflows.UpdateReschedule, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{workflows.RescheduleRequest{DueAt: time.Now().Add(time.Second), By: "forger"}},
+	})
+	require.NoError(t, err)
+	require.Error(t, update.Get(ctx, nil), "a plaintext update is rejected")
+	for _, ev := range testenv.History(t, s.Temporal, real[0].WorkflowID).GetEvents() {
+		require.NotEqual(t, enums.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, ev.GetEventType())
+	}
+	require.Empty(t, s.Mail.Mails())
+}
+
+// Turning encryption on does not lose the reminders already sleeping with
+// plaintext histories. A worker that refuses unencrypted payloads cannot
+// replay one: its workflow task fails and the reminder waits, still
+// running, sending nothing. Once workers run with the allowance
+// (SHIPNOTIFY_CODEC_ALLOW_UNSEALED=true) it carries on and is delivered,
+// and what it records from then on is encrypted.
+func TestPlaintextHistoriesWaitForTheAllowance(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	quiet := tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	dial := func(dc converter.DataConverter, fc converter.FailureConverter) client.Client {
+		c, err := client.Dial(client.Options{HostPort: s.TemporalAddress, Namespace: "default", Logger: quiet,
+			DataConverter: dc, FailureConverter: fc})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	runWorker := func(c client.Client) (stop func()) {
+		w := worker.New(c, s.TaskQueue, s.Activities, worker.Options{})
+		require.NoError(t, w.Start())
+		var once sync.Once
+		stop = func() { once.Do(w.Stop) }
+		t.Cleanup(stop)
+		return stop
+	}
+	has := func(id string, want enums.EventType) func() bool {
+		return func() bool {
+			for _, ev := range testenv.History(t, s.Temporal, id).GetEvents() {
+				if ev.GetEventType() == want {
+					return true
+				}
+			}
+			return false
+		}
+	}
+
+	// Before encryption: a plaintext reminder goes to sleep.
+	plain := dial(nil, nil)
+	stopPlain := runWorker(plain)
+	st := &starter.Starter{TaskQueue: s.TaskQueue, Mirror: s.Mirror, Temporal: plain, Webhooks: webhook.Guard{AllowLoopback: true}, Now: time.Now}
+	results, err := st.Schedule(ctx, s.Update(t, time.Now().Add(3*time.Second), reminder.Email))
+	require.NoError(t, err)
+	id := results[0].WorkflowID
+	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), id, "", "test over") })
+	require.Eventually(t, has(id, enums.EVENT_TYPE_TIMER_STARTED), 30*time.Second, 20*time.Millisecond)
+	stopPlain()
+
+	// Encryption on, unencrypted payloads refused: the reminder wakes, its
+	// task fails, and it waits.
+	strict := testenv.Codec(t)
+	stopStrict := runWorker(dial(strict.DataConverter(), strict.FailureConverter()))
+	require.Eventually(t, has(id, enums.EVENT_TYPE_WORKFLOW_TASK_FAILED), time.Minute, 50*time.Millisecond)
+	stopStrict()
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(t, err)
+	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.GetWorkflowExecutionInfo().GetStatus())
+	require.Empty(t, s.Mail.Mails())
+
+	// With the allowance it is delivered.
+	keys, err := codec.ParseKeys(strings.NewReader(testenv.CodecKeys))
+	require.NoError(t, err)
+	migrating, err := codec.New(keys, codec.Options{AllowUnsealed: true})
+	require.NoError(t, err)
+	mc := dial(migrating.DataConverter(), migrating.FailureConverter())
+	runWorker(mc)
+	var res workflows.ReminderResult
+	require.NoError(t, mc.GetWorkflow(ctx, id, "").Get(ctx, &res))
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, s.Mail.Mails(), 1)
 }

@@ -17,9 +17,10 @@ func init() {
 }
 
 func runCodecServer(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "codec-server", "codec-server [--listen ADDR] [--origin URL]")
-	listen := fs.String("listen", "127.0.0.1:8081", "address to serve on")
+	fs := newFlags(e, "codec-server", "codec-server [--listen ADDR] [--origin URL] [--allowed-hosts NAMES]")
+	listen := fs.String("listen", "127.0.0.1:8081", "address to serve on; beyond loopback it requires SHIPNOTIFY_CODEC_SERVER_TOKEN")
 	origins := fs.String("origin", "http://localhost:8233", "comma-separated browser origins allowed to call it (the Web UI's)")
+	hosts := fs.String("allowed-hosts", "", "comma-separated names it is reached by (the Host header), besides loopback names and the --listen host")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -30,23 +31,42 @@ func runCodecServer(ctx context.Context, e env, args []string) error {
 	if d.cfg.Codec == nil {
 		return usageError{codecKeysMissing()}
 	}
-	srv := d.cfg.Codec.Server(*listen, codec.ServerOptions{
-		Origins: strings.Split(*origins, ","), Token: d.cfg.CodecServerToken,
+	srv, err := d.cfg.Codec.Server(*listen, codec.ServerOptions{
+		Origins: splitList(*origins), Token: d.cfg.CodecServerToken, Hosts: splitList(*hosts),
 	})
+	switch {
+	case errors.Is(err, codec.ErrTokenRequired):
+		return usagef("SHIPNOTIFY_CODEC_SERVER_TOKEN: required to listen on --listen %s, beyond loopback "+
+			"(anyone who reaches the codec server can decrypt histories); set a token or listen on 127.0.0.1", *listen)
+	case err != nil:
+		return usagef("--listen: %v", err)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	d.logger.Info("codec server listening", "address", *listen, "origins", *origins, "token", d.cfg.CodecServerToken != "")
+	d.logger.Info("codec server listening", "address", *listen, "origins", *origins, "allowed_hosts", *hosts,
+		"token", d.cfg.CodecServerToken != "")
 	select {
 	case err := <-errc:
-		return fmt.Errorf("codec server: %w", err)
+		return fmt.Errorf("error serving the codec server: %w", err)
 	case <-ctx.Done():
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return fmt.Errorf("error stopping the codec server: %w", err)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func codecKeysMissing() error {

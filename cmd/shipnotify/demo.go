@@ -167,12 +167,16 @@ func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
 // serveCodec runs the codec server for the Web UI beside the demo; a busy
 // port (another codec server) is not fatal.
 func serveCodec(d *deps, addr, uiURL string, out *lockedPrinter) (stop func()) {
+	srv, err := d.cfg.Codec.Server(addr, codec.ServerOptions{Origins: []string{uiURL}, Token: d.cfg.CodecServerToken})
+	if err != nil {
+		out.printf("(codec server not started on %s: %v; the Web UI shows payloads encrypted)\n", addr, err)
+		return func() {}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		out.printf("(codec server not started on %s: %v; the Web UI shows payloads encrypted)\n", addr, err)
 		return func() {}
 	}
-	srv := d.cfg.Codec.Server(addr, codec.ServerOptions{Origins: []string{uiURL}, Token: d.cfg.CodecServerToken})
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }
 }

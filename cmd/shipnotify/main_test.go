@@ -218,6 +218,9 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{"SHIPNOTIFY_CODEC": "maybe"}, []string{"list"}, "SHIPNOTIFY_CODEC"},
 		{map[string]string{}, []string{"setup"}, "SHIPNOTIFY_CODEC_KEYS"},
 		{map[string]string{}, []string{"codec-server"}, "SHIPNOTIFY_CODEC_KEYS"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", "0.0.0.0:0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", ":0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
+		{map[string]string{"SHIPNOTIFY_CODEC_ALLOW_UNSEALED": "perhaps"}, []string{"list"}, "SHIPNOTIFY_CODEC_ALLOW_UNSEALED"},
 	} {
 		tc.env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
 		code, _, stderr := cli{env: tc.env}.run(t, "", tc.args...)
@@ -335,20 +338,27 @@ func TestSetupRegistersSearchAttributes(t *testing.T) {
 	require.Equal(t, 4, strings.Count(stdout, "present"), stdout)
 }
 
+// `shipnotify config`, as text and JSON, prints no secret: not a codec key
+// whose base64 starts with "//" (it parses as a URL), not a database
+// password or password parameter.
 func TestConfigCommandRedactsSecrets(t *testing.T) {
 	t.Parallel()
+	slashKey := "k1://" + strings.Repeat("A", 41) + "=" // 32 bytes whose base64 starts with //
 	c := cli{env: map[string]string{
-		"SENDGRID_API_KEY": "SG.topsecret", "DATABASE_URL": "postgres://u:pw123@db:5432/x",
-		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys, "TEMPORAL_CONFIG_FILE": "/nonexistent",
+		"SENDGRID_API_KEY": "SG.topsecret", "DATABASE_URL": "postgres://u:pw123@db:5432/x?sslpassword=pw456",
+		"SHIPNOTIFY_CODEC_KEYS": slashKey, "TEMPORAL_CONFIG_FILE": "/nonexistent",
+		"SHIPNOTIFY_CODEC_SERVER_TOKEN": "tok-789",
 	}}
-	code, stdout, stderr := c.run(t, "", "config")
-	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, "SENDGRID_API_KEY")
-	require.Contains(t, stdout, "postgres://u:xxxxx@db:5432/x")
-	for _, secret := range []string{"topsecret", "pw123", strings.Split(testenv.CodecKeys, ":")[1][:10]} {
-		require.NotContains(t, stdout, secret)
+	for _, args := range [][]string{{"config"}, {"config", "--json"}} {
+		code, stdout, stderr := c.run(t, "", args...)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "SENDGRID_API_KEY")
+		require.Contains(t, stdout, "postgres://u:xxxxx@db:5432/x?sslpassword=xxxxx")
+		for _, secret := range []string{"topsecret", "pw123", "pw456", "tok-789", "AAAAAAAA"} {
+			require.NotContains(t, stdout, secret, args)
+		}
 	}
-	code, _, stderr = cli{env: map[string]string{"SHIPNOTIFY_LOG_LEVEL": "loud"}}.run(t, "", "config")
+	code, _, stderr := cli{env: map[string]string{"SHIPNOTIFY_LOG_LEVEL": "loud"}}.run(t, "", "config")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "SHIPNOTIFY_LOG_LEVEL")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,25 +61,35 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	acts := newActivities(d.cfg, store)
-	acts.Metrics = metrics.New(reg, store)
+	acts.Metrics = metrics.New(reg)
 	metrics.WatchCredentials(reg, "sendgrid", acts.Email)
 	if d.cfg.MetricsAddr != "" {
+		// The mirror's gauges are refreshed in the background, one read at
+		// a time, whatever the scrape rate.
+		metrics.WatchMirror(ctx, reg, store, metrics.MirrorOptions{Every: d.cfg.MetricsRefresh, Logger: d.logger})
 		// A refused SendGrid key makes the worker unready. Readiness only
 		// takes a pod out of service endpoints (a worker has none: it pulls
 		// from Temporal), so it keeps working and retrying while the probe
 		// tells the operator why. Do not use /readyz as a liveness probe: a
-		// restart would not fix the key.
+		// restart would not fix the key. The probe's body names what is
+		// down; the driver's detail goes to the log.
+		credentials := metrics.CredentialsReady(acts.Email)
 		stop, err := serveOps(d, reg, func(ctx context.Context) error {
-			if err := acts.Email.Credentials().Err(); err != nil {
-				return err
+			err := credentials(ctx)
+			if err == nil {
+				if perr := store.Pool().Ping(ctx); perr != nil {
+					err = &metrics.Unready{Reason: "postgres: unavailable", Err: perr}
+				}
 			}
-			if err := store.Pool().Ping(ctx); err != nil {
-				return fmt.Errorf("postgres: %w", err)
+			if err == nil {
+				if _, terr := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); terr != nil {
+					err = &metrics.Unready{Reason: "temporal: unavailable", Err: terr}
+				}
 			}
-			if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-				return fmt.Errorf("temporal: %w", err)
+			if err != nil {
+				d.logger.Warn("not ready", "error", err)
 			}
-			return nil
+			return err
 		})
 		if err != nil {
 			return err
@@ -109,7 +118,7 @@ func serveOps(d *deps, reg *prometheus.Registry, ready func(context.Context) err
 	if err != nil {
 		return nil, usageError{fmt.Errorf("SHIPNOTIFY_METRICS_ADDR: %w", err)}
 	}
-	srv := &http.Server{Handler: metrics.Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+	srv := metrics.NewServer(metrics.Handler(reg, ready))
 	go func() { _ = srv.Serve(ln) }()
 	d.logger.Info("serving metrics and health", "address", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil

@@ -31,7 +31,7 @@ func TestMailAPIRefusingOurKeyForAWhile(t *testing.T) {
 	})
 	s.Activities.Email = sender
 	reg := prometheus.NewRegistry()
-	s.Activities.Metrics = metrics.New(reg, s.Mirror)
+	s.Activities.Metrics = metrics.New(reg)
 	s.StartWorker(t)
 	s.Mail.Fail(sink.Answer{Status: 401}, sink.Answer{Status: 401}, sink.Answer{Status: 401})
 

@@ -123,7 +123,7 @@ func Codec(t testing.TB) *codec.Codec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := codec.New(keys)
+	c, err := codec.New(keys, codec.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
