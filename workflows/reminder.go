@@ -440,11 +440,12 @@ func (r *run) continueAsNewDue(ctx workflow.Context) bool {
 }
 
 // continueAsNew hands the reminder's state to a fresh run once its
-// handlers are done, so a long life (a thousand reschedules) never
-// exhausts the history.
+// handlers and any escalation running beside it are done (the new run would
+// not know of it), so a long life (a thousand reschedules) never exhausts
+// the history.
 func (r *run) continueAsNew(ctx workflow.Context) error {
 	err := workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) || r.cancel != nil
+		return (workflow.AllHandlersFinished(ctx) && r.escalations == 0) || r.cancel != nil
 	})
 	if err != nil {
 		return err
