@@ -217,16 +217,17 @@ func (c Config) RequireConsole() error {
 	return nil
 }
 
-// checkPublicURL wants an absolute https URL (plain http only to
-// loopback: its pages carry decision links and session cookies) with no
-// credentials, query or fragment.
+// checkPublicURL wants an origin: https (plain http only to loopback: its
+// pages carry decision links and session cookies), with no path (the
+// console is served at /console/ of its host), credentials, query or
+// fragment.
 func checkPublicURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, errors.New("want an http(s) URL like https://shipnotify.example.com")
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return nil, errors.New("want a base URL without credentials, query or fragment")
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.Trim(u.Path, "/") != "" {
+		return nil, errors.New("want the console's origin, like https://shipnotify.example.com: no path (the console is served at /console/), credentials, query or fragment")
 	}
 	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 		return nil, errors.New("plain http only to a loopback address (links and sessions must not cross a network in the clear); use https")

@@ -199,20 +199,20 @@ func TestLinkSettings(t *testing.T) {
 	require.Nil(t, c.Links(time.Now), "a key without a public URL makes no links")
 	require.NoError(t, c.RequireConsole())
 
-	c, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com/shipnotify", "SHIPNOTIFY_LINK_TTL": "24h"})
+	c, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com/", "SHIPNOTIFY_LINK_TTL": "24h"})
 	require.NoError(t, err)
 	s := c.Links(time.Now)
 	require.NotNil(t, s)
 	approve, _, expires := s.DecisionLinks("SHP-1/window-1/ops")
-	require.Contains(t, approve, "https://ops.example.com/shipnotify/console/link/")
+	require.Contains(t, approve, "https://ops.example.com/console/link/")
 	require.WithinDuration(t, time.Now().Add(24*time.Hour), expires, time.Minute)
 
 	for _, raw := range []string{"http://console.example.com", "http://10.0.0.5:8080", "https://u:p@console.example.com",
-		"https://console.example.com/?next=x", "console.example.com", "https://console.example.com/#top"} {
+		"https://console.example.com/?next=x", "console.example.com", "https://console.example.com/#top", "https://console.example.com/shipnotify"} {
 		_, err := load(map[string]string{"SHIPNOTIFY_PUBLIC_URL": raw})
 		require.ErrorContains(t, err, "SHIPNOTIFY_PUBLIC_URL", raw)
 	}
-	for _, raw := range []string{"https://console.example.com", "http://127.0.0.1:8080", "http://localhost:8080/x"} {
+	for _, raw := range []string{"https://console.example.com", "http://127.0.0.1:8080", "http://localhost:8080/"} {
 		_, err := load(map[string]string{"SHIPNOTIFY_PUBLIC_URL": raw})
 		require.NoError(t, err, raw)
 	}
