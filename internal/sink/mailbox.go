@@ -12,7 +12,7 @@ import (
 // an email as they would in their inbox. Loopback only, like the sink.
 var mailboxPage = template.Must(template.New("mailbox").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Mail sink</title>
-<style>body{font:14px/1.4 system-ui,sans-serif;margin:1em}article{border:1px solid #ccc;margin:.8em 0;padding:.6em}pre{white-space:pre-wrap}</style>
+<style>body{font:14px/1.4 system-ui,sans-serif;margin:1em}article{border:1px solid #ccc;margin:.8em 0;padding:.6em}pre{white-space:pre-wrap;overflow-wrap:anywhere}</style>
 </head><body><h1>Mail sink: {{len .}} message(s)</h1>
 {{range .}}<article data-purpose="{{index .CustomArgs "purpose"}}" data-reminder-id="{{index .CustomArgs "reminder_id"}}">
 <h2>{{.Subject}}</h2>
