@@ -52,6 +52,16 @@ type Activities struct {
 	RecordRetries int
 	// Metrics records lag, durations and outcomes; nil records nothing.
 	Metrics *metrics.Metrics
+	// Links makes the approve and reject links an overdue-approval
+	// escalation carries; nil sends it without links.
+	Links DecisionLinks
+}
+
+// DecisionLinks makes the signed one-click links to approve or reject one
+// reminder (links.Signer is the product's); each opens a confirmation page
+// and acts only on its button. The links name the reminder only.
+type DecisionLinks interface {
+	DecisionLinks(reminderID string) (approve, reject string, expires time.Time)
 }
 
 // NotifyInput names one delivery. For the reminder itself it is the

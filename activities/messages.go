@@ -27,7 +27,7 @@ func (a *Activities) send(ctx context.Context, in NotifyInput, t mirror.Target, 
 	r := t.Reminder
 	args := map[string]string{"reminder_id": r.ID, "shipment_id": r.ShipmentID, "purpose": string(in.purpose())}
 	if in.purpose() == reminder.PurposeEscalation {
-		subject, text := escalationMessage(in, t)
+		subject, text := escalationMessage(in, t, a.Links)
 		return a.Email.Send(ctx, email.Message{To: t.EscalationEmail, Subject: subject, Text: text, DeliveryKey: key, Args: args})
 	}
 	msg, eventType := t.Message, EventReminder
@@ -59,7 +59,10 @@ func cancellationMessage(t mirror.Target) reminder.Message {
 	}
 }
 
-func escalationMessage(in NotifyInput, t mirror.Target) (subject, text string) {
+// escalationMessage tells the escalation contact about a reminder: ids,
+// never the subscriber's address. An overdue approval carries the links to
+// approve or reject it when links are configured.
+func escalationMessage(in NotifyInput, t mirror.Target, links DecisionLinks) (subject, text string) {
 	r := t.Reminder
 	what := map[string]string{
 		"approval_timeout": "is waiting for approval past its approval timeout",
@@ -76,6 +79,13 @@ func escalationMessage(in NotifyInput, t mirror.Target) (subject, text string) {
 		r.ID, what, r.ShipmentID, r.UpdateID, r.SubscriberID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), t.State)
 	if in.Detail != "" {
 		text += "\nDetail: " + in.Detail + "\n"
+	}
+	if in.Reason == "approval_timeout" && links != nil {
+		approve, reject, expires := links.DecisionLinks(r.ID)
+		text += "\nDecide it in your browser (each link opens a confirmation page and acts only when you press its button;" +
+			" valid until " + expires.UTC().Format(time.RFC3339) + "):\n" +
+			"  Approve: " + approve + "\n" +
+			"  Reject:  " + reject + "\n"
 	}
 	text += "\nInspect it with: shipnotify show " + r.ID + "\n"
 	return subject, text

@@ -21,6 +21,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/links"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -79,6 +80,17 @@ type Config struct {
 	// CodecServerToken, when set, is the bearer token the codec server
 	// requires.
 	CodecServerToken string
+
+	// PublicURL is the base URL people reach the console at; the
+	// escalation email's decision links point under it (nil: unset).
+	PublicURL *url.URL
+	// LinkKeys sign the decision links and, derived, the console's
+	// session cookies (empty: unset).
+	LinkKeys links.Keys
+	// LinkTTL is how long a decision link stays valid.
+	LinkTTL time.Duration
+	// ConsoleKeysFile names the console's approvers and their key hashes.
+	ConsoleKeysFile string
 }
 
 // ErrNoCodecKeys is returned by RequireCodec when no payload keys are set.
@@ -155,7 +167,72 @@ func Load(lookup Lookup) (Config, error) {
 		return Config{}, err
 	}
 	c.CodecServerToken = get("SHIPNOTIFY_CODEC_SERVER_TOKEN")
+	if err := c.loadLinks(get); err != nil {
+		return Config{}, err
+	}
+	c.ConsoleKeysFile = get("SHIPNOTIFY_CONSOLE_KEYS_FILE")
 	return c, nil
+}
+
+// loadLinks reads what the escalation email's decision links need.
+func (c *Config) loadLinks(get func(key string) string) error {
+	if raw := get("SHIPNOTIFY_PUBLIC_URL"); raw != "" {
+		u, err := checkPublicURL(raw)
+		if err != nil {
+			return fmt.Errorf("SHIPNOTIFY_PUBLIC_URL: %w", err)
+		}
+		c.PublicURL = u
+	}
+	if raw := get("SHIPNOTIFY_LINK_KEY"); raw != "" {
+		k, err := links.ParseKeys(raw)
+		if err != nil {
+			return fmt.Errorf("SHIPNOTIFY_LINK_KEY: %w (make one with: head -c 32 /dev/urandom | base64)", err)
+		}
+		c.LinkKeys = k
+	}
+	ttl, err := time.ParseDuration(get("SHIPNOTIFY_LINK_TTL"))
+	if err != nil || ttl < time.Minute || ttl > 30*24*time.Hour {
+		return fmt.Errorf("SHIPNOTIFY_LINK_TTL: want a duration from 1m to 720h, like 72h")
+	}
+	c.LinkTTL = ttl
+	return nil
+}
+
+// Links returns the signer of the escalation email's decision links, or
+// nil when SHIPNOTIFY_PUBLIC_URL or SHIPNOTIFY_LINK_KEY is unset (the
+// emails then carry no links).
+func (c Config) Links(now func() time.Time) *links.Signer {
+	if c.PublicURL == nil || c.LinkKeys.Empty() {
+		return nil
+	}
+	return &links.Signer{Keys: c.LinkKeys, BaseURL: c.PublicURL, TTL: c.LinkTTL, Now: now}
+}
+
+// RequireConsole checks what the approval console needs: the key its
+// session cookies are signed with (derived from SHIPNOTIFY_LINK_KEY).
+func (c Config) RequireConsole() error {
+	if c.LinkKeys.Empty() {
+		return fmt.Errorf("SHIPNOTIFY_LINK_KEY: required by the console, which signs its session cookies and checks its links with it")
+	}
+	return nil
+}
+
+// checkPublicURL wants an origin: https (plain http only to loopback: its
+// pages carry decision links and session cookies), with no path (the
+// console is served at /console/ of its host), credentials, query or
+// fragment.
+func checkPublicURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, errors.New("want an http(s) URL like https://shipnotify.example.com")
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.Trim(u.Path, "/") != "" {
+		return nil, errors.New("want the console's origin, like https://shipnotify.example.com: no path (the console is served at /console/), credentials, query or fragment")
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return nil, errors.New("plain http only to a loopback address (links and sessions must not cross a network in the clear); use https")
+	}
+	return u, nil
 }
 
 // loadCodec reads the payload keys: inline, or from a file (one

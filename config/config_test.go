@@ -66,6 +66,9 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_CODEC":                        "maybe",
 		"SHIPNOTIFY_CODEC_KEYS":                   "k:short",
 		"SHIPNOTIFY_CODEC_ALLOW_UNSEALED":         "sometimes",
+		"SHIPNOTIFY_PUBLIC_URL":                   "ftp://console.example",
+		"SHIPNOTIFY_LINK_KEY":                     "c2hvcnQ=",
+		"SHIPNOTIFY_LINK_TTL":                     "90d",
 	} {
 		_, err := config.Load(lookup(map[string]string{name: value, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
 		require.Error(t, err, name)
@@ -173,4 +176,50 @@ func TestDatabaseURLVariablesAreMarked(t *testing.T) {
 			require.True(t, v.DatabaseURL && v.Secret, v.Name)
 		}
 	}
+}
+
+// The decision links need a public base URL and a key; they point at the
+// console over https, or plain http to loopback only, and the key is a
+// secret `shipnotify config` never prints.
+func TestLinkSettings(t *testing.T) {
+	t.Parallel()
+	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	load := func(env map[string]string) (config.Config, error) {
+		env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
+		return config.Load(lookup(env))
+	}
+	c, err := load(map[string]string{})
+	require.NoError(t, err)
+	require.Nil(t, c.Links(time.Now), "no key and no URL: no links")
+	require.Equal(t, 72*time.Hour, c.LinkTTL)
+	require.ErrorContains(t, c.RequireConsole(), "SHIPNOTIFY_LINK_KEY")
+
+	c, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": key})
+	require.NoError(t, err)
+	require.Nil(t, c.Links(time.Now), "a key without a public URL makes no links")
+	require.NoError(t, c.RequireConsole())
+
+	c, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com/", "SHIPNOTIFY_LINK_TTL": "24h"})
+	require.NoError(t, err)
+	s := c.Links(time.Now)
+	require.NotNil(t, s)
+	approve, _, expires := s.DecisionLinks("SHP-1/window-1/ops")
+	require.Contains(t, approve, "https://ops.example.com/console/link/")
+	require.WithinDuration(t, time.Now().Add(24*time.Hour), expires, time.Minute)
+
+	for _, raw := range []string{"http://console.example.com", "http://10.0.0.5:8080", "https://u:p@console.example.com",
+		"https://console.example.com/?next=x", "console.example.com", "https://console.example.com/#top", "https://console.example.com/shipnotify"} {
+		_, err := load(map[string]string{"SHIPNOTIFY_PUBLIC_URL": raw})
+		require.ErrorContains(t, err, "SHIPNOTIFY_PUBLIC_URL", raw)
+	}
+	for _, raw := range []string{"https://console.example.com", "http://127.0.0.1:8080", "http://localhost:8080/"} {
+		_, err := load(map[string]string{"SHIPNOTIFY_PUBLIC_URL": raw})
+		require.NoError(t, err, raw)
+	}
+
+	got := map[string]config.Setting{}
+	for _, s := range config.Effective(lookup(map[string]string{"SHIPNOTIFY_LINK_KEY": key})) {
+		got[s.Name] = s
+	}
+	require.Equal(t, config.SecretSet, got["SHIPNOTIFY_LINK_KEY"].Value)
 }

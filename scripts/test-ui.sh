@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # make test-ui: drive a real headless Chromium (Debian's chromium package)
-# through the Temporal Web UI of the dev server. Not part of CI: it needs
+# through the Temporal Web UI of the dev server, then through the approval
+# console and the escalation email's links (console.TestConsoleInABrowser
+# serves them and runs ui-test/console.mjs). Not part of CI: it needs
 # Chromium and the npm registry. Screenshots land in out/ (git-ignored).
+#
+#   scripts/test-ui.sh [webui|console]   one part only; both by default
 set -euo pipefail
+part=${1:-all}
 cd "$(dirname "$0")/.."
 root=$PWD
 
@@ -14,8 +19,13 @@ fi
 (cd ui-test && npm ci --no-audit --no-fund --silent)
 go build -o .dev/bin/shipnotify ./cmd/shipnotify
 
-exec scripts/dev.sh run -- bash -c '
+exec scripts/dev.sh run -- env PART="$part" bash -c '
   set -euo pipefail
+  if [ "$PART" = console ]; then
+    SHIPNOTIFY_BROWSER_TEST="'"$root"'/ui-test/console.mjs" OUT_DIR="'"$root"'/out" \
+      go test -count=1 -run "^TestConsoleInABrowser$" -v ./console/
+    exit
+  fi
   shipment="SHP-UI-$(date +%s)"
   due=$(date -u -d "+30 days" +%Y-%m-%dT%H:%M:%SZ)
   .dev/bin/shipnotify migrate >/dev/null
@@ -31,5 +41,8 @@ exec scripts/dev.sh run -- bash -c '
   status=0
   SHIPMENT_ID="$shipment" WORKFLOW_ID="$workflow" OUT_DIR="'"$root"'/out" node ui-test/webui.mjs || status=$?
   "$SHIPNOTIFY_DEV_TEMPORAL_BIN" workflow terminate --address "$TEMPORAL_ADDRESS" -w "$workflow" --reason "ui test over" >/dev/null || true
-  exit $status
+  [ $status = 0 ] && [ "$PART" = all ] || exit $status
+  # The approval console and the escalation links, served by the test.
+  SHIPNOTIFY_BROWSER_TEST="'"$root"'/ui-test/console.mjs" OUT_DIR="'"$root"'/out" \
+    go test -count=1 -run "^TestConsoleInABrowser$" -v ./console/
 '

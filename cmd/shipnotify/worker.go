@@ -105,7 +105,8 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
 	}
-	d.logger.Info("worker started", "task_queue", d.cfg.TaskQueue, "namespace", d.cfg.Temporal.Namespace)
+	d.logger.Info("worker started", "task_queue", d.cfg.TaskQueue, "namespace", d.cfg.Temporal.Namespace,
+		"decision_links", acts.Links != nil)
 	<-ctx.Done()
 	w.Stop()
 	d.logger.Info("worker stopped")
@@ -125,7 +126,7 @@ func serveOps(d *deps, reg *prometheus.Registry, ready func(context.Context) err
 }
 
 func newActivities(cfg config.Config, store *mirror.Store) *activities.Activities {
-	return &activities.Activities{
+	acts := &activities.Activities{
 		Mirror: store,
 		Email: email.NewSender(email.Options{
 			APIKey: cfg.SendGridAPIKey, BaseURL: cfg.SendGridBaseURL,
@@ -133,4 +134,9 @@ func newActivities(cfg config.Config, store *mirror.Store) *activities.Activitie
 		}),
 		Webhook: webhook.NewSender(webhook.Options{Guard: cfg.Webhooks, Now: time.Now}),
 	}
+	// Without a public URL and a key, escalations carry no decision links.
+	if l := cfg.Links(time.Now); l != nil {
+		acts.Links = l
+	}
+	return acts
 }

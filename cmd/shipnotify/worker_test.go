@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -78,4 +79,24 @@ func TestWorkerReadinessFollowsTheMailKey(t *testing.T) {
 	waitFor("/readyz", http.StatusOK, "ready")
 	waitFor("/metrics", http.StatusOK, `shipnotify_provider_credentials_refused{provider="sendgrid"} 0`)
 	require.Len(t, s.Mail.Mails(), 1)
+}
+
+// The worker's escalations carry decision links exactly when the public
+// URL and the link key are both configured.
+func TestWorkerMakesDecisionLinksWhenConfigured(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) config.Config {
+		env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
+		cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		require.NoError(t, err)
+		return cfg
+	}
+	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	require.Nil(t, newActivities(load(map[string]string{}), nil).Links)
+	require.Nil(t, newActivities(load(map[string]string{"SHIPNOTIFY_LINK_KEY": key}), nil).Links)
+	acts := newActivities(load(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com"}), nil)
+	require.NotNil(t, acts.Links)
+	approve, reject, _ := acts.Links.DecisionLinks("SHP-1/window-1/ops")
+	require.True(t, strings.HasPrefix(approve, "https://ops.example.com/console/link/"), approve)
+	require.NotEqual(t, approve, reject)
 }

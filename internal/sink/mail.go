@@ -136,6 +136,7 @@ func StartMail(addr, apiKey string) (*MailSink, error) {
 	s := &MailSink{recorder: newRecorder[Mail](), apiKey: apiKey, inFlight: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v3/mail/send", s.send)
+	mux.HandleFunc("GET /mailbox", s.mailbox)
 	srv, err := listen(addr, mux)
 	if err != nil {
 		return nil, fmt.Errorf("error starting mail sink: %w", err)

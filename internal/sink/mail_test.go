@@ -51,3 +51,30 @@ func TestDeliveryKeysMoveFromInFlightToAccepted(t *testing.T) {
 	require.Empty(t, inFlight)
 	require.Zero(t, s.Held())
 }
+
+// The mailbox page shows accepted mail with its links clickable and its
+// text escaped.
+func TestMailboxShowsLinks(t *testing.T) {
+	t.Parallel()
+	s, err := StartMail("", "SG.k")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	body := `{"from":{"email":"a@b.example"},"subject":"Overdue","personalizations":[{"to":[{"email":"c@d.example"}]}],` +
+		`"content":[{"type":"text/plain","value":"Approve: http://127.0.0.1:1/console/link/abc.def\n<b>x</b> done"}],"custom_args":{"purpose":"escalation"}}`
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/v3/mail/send", bytes.NewBufferString(body))
+	req.Header.Set("Authorization", "Bearer SG.k")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	resp, err = http.Get(s.URL() + "/mailbox")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var page bytes.Buffer
+	_, err = page.ReadFrom(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, page.String(), `Approve: <a href="http://127.0.0.1:1/console/link/abc.def">http://127.0.0.1:1/console/link/abc.def</a>`)
+	require.Contains(t, page.String(), "&lt;b&gt;x&lt;/b&gt; done")
+	require.Contains(t, page.String(), `data-purpose="escalation"`)
+}

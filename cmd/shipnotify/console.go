@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// newConsole builds the approval console from the configuration, for
+// `shipnotify serve` to mount at console.Path: the approvers from
+// SHIPNOTIFY_CONSOLE_KEYS_FILE, sessions and link checks on
+// SHIPNOTIFY_LINK_KEY, Secure cookies when SHIPNOTIFY_PUBLIC_URL is https.
+func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, logger *slog.Logger) (http.Handler, error) {
+	if err := cfg.RequireConsole(); err != nil {
+		return nil, usageError{err}
+	}
+	var approvers []console.Approver
+	if cfg.ConsoleKeysFile != "" {
+		f, err := os.Open(cfg.ConsoleKeysFile)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
+		}
+		defer f.Close()
+		if approvers, err = console.ParseApprovers(f); err != nil {
+			return nil, usageError{fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
+		}
+	}
+	if len(approvers) == 0 {
+		logger.Warn("the console has no approvers (SHIPNOTIFY_CONSOLE_KEYS_FILE): no one can log in; escalation links still work")
+	}
+	signer := cfg.Links(time.Now)
+	if signer == nil {
+		// No public URL: this process makes no links, it only checks them.
+		signer = &links.Signer{Keys: cfg.LinkKeys, TTL: cfg.LinkTTL, Now: time.Now}
+	}
+	return console.New(console.Options{
+		Starter: st, Mirror: store, Links: signer, Approvers: approvers,
+		SecureCookie: cfg.PublicURL != nil && cfg.PublicURL.Scheme == "https",
+		Now:          time.Now, Logger: logger,
+	}), nil
+}

@@ -1,0 +1,232 @@
+package console
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Approver is one person who may log in: a name (recorded as the
+// decision's By) and the SHA-256 of their key. The key itself is never
+// kept.
+type Approver struct {
+	Name    string
+	KeyHash [sha256.Size]byte
+}
+
+// ApproveScope is the scope a key needs to log in to the console.
+const ApproveScope = "approve"
+
+// scopes are the API keys file's scopes; a line naming another is a typo,
+// refused rather than silently dropped.
+var scopes = []string{"schedule", "operate", "approve", "read"}
+
+// namePattern keeps names opaque ids: no '@', so an address can never
+// become a decision's By and reach Temporal.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ParseApprovers reads the keys file the API reads (SHIPNOTIFY_API_KEYS_FILE
+// has the same format): one `name scope[,scope…] sha256hex` a line, # for
+// comments. Keys with the approve scope log in to the console as name; the
+// others are the API's business and are skipped. A name may hold several
+// keys (rotation); a key hash may appear once.
+func ParseApprovers(r io.Reader) ([]Approver, error) {
+	var out []Approver
+	seen := map[[sha256.Size]byte]bool{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("line %d: want `name scope[,scope…] sha256hex`", n)
+		}
+		name, scopeList, hash := fields[0], fields[1], fields[2]
+		if !namePattern.MatchString(name) {
+			return nil, fmt.Errorf("line %d: the name may hold only letters, digits, '.', '_' and '-' (at most 64; never an address)", n)
+		}
+		approves := false
+		for s := range strings.SplitSeq(scopeList, ",") {
+			if !slices.Contains(scopes, s) {
+				return nil, fmt.Errorf("line %d: unknown scope %q (want %s)", n, s, strings.Join(scopes, ", "))
+			}
+			approves = approves || s == ApproveScope
+		}
+		sum, err := hex.DecodeString(hash)
+		if err != nil || len(sum) != sha256.Size {
+			return nil, fmt.Errorf("line %d: want the key's SHA-256 as 64 hex digits, not the key", n)
+		}
+		a := Approver{Name: name, KeyHash: [sha256.Size]byte(sum)}
+		if seen[a.KeyHash] {
+			return nil, fmt.Errorf("line %d: the same key is listed twice", n)
+		}
+		seen[a.KeyHash] = true
+		if approves {
+			out = append(out, a)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("error reading the keys file: %w", err)
+	}
+	return out, nil
+}
+
+// maxKey bounds what the login form reads as a key.
+const maxKey = 512
+
+// approverFor finds whose key this is, comparing the key's hash with every
+// approver's in constant time (no early exit: the time taken says nothing
+// about which, or whether, one matched).
+func (c *console) approverFor(key string) (Approver, bool) {
+	sum := sha256.Sum256([]byte(key))
+	var found Approver
+	ok := 0
+	for _, a := range c.o.Approvers {
+		if subtle.ConstantTimeCompare(sum[:], a.KeyHash[:]) == 1 {
+			found, ok = a, 1
+		}
+	}
+	return found, ok == 1 && key != ""
+}
+
+// The session cookie: base64url("1|name|expiry|key fingerprint") "."
+// base64url(HMAC), the HMAC under a key derived from SHIPNOTIFY_LINK_KEY
+// for sessions only. The fingerprint (the first 8 bytes of the key's
+// SHA-256) ends a session when its key is removed or replaced.
+const (
+	cookieName       = "shipnotify_console"
+	secureCookieName = "__Secure-shipnotify_console"
+	sessionPurpose   = "shipnotify session\x00"
+)
+
+func fingerprint(a Approver) string { return hex.EncodeToString(a.KeyHash[:8]) }
+
+func (c *console) sessionValue(a Approver, expires time.Time) string {
+	payload := strings.Join([]string{"1", a.Name, strconv.FormatInt(expires.Unix(), 10), fingerprint(a)}, "|")
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
+		base64.RawURLEncoding.EncodeToString(c.sessions.Sign(sessionPurpose+payload))
+}
+
+var errNoSession = errors.New("no valid session")
+
+// session returns who the request's cookie names, if it is ours, unexpired
+// and its key is still configured.
+func (c *console) session(r *http.Request) (Approver, error) {
+	for _, name := range []string{secureCookieName, cookieName} {
+		ck, err := r.Cookie(name)
+		if err != nil {
+			continue
+		}
+		enc, sig, ok := strings.Cut(ck.Value, ".")
+		if !ok {
+			continue
+		}
+		payload, err1 := base64.RawURLEncoding.Strict().DecodeString(enc)
+		sum, err2 := base64.RawURLEncoding.Strict().DecodeString(sig)
+		if err1 != nil || err2 != nil || !c.sessions.Verify(sessionPurpose+string(payload), sum) {
+			continue
+		}
+		parts := strings.Split(string(payload), "|")
+		if len(parts) != 4 || parts[0] != "1" {
+			continue
+		}
+		exp, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil || !c.o.Now().Before(time.Unix(exp, 0)) {
+			continue
+		}
+		for _, a := range c.o.Approvers {
+			if a.Name == parts[1] && fingerprint(a) == parts[3] {
+				return a, nil
+			}
+		}
+	}
+	return Approver{}, errNoSession
+}
+
+// approverName is the logged-in approver's name, or "".
+func (c *console) approverName(r *http.Request) string {
+	a, err := c.session(r)
+	if err != nil {
+		return ""
+	}
+	return a.Name
+}
+
+func (c *console) secure(r *http.Request) bool { return c.o.SecureCookie || r.TLS != nil }
+
+func (c *console) setSession(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	name := cookieName
+	if c.secure(r) {
+		name = secureCookieName
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: Path, MaxAge: maxAge,
+		HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// authed lets only a logged-in approver through. A page asked for without
+// a session goes to the login page; a POST is refused (401) and does
+// nothing.
+func (c *console) authed(h func(http.ResponseWriter, *http.Request, Approver)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, err := c.session(r)
+		if err != nil {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				http.Redirect(w, r, Path+"login", http.StatusSeeOther)
+				return
+			}
+			c.problem(w, r, http.StatusUnauthorized, "Log in first",
+				"Only a logged-in approver can do this; nothing was changed.")
+			return
+		}
+		h(w, r, a)
+	}
+}
+
+type loginData struct {
+	Error     string
+	NoneSetUp bool
+}
+
+func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, http.StatusOK, "login.html", page{Title: "Log in", Data: loginData{NoneSetUp: len(c.o.Approvers) == 0}})
+}
+
+// login checks the key and sets the session cookie naming its approver.
+func (c *console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		c.problem(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+		return
+	}
+	key := strings.TrimSpace(r.PostForm.Get("key"))
+	a, ok := c.approverFor(key)
+	if !ok || len(key) > maxKey {
+		c.log.Warn("console: login refused")
+		c.render(w, http.StatusUnauthorized, "login.html", page{Title: "Log in",
+			Data: loginData{Error: "That key is not an approver's key.", NoneSetUp: len(c.o.Approvers) == 0}})
+		return
+	}
+	c.setSession(w, r, c.sessionValue(a, c.o.Now().Add(c.o.SessionTTL)), int(c.o.SessionTTL/time.Second))
+	c.log.Info("console: login", "approver", a.Name)
+	http.Redirect(w, r, Path, http.StatusSeeOther)
+}
+
+func (c *console) logout(w http.ResponseWriter, r *http.Request) {
+	c.setSession(w, r, "", -1)
+	http.Redirect(w, r, Path+"login", http.StatusSeeOther)
+}

@@ -1,0 +1,74 @@
+package console_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// testWriter sends a process's output to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// TestConsoleInABrowser serves the console (with the worker, the mail sink
+// and its /mailbox page) and has ui-test/console.mjs drive headless
+// Chromium through it: approve one reminder and reject another in the
+// console, see the approved one in the mail sink and the rejected one
+// cancelled, then follow an escalation email's approve link from the sink
+// to its confirmation page and approve there. `make test-ui` runs it (it
+// needs Chromium and playwright-core); elsewhere it skips.
+func TestConsoleInABrowser(t *testing.T) {
+	script := os.Getenv("SHIPNOTIFY_BROWSER_TEST")
+	if script == "" {
+		t.Skip("make test-ui runs this: SHIPNOTIFY_BROWSER_TEST is the path of ui-test/console.mjs")
+	}
+	script, err := filepath.Abs(script)
+	require.NoError(t, err)
+	f := setup(t)
+	u, rs := f.schedule(t, 2, reminder.Approval{})
+	_, viaLink := f.schedule(t, 1, reminder.Approval{Timeout: time.Second, ExpireAfter: time.Hour})
+	require.Eventually(t, func() bool {
+		return slices.Contains(f.eventTypes(t, viaLink[0].ReminderID), "escalation_sent")
+	}, time.Minute, 100*time.Millisecond, "the escalation with the links is sent")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = filepath.Dir(script)
+	cmd.Env = append(os.Environ(),
+		"CONSOLE_URL="+f.url,
+		"MAILBOX_URL="+f.s.Mail.URL()+"/mailbox",
+		"APPROVER_KEY="+f.alice,
+		"SHIPMENT_ID="+u.ShipmentID,
+		"APPROVE_ID="+rs[0].ReminderID,
+		"REJECT_ID="+rs[1].ReminderID,
+		"LINK_ID="+viaLink[0].ReminderID,
+	)
+	cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
+	require.NoError(t, cmd.Run(), "ui-test/console.mjs")
+
+	// What the browser saw, checked at the source.
+	require.Equal(t, reminder.Sent, f.waitFor(t, rs[0].WorkflowID).State)
+	require.Equal(t, reminder.Cancelled, f.waitFor(t, rs[1].WorkflowID).State)
+	require.Equal(t, reminder.Sent, f.waitFor(t, viaLink[0].WorkflowID).State)
+	require.Equal(t, []string{"scheduled", "escalation_sent", "approved", "sent"}, f.eventTypes(t, viaLink[0].ReminderID))
+	events, err := f.s.Mirror.Events(context.Background(), viaLink[0].ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, console.LinkActor, events[2].Detail["by"])
+	events, err = f.s.Mirror.Events(context.Background(), rs[0].ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, "alice", events[1].Detail["by"])
+}

@@ -1,0 +1,206 @@
+// Package console is the approval console: server-rendered HTML for the
+// people who approve or reject reminders, and the confirmation pages of the
+// one-click links in escalation emails. It runs on the starter (decisions)
+// and the mirror (what awaits approval, audit trails); `shipnotify serve`
+// mounts it at Path.
+//
+// Approvers log in with a personal key (only its SHA-256 is configured) and
+// get a signed session cookie naming them; that name is the decision's By.
+// Every state-changing request is a POST, refused when it comes from
+// another origin (http.CrossOriginProtection); a GET never decides.
+package console
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// Path is where the console lives; mount the handler there
+// (mux.Handle(console.Path, console.New(...))) at the root of its host.
+const Path = "/console/"
+
+// LinkActor is who a decision taken through an escalation email's link is
+// recorded as: whoever held the link sent to the update's escalation
+// contact. (Never the address itself: no personal data goes to Temporal.)
+const LinkActor = "escalation-link"
+
+// DefaultSessionTTL is how long a login lasts.
+const DefaultSessionTTL = 12 * time.Hour
+
+// DefaultLimit is how many reminders the list shows.
+const DefaultLimit = 100
+
+// Options are what the console needs.
+type Options struct {
+	// Starter takes decisions (mirror first, then the workflow).
+	Starter *starter.Starter
+	// Mirror lists what awaits approval and reads audit trails.
+	Mirror *mirror.Store
+	// Links checks the escalation email's link tokens; its keys, derived
+	// apart, also sign session cookies. Required.
+	Links *links.Signer
+	// Approvers may log in; none means no one can (links still work).
+	Approvers []Approver
+	// SecureCookie marks the session cookie Secure (always, when people
+	// reach the console over https, even through a TLS-terminating proxy);
+	// a request that arrived over TLS gets it anyway.
+	SecureCookie bool
+	// SessionTTL is how long a login lasts (0 means DefaultSessionTTL).
+	SessionTTL time.Duration
+	// Limit caps the reminders the list shows (0 means DefaultLimit).
+	Limit int
+	// Now is the clock (nil means time.Now).
+	Now func() time.Time
+	// Logger gets logins and decisions (ids and names; never a key or a
+	// reason). Nil discards.
+	Logger *slog.Logger
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// console serves the pages.
+type console struct {
+	o        Options
+	sessions links.Keys
+	pages    map[string]*template.Template
+	log      *slog.Logger
+}
+
+// New returns the console's handler, to be mounted at Path. It panics
+// without a Starter, a Mirror or Links: a wiring error.
+func New(o Options) http.Handler {
+	if o.Starter == nil || o.Mirror == nil || o.Links == nil || o.Links.Keys.Empty() {
+		panic("console: Starter, Mirror and Links (with keys) are required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.Limit <= 0 {
+		o.Limit = DefaultLimit
+	}
+	c := &console{o: o, sessions: o.Links.Keys.Derive("console-session"), pages: parsePages(), log: o.Logger}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /console/{$}", c.authed(c.list))
+	mux.HandleFunc("GET /console/reminder", c.authed(c.reminder))
+	mux.HandleFunc("POST /console/decide", c.authed(c.decide))
+	mux.HandleFunc("GET /console/login", c.loginPage)
+	mux.HandleFunc("POST /console/login", c.login)
+	mux.HandleFunc("POST /console/logout", c.logout)
+	mux.HandleFunc("GET "+links.Path+"{token}", c.linkPage)
+	mux.HandleFunc("POST "+links.Path+"{token}", c.linkDecide)
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		c.problem(w, r, http.StatusNotFound, "Not found", "There is no such page in the console.")
+	})
+
+	// CSRF: a state-changing request from another origin (Sec-Fetch-Site,
+	// or an Origin that is not the Host) is refused before any handler runs.
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.log.Warn("console: cross-origin request refused", "method", r.Method, "path", r.URL.Path)
+		c.problem(w, r, http.StatusForbidden, "Refused",
+			"This request came from another site, so it was refused and nothing was changed. Use the console's own pages.")
+	}))
+	return securityHeaders(csrf.Handler(mux))
+}
+
+// securityHeaders keeps the pages out of frames, scripts out entirely,
+// forms posting only to the console, link tokens out of Referer headers,
+// and every answer out of caches.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// page is what every template gets.
+type page struct {
+	Title string
+	// Approver is who is logged in ("" on the login and link pages).
+	Approver string
+	Data     any
+}
+
+func parsePages() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"since": since,
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range names {
+		base := name[len("templates/"):]
+		if base == "layout.html" {
+			continue
+		}
+		pages[base] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", name))
+	}
+	return pages
+}
+
+// render writes a page with status; a template error is a 500, never half
+// a page.
+func (c *console) render(w http.ResponseWriter, status int, name string, p page) {
+	var buf bytes.Buffer
+	if err := c.pages[name].Execute(&buf, p); err != nil {
+		c.log.Error("console: rendering a page failed", "page", name, "error", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// problem renders a page that says what went wrong and that nothing was
+// changed by it (or, for the caller's message, what was).
+func (c *console) problem(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	c.render(w, status, "problem.html", page{Title: title, Approver: c.approverName(r), Data: message})
+}
+
+// since says how long something has waited, to the unit that matters.
+func since(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		return fmt.Sprintf("%dd %dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	}
+}

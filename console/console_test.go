@@ -1,0 +1,424 @@
+package console_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+const escalationContact = "lead@shipper.example"
+
+// clock is a settable clock for the console (the worker keeps real time).
+type clock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// fixture is the whole product on the dev server and PostgreSQL, with the
+// console served as `shipnotify serve` mounts it, and the worker making
+// decision links that point at it.
+type fixture struct {
+	s     *testenv.Stack
+	url   string
+	clock *clock
+	keys  links.Keys
+	// keys of the approvers alice and bob, and of carol, who may only read.
+	alice, bob, carol string
+	logs              *testenv.SyncBuffer
+}
+
+func randomKey(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func hashOf(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{clock: &clock{}, alice: randomKey(t), bob: randomKey(t), carol: randomKey(t), logs: &testenv.SyncBuffer{}}
+	f.s = testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	var err error
+	f.keys, err = links.ParseKeys(base64.StdEncoding.EncodeToString([]byte(randomKey(t))))
+	require.NoError(t, err)
+	approvers, err := console.ParseApprovers(strings.NewReader(fmt.Sprintf(
+		"# the API keys file's format\nalice approve,read %s\nbob approve %s\ncarol read %s\n",
+		hashOf(f.alice), hashOf(f.bob), hashOf(f.carol))))
+	require.NoError(t, err)
+
+	mux := http.NewServeMux()
+	srv := httptest.NewUnstartedServer(mux)
+	f.url = "http://" + srv.Listener.Addr().String()
+	base, err := url.Parse(f.url)
+	require.NoError(t, err)
+	// The worker's links; the console checks them on its own clock.
+	f.s.Activities.Links = &links.Signer{Keys: f.keys, BaseURL: base, TTL: time.Hour}
+	f.s.StartWorker(t)
+	mux.Handle(console.Path, console.New(console.Options{
+		Starter: f.s.Starter, Mirror: f.s.Mirror, Approvers: approvers,
+		Links:  &links.Signer{Keys: f.keys, BaseURL: base, TTL: time.Hour, Now: f.clock.Now},
+		Now:    f.clock.Now,
+		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)),
+	}))
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return f
+}
+
+// schedule schedules an update of n email subscribers that needs approval.
+func (f *fixture) schedule(t *testing.T, n int, approval reminder.Approval) (reminder.Update, []starter.Result) {
+	t.Helper()
+	channels := make([]reminder.Channel, n)
+	for i := range channels {
+		channels[i] = reminder.Email
+	}
+	u := f.s.Update(t, time.Now().Add(2*time.Second), channels...)
+	u.Approval = approval
+	u.Approval.Required = true
+	u.EscalationEmail = escalationContact
+	results, err := f.s.Starter.Schedule(context.Background(), u)
+	require.NoError(t, err)
+	require.Len(t, results, n)
+	t.Cleanup(func() {
+		for _, r := range results {
+			_ = f.s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
+	return u, results
+}
+
+func (f *fixture) login(t *testing.T, key string) *browser {
+	t.Helper()
+	b := newBrowser(t, f.url)
+	page := b.get("/console/")
+	require.Equal(t, "/console/login", page.URL.Path, "without a session the console asks to log in")
+	page = b.submit(page.formFor(t, "Approver key"), "Log in", map[string]string{"key": key}, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Equal(t, "/console/", page.URL.Path)
+	return b
+}
+
+func (f *fixture) waitFor(t *testing.T, workflowID string) workflows.ReminderResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res workflows.ReminderResult
+	require.NoError(t, f.s.Temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, &res), workflowID)
+	return res
+}
+
+func (f *fixture) eventTypes(t *testing.T, reminderID string) []string {
+	t.Helper()
+	events, err := f.s.Mirror.Events(context.Background(), reminderID)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func (f *fixture) state(t *testing.T, reminderID string) reminder.State {
+	t.Helper()
+	row, err := f.s.Mirror.Get(context.Background(), reminderID)
+	require.NoError(t, err)
+	return row.State
+}
+
+func mailsFor(s *testenv.Stack, reminderID string, purpose reminder.Purpose) []sink.Mail {
+	var out []sink.Mail
+	for _, m := range s.Mail.Mails() {
+		if m.CustomArgs["reminder_id"] == reminderID && m.CustomArgs["purpose"] == string(purpose) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// An approver logs in, sees what awaits approval, approves one reminder and
+// a colleague rejects another through the pages' own forms; the approved
+// one is delivered, the rejected one ends cancelled, and each audit trail
+// says who and why. Without a session, or from another origin, nothing is
+// written.
+func TestConsoleApprovesAndRejects(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	u, rs := f.schedule(t, 3, reminder.Approval{})
+	approved, rejected, untouched := rs[0], rs[1], rs[2]
+
+	// Unauthenticated: the pages redirect to the login, a decision is
+	// refused, and a wrong key or a key without the approve scope does
+	// not log in.
+	anon := newBrowser(t, f.url)
+	page := anon.get("/console/reminder?id=" + url.QueryEscape(approved.ReminderID))
+	require.Equal(t, "/console/login", page.URL.Path)
+	page = anon.post("/console/decide", url.Values{"reminder_id": {approved.ReminderID}, "decision": {"approve"}}, "same-origin")
+	require.Equal(t, http.StatusUnauthorized, page.Status)
+	for _, key := range []string{randomKey(t), f.carol, ""} {
+		login := anon.get("/console/login")
+		page = anon.submit(login.formFor(t, "Approver key"), "Log in", map[string]string{"key": key}, "same-origin")
+		require.Equal(t, http.StatusUnauthorized, page.Status)
+		require.Contains(t, page.Text(), "not an approver's key")
+	}
+	// A forged session cookie is no session.
+	forged := &http.Cookie{Name: "shipnotify_console", Value: base64.RawURLEncoding.EncodeToString([]byte("1|alice|9999999999|00")) + ".AAAA"}
+	base, _ := url.Parse(f.url + "/console/")
+	anon.client.Jar.SetCookies(base, []*http.Cookie{forged})
+	page = anon.post("/console/decide", url.Values{"reminder_id": {approved.ReminderID}, "decision": {"approve"}}, "same-origin")
+	require.Equal(t, http.StatusUnauthorized, page.Status)
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, approved.ReminderID))
+	require.Equal(t, []string{"scheduled"}, f.eventTypes(t, approved.ReminderID), "refused requests write nothing")
+	require.NotContains(t, f.logs.String(), f.carol, "keys are never logged")
+
+	// The list shows every reminder awaiting approval, with its due time,
+	// ids and how long it has waited.
+	alice := f.login(t, f.alice)
+	page = alice.get("/console/?shipment=" + u.ShipmentID)
+	require.Equal(t, http.StatusOK, page.Status)
+	require.Contains(t, page.Text(), "Logged in as alice")
+	rows := page.rows("reminders")
+	require.Len(t, rows, 3, page.Body)
+	for i, r := range rs {
+		due := r.DueAt.UTC().Format("2006-01-02 15:04:05 UTC")
+		require.Equal(t, due, rows[i][0])
+		require.Equal(t, []string{u.ShipmentID, u.UpdateID, u.Subscribers[i].ID}, rows[i][1:4])
+		require.Regexp(t, `^\d+s$`, rows[i][4], "waited")
+	}
+	require.Equal(t, "nosniff", page.Header.Get("X-Content-Type-Options"))
+	require.Contains(t, page.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	require.NotContains(t, page.Body, u.Subscribers[0].Email, "the console shows ids, not addresses")
+
+	// A cross-origin POST, with a valid session, is refused and writes
+	// nothing: by Sec-Fetch-Site, and by an Origin that is not the host.
+	f0 := page.formFor(t, untouched.ReminderID)
+	csrf := alice.submit(f0, "Approve", map[string]string{"reason": "forged"}, "cross-site")
+	require.Equal(t, http.StatusForbidden, csrf.Status)
+	req, err := http.NewRequest(http.MethodPost, f.url+"/console/decide",
+		strings.NewReader(url.Values{"reminder_id": {untouched.ReminderID}, "decision": {"reject"}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	require.Equal(t, http.StatusForbidden, alice.do(req).Status)
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, untouched.ReminderID))
+	require.Equal(t, []string{"scheduled"}, f.eventTypes(t, untouched.ReminderID))
+
+	// Alice approves one with a reason.
+	page = alice.submit(page.formFor(t, approved.ReminderID), "Approve", map[string]string{"reason": "customer confirmed"}, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Contains(t, page.Text(), "Approved")
+
+	// Bob logs in and rejects another from the reminder's own page.
+	bob := f.login(t, f.bob)
+	page = bob.get("/console/reminder?id=" + url.QueryEscape(rejected.ReminderID))
+	require.Equal(t, http.StatusOK, page.Status)
+	page = bob.submit(page.formFor(t, "Reason"), "Reject", map[string]string{"reason": "wrong consignee"}, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Contains(t, page.Text(), "Rejected")
+
+	// The approved one is delivered; the rejected one ends cancelled.
+	require.Equal(t, reminder.Sent, f.waitFor(t, approved.WorkflowID).State)
+	require.Equal(t, reminder.Cancelled, f.waitFor(t, rejected.WorkflowID).State)
+	require.Len(t, mailsFor(f.s, approved.ReminderID, reminder.PurposeReminder), 1)
+	require.Empty(t, mailsFor(f.s, rejected.ReminderID, reminder.PurposeReminder))
+
+	// The audit trails say who and why.
+	trail := func(b *browser, id string) map[string][]string {
+		page := b.get("/console/reminder?id=" + url.QueryEscape(id))
+		require.Equal(t, http.StatusOK, page.Status)
+		out := map[string][]string{}
+		for _, row := range page.rows("events") {
+			out[row[1]] = row[2:4] // by, reason
+		}
+		return out
+	}
+	require.Equal(t, []string{"alice", "customer confirmed"}, trail(bob, approved.ReminderID)["approved"])
+	require.Contains(t, trail(bob, approved.ReminderID), "sent")
+	require.Equal(t, []string{"bob", "wrong consignee"}, trail(alice, rejected.ReminderID)["rejected"])
+	require.Equal(t, []string{"scheduled", "approved", "sent"}, f.eventTypes(t, approved.ReminderID))
+	require.Equal(t, []string{"scheduled", "rejected"}, f.eventTypes(t, rejected.ReminderID))
+
+	// Only the untouched one is left; deciding a decided one changes nothing.
+	page = alice.get("/console/?shipment=" + u.ShipmentID)
+	rows = page.rows("reminders")
+	require.Len(t, rows, 1)
+	require.Equal(t, u.Subscribers[2].ID, rows[0][3])
+	page = alice.post("/console/decide", url.Values{"reminder_id": {rejected.ReminderID}, "decision": {"approve"}}, "same-origin")
+	require.Equal(t, http.StatusConflict, page.Status)
+	require.Contains(t, page.Text(), "Not changed")
+	require.Equal(t, []string{"scheduled", "rejected"}, f.eventTypes(t, rejected.ReminderID))
+
+	// After logging out, the cookie is gone and so is the session.
+	page = alice.get("/console/")
+	page = alice.submit(page.formFor(t, "Log out"), "Log out", nil, "same-origin")
+	require.Equal(t, "/console/login", page.URL.Path)
+	require.Equal(t, "/console/login", alice.get("/console/").URL.Path)
+}
+
+var (
+	approveLink = regexp.MustCompile(`Approve: (\S+)`)
+	rejectLink  = regexp.MustCompile(`Reject: +(\S+)`)
+)
+
+// The escalation of an overdue approval carries signed links. Opening one
+// decides nothing (a mail scanner may prefetch it); its confirmation page's
+// button does, once. A used, tampered or expired link, or a POST from
+// another site, changes nothing and says so.
+func TestEscalationLinksDecideOnlyFromTheirConfirmationPage(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	u, rs := f.schedule(t, 3, reminder.Approval{Timeout: time.Second, ExpireAfter: time.Hour})
+	viaLink, tampered, rejected := rs[0], rs[1], rs[2]
+
+	// The escalation (after a second without a decision) carries the links;
+	// wait until each is sent and recorded.
+	require.Eventually(t, func() bool {
+		for _, r := range rs {
+			if !slices.Contains(f.eventTypes(t, r.ReminderID), "escalation_sent") {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 100*time.Millisecond)
+	linksOf := func(r starter.Result) (approve, reject string) {
+		m := mailsFor(f.s, r.ReminderID, reminder.PurposeEscalation)[0]
+		require.Equal(t, []string{escalationContact}, m.To)
+		require.NotContains(t, m.Text, u.Subscribers[0].Email, "the escalation names ids, not addresses")
+		a, r2 := approveLink.FindStringSubmatch(m.Text), rejectLink.FindStringSubmatch(m.Text)
+		require.NotNil(t, a, m.Text)
+		require.NotNil(t, r2, m.Text)
+		require.True(t, strings.HasPrefix(a[1], f.url+links.Path), a[1])
+		return a[1], r2[1]
+	}
+	approve, reject := linksOf(viaLink)
+
+	// Opening the link (twice, as a scanner and then the person) shows the
+	// confirmation page and decides nothing.
+	person := newBrowser(t, f.url)
+	for range 2 {
+		page := person.get(approve)
+		require.Equal(t, http.StatusOK, page.Status, page.Body)
+		require.Contains(t, page.Text(), "Approve this reminder?")
+		require.Contains(t, page.Text(), viaLink.ReminderID)
+		require.Equal(t, "no-referrer", page.Header.Get("Referrer-Policy"))
+	}
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, viaLink.ReminderID))
+	require.Equal(t, []string{"scheduled", "escalation_sent"}, f.eventTypes(t, viaLink.ReminderID))
+
+	// The confirmation page's button approves.
+	confirm := person.get(approve)
+	page := person.submit(confirm.formFor(t, "Reason"), "Approve reminder", map[string]string{"reason": "confirmed by phone"}, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Contains(t, page.Text(), "Approved")
+	require.Equal(t, reminder.Sent, f.waitFor(t, viaLink.WorkflowID).State)
+	require.Len(t, mailsFor(f.s, viaLink.ReminderID, reminder.PurposeReminder), 1)
+	events, err := f.s.Mirror.Events(context.Background(), viaLink.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, "approved", events[2].Type)
+	require.Equal(t, console.LinkActor, events[2].Detail["by"])
+	require.Equal(t, "confirmed by phone", events[2].Detail["reason"])
+
+	// Used: posting again, opening it again, or its reject twin, changes
+	// nothing and says who decided.
+	trail := f.eventTypes(t, viaLink.ReminderID)
+	page = person.submit(confirm.formFor(t, "Reason"), "Approve reminder", nil, "same-origin")
+	require.Equal(t, http.StatusConflict, page.Status)
+	require.Contains(t, page.Text(), "Nothing left to do")
+	require.Contains(t, page.Text(), "approved by "+console.LinkActor)
+	for _, link := range []string{approve, reject} {
+		require.Equal(t, http.StatusConflict, person.get(link).Status)
+		require.Equal(t, http.StatusConflict, person.post(strings.TrimPrefix(link, f.url), nil, "same-origin").Status)
+	}
+	require.Equal(t, trail, f.eventTypes(t, viaLink.ReminderID))
+	require.Len(t, mailsFor(f.s, viaLink.ReminderID, reminder.PurposeReminder), 1)
+
+	// Tampered: one character changed, or another reminder's id spliced
+	// in, is not valid, for a GET and a POST alike.
+	approve2, _ := linksOf(tampered)
+	token := strings.TrimPrefix(approve2, f.url+links.Path)
+	enc, sig, _ := strings.Cut(token, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(enc)
+	require.NoError(t, err)
+	spliced := base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(payload), tampered.ReminderID, rejected.ReminderID, 1))) + "." + sig
+	flipped := token[:len(token)-3] + map[bool]string{true: "A", false: "B"}[token[len(token)-3] != 'A'] + token[len(token)-2:]
+	for _, bad := range []string{flipped, spliced, enc, "nonsense"} {
+		page := person.get(links.Path + bad)
+		require.Equal(t, http.StatusBadRequest, page.Status, bad)
+		require.Contains(t, page.Text(), "This link is not valid")
+		page = person.post(links.Path+bad, url.Values{"reason": {"x"}}, "same-origin")
+		require.Equal(t, http.StatusBadRequest, page.Status, bad)
+	}
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, tampered.ReminderID))
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, rejected.ReminderID))
+
+	// Expired: the same real link, an hour and a minute later on the
+	// console's clock, is refused and says until when it was valid.
+	f.clock.Advance(time.Hour + time.Minute)
+	page = person.get(approve2)
+	require.Equal(t, http.StatusGone, page.Status)
+	require.Contains(t, page.Text(), "This link has expired")
+	require.Contains(t, page.Text(), tampered.ReminderID)
+	page = person.post(links.Path+token, nil, "same-origin")
+	require.Equal(t, http.StatusGone, page.Status)
+	f.clock.Advance(-(time.Hour + time.Minute))
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, tampered.ReminderID))
+	require.Equal(t, []string{"scheduled", "escalation_sent"}, f.eventTypes(t, tampered.ReminderID))
+
+	// A POST to a link from another site is refused, even for a valid link.
+	_, reject3 := linksOf(rejected)
+	confirm = person.get(reject3)
+	require.Equal(t, http.StatusOK, confirm.Status)
+	require.Contains(t, confirm.Text(), "Reject this reminder?")
+	page = person.submit(confirm.formFor(t, "Reason"), "Reject reminder", nil, "cross-site")
+	require.Equal(t, http.StatusForbidden, page.Status)
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, rejected.ReminderID))
+
+	// From its own page, the reject link rejects: the reminder ends
+	// cancelled, and nothing is sent.
+	page = person.submit(confirm.formFor(t, "Reason"), "Reject reminder", nil, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Contains(t, page.Text(), "Rejected")
+	require.Equal(t, reminder.Cancelled, f.waitFor(t, rejected.WorkflowID).State)
+	require.Empty(t, mailsFor(f.s, rejected.ReminderID, reminder.PurposeReminder))
+	require.Equal(t, []string{"scheduled", "escalation_sent", "rejected"}, f.eventTypes(t, rejected.ReminderID))
+}
