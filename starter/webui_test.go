@@ -96,8 +96,8 @@ func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 		summary, details := userMetadata(t, s, r.WorkflowID)
 		require.Equal(t, "Reminder "+r.ReminderID+" due "+dueText, summary)
 		for _, want := range []string{
-			"- Shipment: " + u.ShipmentID + "\n", "- Update: " + u.UpdateID + "\n",
-			"- Subscriber: " + r.SubscriberID + "\n", dueText,
+			"**Shipment:** " + u.ShipmentID + " ", "**Update:** " + u.UpdateID + " ",
+			"**Subscriber:** " + r.SubscriberID + "  \n", "**Due at start:** " + dueText,
 		} {
 			require.Contains(t, details, want, r.WorkflowID)
 		}
@@ -105,9 +105,9 @@ func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 		noPersonalData("details of "+r.WorkflowID, details)
 	}
 	_, details := userMetadata(t, s, approval.WorkflowID)
-	require.Contains(t, details, "- Approval: required: escalates 1d after scheduling, expires 3d after scheduling")
+	require.Contains(t, details, "**Approval:** required: escalates 1d after scheduling, expires 3d after scheduling")
 	_, details = userMetadata(t, s, hook.WorkflowID)
-	require.Contains(t, details, "- Approval: not required")
+	require.Contains(t, details, "**Approval:** not required")
 
 	waiting := waitForDetails(t, s, approval.WorkflowID, "Waiting for approval until ")
 	require.Contains(t, waiting, "(escalates at ")

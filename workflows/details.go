@@ -48,24 +48,21 @@ func summary(prefix, id, suffix string) string {
 }
 
 // ReminderDetails is a reminder workflow's static details (Temporal
-// markdown): its ids, its due time at start and its approval policy.
+// markdown): its ids, its due time at start and its approval policy. Four
+// short lines with hard breaks: the Web UI shows the details in a box about
+// five lines high, and list or paragraph margins would push lines out of it.
 func ReminderDetails(in ReminderInput) string {
 	approval := "not required"
 	if in.Approval.Required {
 		approval = fmt.Sprintf("required: escalates %s after scheduling, expires %s after scheduling",
 			displayDuration(in.Approval.Timeout), displayDuration(in.Approval.ExpireAfter))
 	}
-	return strings.Join([]string{
-		"**Reminder** " + in.ReminderID,
-		"",
-		"- Shipment: " + in.ShipmentID,
-		"- Update: " + in.UpdateID,
-		"- Subscriber: " + in.SubscriberID,
-		"- Due at start: " + displayTime(in.DueAt) + " (a reschedule moves it: see the current details)",
-		"- Approval: " + approval,
-		"",
-		"Ids only: the recipient and the message are in the mirror (`shipnotify show " + in.ReminderID + "`).",
-	}, "\n")
+	return detailLines(
+		ids(in.ShipmentID, in.UpdateID, in.SubscriberID),
+		"**Due at start:** "+displayTime(in.DueAt)+" (a reschedule moves it: see Current Details)",
+		"**Approval:** "+approval,
+		"**Recipient and message:** in the mirror only (`shipnotify show`)",
+	)
 }
 
 // CancellationNoticeSummary is a CancellationNoticeWorkflow's static summary.
@@ -75,15 +72,20 @@ func CancellationNoticeSummary(in CancellationNoticeInput) string {
 
 // CancellationNoticeDetails is a CancellationNoticeWorkflow's static details.
 func CancellationNoticeDetails(in CancellationNoticeInput) string {
-	return strings.Join([]string{
-		"**Cancellation notice** for reminder " + in.ReminderID + ", sent before its shipment was cancelled",
-		"",
-		"- Shipment: " + in.ShipmentID,
-		"- Update: " + in.UpdateID,
-		"- Subscriber: " + in.SubscriberID,
-		"",
-		"Ids only: the recipient, and who cancelled and why, are in the mirror (`shipnotify show " + in.ReminderID + "`).",
-	}, "\n")
+	return detailLines(
+		ids(in.ShipmentID, in.UpdateID, in.SubscriberID),
+		"**Why:** the reminder was sent before its shipment was cancelled; this tells the subscriber so, once",
+		"**Recipient, who cancelled and why:** in the mirror only (`shipnotify show`)",
+	)
+}
+
+func ids(shipmentID, updateID, subscriberID string) string {
+	return "**Shipment:** " + shipmentID + " · **Update:** " + updateID + " · **Subscriber:** " + subscriberID
+}
+
+// detailLines joins lines with markdown hard line breaks.
+func detailLines(lines ...string) string {
+	return strings.Join(lines, "  \n")
 }
 
 // show sets the current details, the line the Web UI shows as what the

@@ -116,12 +116,13 @@ func TestStaticSummaryAndDetails(t *testing.T) {
 	require.Equal(t, "Reminder SHP-1/window-1/ops due 2026-12-03 08:00 UTC", workflows.ReminderSummary(in))
 	details := workflows.ReminderDetails(in)
 	for _, want := range []string{
-		"- Shipment: SHP-1\n", "- Update: window-1\n", "- Subscriber: ops\n", "2026-12-03 08:00 UTC",
-		"- Approval: required: escalates 1d after scheduling, expires 3d after scheduling",
+		"**Shipment:** SHP-1 · **Update:** window-1 · **Subscriber:** ops  \n",
+		"**Due at start:** 2026-12-03 08:00 UTC",
+		"**Approval:** required: escalates 1d after scheduling, expires 3d after scheduling",
 	} {
 		require.Contains(t, details, want)
 	}
-	require.Contains(t, workflows.ReminderDetails(input(t0)), "- Approval: not required")
+	require.Contains(t, workflows.ReminderDetails(input(t0)), "**Approval:** not required")
 	require.Equal(t, "Reminder SHP-1/window-1/ops due 2026-11-30 09:00:01 UTC",
 		workflows.ReminderSummary(input(t0.Add(time.Second+time.Millisecond))), "seconds when the due time has them")
 
@@ -129,7 +130,7 @@ func TestStaticSummaryAndDetails(t *testing.T) {
 		SubscriberID: "ops", By: "alice@shipper.example", Reason: "customer called Ms Privacy"}
 	require.Equal(t, "Cancellation notice for reminder SHP-1/window-1/ops", workflows.CancellationNoticeSummary(notice))
 	nd := workflows.CancellationNoticeDetails(notice)
-	require.Contains(t, nd, "- Subscriber: ops")
+	require.Contains(t, nd, "**Subscriber:** ops")
 	require.NotContains(t, nd, "alice", "who cancelled may be a person: it stays in the mirror")
 	require.NotContains(t, nd, "Privacy")
 }
@@ -159,7 +160,7 @@ func TestStaticSummaryFitsTheServerLimit(t *testing.T) {
 		require.LessOrEqual(t, p.Size(), 400, "encoded summary of %q", s)
 	}
 	for _, d := range []string{workflows.ReminderDetails(withApproval(in)), workflows.CancellationNoticeDetails(notice)} {
-		require.Contains(t, d, in.ReminderID, "the details carry the id whole")
+		require.Contains(t, d, "**Subscriber:** "+long, "the details carry the ids whole")
 		p, err := dc.ToPayload(d)
 		require.NoError(t, err)
 		require.LessOrEqual(t, p.Size(), 20_000, "limit.userMetadataDetailsSize")
