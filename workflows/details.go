@@ -128,7 +128,7 @@ func (r *run) showDone(ctx workflow.Context) {
 	case reminder.Sent:
 		show(ctx, "Done: sent at %s", at)
 	case reminder.Failed:
-		show(ctx, "Done: failed for good at %s; the escalation contact is told (the reminder's events say why)", at)
+		show(ctx, "Done: failed for good at %s (the reminder's events say why, and whether the escalation contact was told)", at)
 	case reminder.Expired:
 		show(ctx, "Done: expired at %s, with no decision by the final deadline", at)
 	case reminder.Cancelled:

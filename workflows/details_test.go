@@ -80,7 +80,7 @@ func TestCurrentDetailsSayHowTheReminderEnded(t *testing.T) {
 		}, input(t0.Add(2 * day)), "Done: cancelled at 2026-11-30 10:00 UTC; nothing sent"},
 		{"failed", func(h *harness) {
 			h.fail = temporal.NewNonRetryableApplicationError("mailbox unknown", activities.ErrTypePermanentDelivery, nil)
-		}, input(t0), "Done: failed for good at 2026-11-30 09:00 UTC; the escalation contact is told (the reminder's events say why)"},
+		}, input(t0), "Done: failed for good at 2026-11-30 09:00 UTC (the reminder's events say why, and whether the escalation contact was told)"},
 		{"finished in the mirror", func(h *harness) {
 			h.fail = temporal.NewNonRetryableApplicationError("finished", activities.ErrTypeReminderFinished, nil, reminder.Cancelled)
 		}, input(t0), "Done: already cancelled in the mirror (by another path) at 2026-11-30 09:00 UTC; nothing sent"},
