@@ -27,19 +27,36 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
     exit
   fi
   shipment="SHP-UI-$(date +%s)"
-  due=$(date -u -d "+30 days" +%Y-%m-%dT%H:%M:%SZ)
+  # To the minute, as the summary and current details print it.
+  due_epoch=$(( ($(date +%s) + 30*86400) / 60 * 60 ))
+  due=$(date -u -d "@$due_epoch" +%Y-%m-%dT%H:%M:%SZ)
+  due_text=$(date -u -d "@$due_epoch" "+%Y-%m-%d %H:%M UTC")
+  # A task queue of its own: a worker of another checkout (other keys) never takes its tasks.
+  queue="ui-test-$shipment"
   .dev/bin/shipnotify migrate >/dev/null
-  printf "%s" "{\"shipment_id\":\"$shipment\",\"update_id\":\"window-1\",\"kind\":\"delivery_window\",
-    \"message\":{\"subject\":\"UI test\",\"text\":\"Web UI test reminder.\"},
-    \"subscribers\":[{\"id\":\"ops\",\"channel\":\"email\",\"email\":\"ops@shipper.example\",\"due_at\":\"$due\"}]}" \
-    | SHIPNOTIFY_TASK_QUEUE=shipnotify-ui-test .dev/bin/shipnotify schedule >/dev/null
-  workflow="reminder/$shipment/window-1/ops"
+  # A worker runs the workflow, so it sets its current details and answers
+  # the Web UI'"'"'s metadata query. Nothing is due for 30 days: no mail goes out.
+  SHIPNOTIFY_TASK_QUEUE=$queue SHIPNOTIFY_METRICS_ADDR=off SENDGRID_API_KEY=ui-test-unused \
+    SENDGRID_BASE_URL=http://127.0.0.1:9 .dev/bin/shipnotify worker >.dev/ui-worker.log 2>&1 &
+  worker=$!
+  trap "kill $worker 2>/dev/null" EXIT
   # The UI decodes payloads through the codec server (the dev server points it there).
+  if (exec 3<>"/dev/tcp/${SHIPNOTIFY_DEV_CODEC_ADDR/://}") 2>/dev/null; then
+    echo "test-ui: $SHIPNOTIFY_DEV_CODEC_ADDR is taken (another codec server, perhaps with other keys); stop it first" >&2
+    exit 1
+  fi
   .dev/bin/shipnotify codec-server --listen "$SHIPNOTIFY_DEV_CODEC_ADDR" 2>/dev/null &
   codec=$!
-  trap "kill $codec 2>/dev/null" EXIT
+  trap "kill $codec $worker 2>/dev/null" EXIT
+  printf "%s" "{\"shipment_id\":\"$shipment\",\"update_id\":\"window-1\",\"kind\":\"delivery_window\",
+    \"message\":{\"subject\":\"Dock 4 slot for Ms Privacy\",\"text\":\"Gate code 4711 at the ramp.\"},
+    \"subscribers\":[{\"id\":\"ops\",\"channel\":\"email\",\"email\":\"ops@shipper.example\",\"due_at\":\"$due\"}]}" \
+    | SHIPNOTIFY_TASK_QUEUE=$queue .dev/bin/shipnotify schedule >/dev/null
+  workflow="reminder/$shipment/window-1/ops"
   status=0
-  SHIPMENT_ID="$shipment" WORKFLOW_ID="$workflow" OUT_DIR="'"$root"'/out" node ui-test/webui.mjs || status=$?
+  SHIPMENT_ID="$shipment" WORKFLOW_ID="$workflow" DUE_TEXT="$due_text" OUT_DIR="'"$root"'/out" \
+    PERSONAL="ops@shipper.example|Ms Privacy|Gate code" \
+    node ui-test/webui.mjs || status=$?
   "$SHIPNOTIFY_DEV_TEMPORAL_BIN" workflow terminate --address "$TEMPORAL_ADDRESS" -w "$workflow" --reason "ui test over" >/dev/null || true
   [ $status = 0 ] && [ "$PART" = all ] || exit $status
   # The approval console and the escalation links, served by the test.

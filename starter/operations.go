@@ -217,6 +217,10 @@ func (s *Starter) cancelGone(ctx context.Context, reminderID string, who Actor) 
 func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Outcome, error) {
 	out := Outcome{ReminderID: row.ID, State: row.State}
 	id := workflows.CancellationNoticeWorkflowID(row.ID)
+	in := workflows.CancellationNoticeInput{
+		ReminderID: row.ID, ShipmentID: row.ShipmentID, UpdateID: row.UpdateID, SubscriberID: row.SubscriberID,
+		By: who.By, Reason: who.Reason,
+	}
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
 		TaskQueue:                                s.TaskQueue,
@@ -225,11 +229,9 @@ func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Ou
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.ShipmentIDKey.ValueSet(row.ShipmentID), workflows.UpdateIDKey.ValueSet(row.UpdateID)),
-		StaticSummary: "Cancellation notice for " + row.ID,
-	}, workflows.CancellationNoticeWorkflowName, workflows.CancellationNoticeInput{
-		ReminderID: row.ID, ShipmentID: row.ShipmentID, UpdateID: row.UpdateID, SubscriberID: row.SubscriberID,
-		By: who.By, Reason: who.Reason,
-	})
+		StaticSummary: workflows.CancellationNoticeSummary(in),
+		StaticDetails: workflows.CancellationNoticeDetails(in),
+	}, workflows.CancellationNoticeWorkflowName, in)
 	var exists *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &exists):

@@ -17,7 +17,9 @@ import (
 )
 
 // Email addresses, webhook URLs, secrets and message text never show in
-// plain text in a Temporal history, nor in the logs of an end-to-end run.
+// plain text in a Temporal history, nor in the logs of an end-to-end run,
+// nor decoded in what the Web UI shows of a workflow (its summary, details
+// and current details).
 func TestPersonalDataStaysOutOfHistoriesAndLogs(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t)
@@ -60,6 +62,15 @@ func TestPersonalDataStaysOutOfHistoriesAndLogs(t *testing.T) {
 		require.Contains(t, text, codec.Encoding, "payloads are encrypted")
 		for _, p := range personal {
 			require.NotContains(t, text, p, "history of %s", id)
+		}
+		// What the Web UI shows decoded: the static summary and details, and
+		// the current details (here the last line, of a finished workflow).
+		summary, details := userMetadata(t, s, id)
+		shown := summary + "\n" + details + "\n" + currentDetails(t, s, id)
+		require.Contains(t, shown, u.ShipmentID)
+		require.Contains(t, shown, "Done: ")
+		for _, p := range personal {
+			require.NotContains(t, shown, p, "summary and details of %s", id)
 		}
 	}
 

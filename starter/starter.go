@@ -286,7 +286,10 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, erro
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		TypedSearchAttributes:    workflows.StartSearchAttributes(in),
-		StaticSummary:            "Reminder " + r.ID,
+		// Ids and the due time only, as the search attributes: the Web UI
+		// shows them through the codec server.
+		StaticSummary: workflows.ReminderSummary(in),
+		StaticDetails: workflows.ReminderDetails(in),
 		// Without this the SDK hands back the running workflow as if it were new.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, workflows.ReminderWorkflowName, in)

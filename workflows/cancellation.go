@@ -13,14 +13,22 @@ import (
 // notice's own delivery key. Its workflow id is derived from the reminder
 // (CancellationNoticeWorkflowID), so cancelling twice starts it once.
 func CancellationNoticeWorkflow(ctx workflow.Context, in CancellationNoticeInput) (ReminderResult, error) {
+	show(ctx, "Recording the cancellation of reminder %s in the mirror", in.ReminderID)
 	recordTransition(ctx, in.ReminderID, reminder.Cancelled, "cancelled",
 		map[string]any{"by": in.By, "reason": in.Reason, "after": "sent"})
+	showCompensation(ctx, "")
 	var res activities.NotifyResult
 	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID,
 	}).Get(ctx, &res)
 	if err != nil {
+		showCompensation(ctx, OutcomeCompensationFailed)
 		return ReminderResult{State: reminder.Sent}, err
+	}
+	if res.Skipped {
+		showCompensation(ctx, OutcomeCompensationSkipped)
+	} else {
+		showCompensation(ctx, OutcomeCompensated)
 	}
 	return ReminderResult{State: reminder.Sent, DeliveryKey: res.DeliveryKey, ProviderMessageID: res.ProviderMessageID,
 		Compensated: !res.Skipped}, nil

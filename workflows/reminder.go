@@ -91,6 +91,8 @@ type run struct {
 	compensated   bool
 	cancel        *CancelRequest
 	cancelOutcome string
+	// endedByMirror: another path had finished the reminder's mirror row.
+	endedByMirror bool
 	// wake tells the main loop to look again (the due time moved).
 	wake bool
 	// busy counts handlers still writing the mirror; the main loop lets them
@@ -191,6 +193,7 @@ func (r *run) awaitDecision(ctx workflow.Context) (done bool, err error) {
 		if !r.escalated {
 			next = timeoutAt
 		}
+		r.showAwaitingApproval(ctx, timeoutAt, expiresAt)
 		_, err := workflow.AwaitWithTimeout(ctx, next.Sub(now), func() bool {
 			return r.state != reminder.AwaitingApproval || r.cancel != nil || r.continueAsNewDue(ctx)
 		})
@@ -231,6 +234,7 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 			continue
 		}
 		r.wake = false
+		r.showSleeping(ctx)
 		_, err := workflow.AwaitWithTimeout(ctx, wait, func() bool {
 			return r.wake || r.cancel != nil || r.continueAsNewDue(ctx)
 		})
@@ -247,6 +251,7 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 // started) ends the reminder as the mirror says, with nothing sent.
 func (r *run) deliver(ctx workflow.Context) error {
 	r.sending = true
+	r.showSending(ctx)
 	sendCtx, stopSend := workflow.WithCancel(ctx)
 	f := workflow.ExecuteActivity(sendOptions(sendCtx), a.Notify, activities.NotifyInput{
 		ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
@@ -297,7 +302,7 @@ func (r *run) endAsTheMirrorSays(ctx workflow.Context, err error) error {
 		_ = appErr.Details(&state)
 	}
 	workflow.GetLogger(ctx).Info("mirror row already finished; nothing sent", "reminder_id", r.in.ReminderID, "state", string(state))
-	r.state = state
+	r.state, r.endedByMirror = state, true
 	r.note(ctx, "ended_as_mirror", string(state))
 	if err := upsertState(ctx, state); err != nil {
 		return err
@@ -310,6 +315,7 @@ func (r *run) endAsTheMirrorSays(ctx workflow.Context, err error) error {
 // is compensated.
 func (r *run) finish(ctx workflow.Context) error {
 	done := func() bool { return workflow.AllHandlersFinished(ctx) && r.escalations == 0 }
+	r.showDone(ctx)
 	for {
 		if r.cancel != nil && r.cancelOutcome == "" {
 			outcome := "already_" + string(r.state)
@@ -356,13 +362,16 @@ func (r *run) cancelledFromOutside(ctx workflow.Context, cause error) error {
 		r.setState(dctx, reminder.Cancelled, "cancelled",
 			map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "via": "workflow cancellation"})
 		r.cancelOutcome = OutcomeCancelled
+		r.showDone(dctx)
 	}
 	return cause
 }
 
 // compensate tells a subscriber already reminded that the shipment was
 // cancelled, under the notice's own delivery key, and says how that went.
-func (r *run) compensate(ctx workflow.Context) string {
+func (r *run) compensate(ctx workflow.Context) (outcome string) {
+	showCompensation(ctx, "")
+	defer func() { showCompensation(ctx, outcome) }()
 	recordTransition(ctx, r.in.ReminderID, reminder.Cancelled, "cancelled",
 		map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "after": "sent"})
 	var res activities.NotifyResult
