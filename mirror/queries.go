@@ -144,11 +144,10 @@ func (f Filter) sql() (string, []any) {
 		add("due_at < ?", f.DueTo)
 	}
 	if f.AfterID != "" {
-		// The row comparison is the keyset; the plain bound beside it lets
-		// the planner start the due_at index scan at the cursor.
-		add("due_at >= ?", f.AfterDueAt)
-		args = append(args, f.AfterID)
-		conds[len(conds)-1] += " AND (due_at, id) > ($" + strconv.Itoa(len(args)-1) + ", $" + strconv.Itoa(len(args)) + ")"
+		// The keyset. PostgreSQL derives due_at >= the cursor's from the
+		// row comparison, so the due_at indexes start at the cursor.
+		args = append(args, f.AfterDueAt, f.AfterID)
+		conds = append(conds, "(due_at, id) > ($"+strconv.Itoa(len(args)-1)+", $"+strconv.Itoa(len(args))+")")
 	}
 	if len(conds) == 0 {
 		return "", nil
