@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/mail"
 	"net/netip"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/links"
@@ -91,7 +93,22 @@ type Config struct {
 	LinkTTL time.Duration
 	// ConsoleKeysFile names the console's approvers and their key hashes.
 	ConsoleKeysFile string
+
+	// APIAddr is where `shipnotify serve` listens.
+	APIAddr string
+	// APIKeys are the tracker API's keys: names, scopes and hashes.
+	APIKeys []api.Key
+	// APIRate and APIBurst are each key's token bucket.
+	APIRate  float64
+	APIBurst int
+	// APIRequestTimeout is the deadline of one API request.
+	APIRequestTimeout time.Duration
 }
+
+// MinAPIRequestTimeout is the shortest request deadline the API accepts:
+// above the 60 s a reschedule or decision may wait for its workflow, so an
+// operation answers with its outcomes rather than a timeout.
+const MinAPIRequestTimeout = 65 * time.Second
 
 // ErrNoCodecKeys is returned by RequireCodec when no payload keys are set.
 var ErrNoCodecKeys = errors.New("SHIPNOTIFY_CODEC_KEYS or SHIPNOTIFY_CODEC_KEYS_FILE: required, so histories hold " +
@@ -171,7 +188,54 @@ func Load(lookup Lookup) (Config, error) {
 		return Config{}, err
 	}
 	c.ConsoleKeysFile = get("SHIPNOTIFY_CONSOLE_KEYS_FILE")
+	if err := c.loadAPI(get); err != nil {
+		return Config{}, err
+	}
 	return c, nil
+}
+
+// loadAPI reads the tracker API's settings and keys.
+func (c *Config) loadAPI(get func(key string) string) error {
+	c.APIAddr = get("SHIPNOTIFY_API_ADDR")
+	if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_API_ADDR: want host:port, like 127.0.0.1:8090")
+	}
+	var err error
+	if c.APIRate, err = strconv.ParseFloat(get("SHIPNOTIFY_API_RATE"), 64); err != nil || c.APIRate <= 0 {
+		return fmt.Errorf("SHIPNOTIFY_API_RATE: want a positive number of requests a second")
+	}
+	if c.APIBurst, err = positiveInt(get("SHIPNOTIFY_API_BURST")); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_API_BURST: %w", err)
+	}
+	if c.APIRequestTimeout, err = time.ParseDuration(get("SHIPNOTIFY_API_REQUEST_TIMEOUT")); err != nil || c.APIRequestTimeout < MinAPIRequestTimeout {
+		return fmt.Errorf("SHIPNOTIFY_API_REQUEST_TIMEOUT: want a duration of at least %s, like 90s", MinAPIRequestTimeout)
+	}
+	inline, file := get("SHIPNOTIFY_API_KEYS"), get("SHIPNOTIFY_API_KEYS_FILE")
+	name, text := "SHIPNOTIFY_API_KEYS", inline
+	switch {
+	case inline != "" && file != "":
+		return fmt.Errorf("SHIPNOTIFY_API_KEYS and SHIPNOTIFY_API_KEYS_FILE: set one, not both")
+	case file != "":
+		name = "SHIPNOTIFY_API_KEYS_FILE"
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("SHIPNOTIFY_API_KEYS_FILE: %w", err)
+		}
+		text = string(b)
+	}
+	if c.APIKeys, err = api.ParseKeys(strings.NewReader(text)); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// RequireAPIKeys checks that the API has keys: without one every request
+// would be refused.
+func (c Config) RequireAPIKeys() error {
+	if len(c.APIKeys) == 0 {
+		return fmt.Errorf("SHIPNOTIFY_API_KEYS or SHIPNOTIFY_API_KEYS_FILE: required, or every request is refused (make a key with `shipnotify api-key`)")
+	}
+	return nil
 }
 
 // loadLinks reads what the escalation email's decision links need.

@@ -64,6 +64,12 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_LINK_KEY", Meaning: "keys signing the escalation email's links and, derived, the console's session cookies: base64 of at least 32 random bytes, comma-separated; the first signs, all verify", Secret: true},
 	{Name: "SHIPNOTIFY_LINK_TTL", Default: "72h", Meaning: "how long an escalation email's links stay valid (1m to 720h)"},
 	{Name: "SHIPNOTIFY_CONSOLE_KEYS_FILE", Meaning: "the console's approvers, one `name scopes sha256hex` a line (the API keys file's format: a key with the approve scope logs in as name); no file, no login"},
+	{Name: "SHIPNOTIFY_API_ADDR", Default: "127.0.0.1:8090", Meaning: "where `shipnotify serve` serves the tracker API; beyond loopback put a TLS proxy in front, since every request carries a key"},
+	{Name: "SHIPNOTIFY_API_KEYS", Meaning: "the API's keys, `name scope,scope sha256hex` entries separated by `;` (`shipnotify api-key` makes one); hashes only, never a key", Secret: true},
+	{Name: "SHIPNOTIFY_API_KEYS_FILE", Meaning: "the same, from a file (one entry a line, # comments)"},
+	{Name: "SHIPNOTIFY_API_RATE", Default: "20", Meaning: "requests a second each API key may make; beyond its burst the API answers 429 with Retry-After"},
+	{Name: "SHIPNOTIFY_API_BURST", Default: "40", Meaning: "requests an API key may make at once before its rate applies"},
+	{Name: "SHIPNOTIFY_API_REQUEST_TIMEOUT", Default: "90s", Meaning: "deadline of one API request; at least 65s, above the 60 s a reschedule or decision may wait for its workflow"},
 }
 
 // variable returns the table's entry for name; it panics on a name not in

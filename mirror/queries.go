@@ -89,11 +89,19 @@ type Filter struct {
 	State      reminder.State
 	DueFrom    time.Time
 	DueTo      time.Time
+	// AfterDueAt and AfterID, when AfterID is set, continue a listing past
+	// the row at (AfterDueAt, AfterID) in List's (due_at, id) order: keyset
+	// pagination. A page starts where the last one ended however deep it
+	// lies, and rows added or finished meanwhile neither repeat nor skip a
+	// row of the pages, as an offset would.
+	AfterDueAt time.Time
+	AfterID    string
 	// Limit caps the rows returned; 0 means no cap.
 	Limit int
 }
 
-// List returns the reminders matching f, ordered by due time.
+// List returns the reminders matching f, ordered by due time, then id (so
+// reminders due at one instant, as a burst's are, keep a total order).
 func (s *Store) List(ctx context.Context, f Filter) ([]Row, error) {
 	where, args := f.sql()
 	q := `SELECT ` + rowColumns + ` FROM reminders` + where + ` ORDER BY due_at, id`
@@ -134,6 +142,12 @@ func (f Filter) sql() (string, []any) {
 	}
 	if !f.DueTo.IsZero() {
 		add("due_at < ?", f.DueTo)
+	}
+	if f.AfterID != "" {
+		// The keyset. PostgreSQL derives due_at >= the cursor's from the
+		// row comparison, so the due_at indexes start at the cursor.
+		args = append(args, f.AfterDueAt, f.AfterID)
+		conds = append(conds, "(due_at, id) > ($"+strconv.Itoa(len(args)-1)+", $"+strconv.Itoa(len(args))+")")
 	}
 	if len(conds) == 0 {
 		return "", nil

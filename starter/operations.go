@@ -19,6 +19,16 @@ import (
 // ErrUnknownShipment is returned when the mirror holds no reminder of a shipment.
 var ErrUnknownShipment = errors.New("the mirror has no reminders for this shipment")
 
+// ErrNoWindow refuses to move the window of an update that was scheduled
+// without window_start: its reminders have only their own due times, so
+// they move one by one. A caller (the HTTP API) tells this apart from a
+// failure with errors.Is.
+var ErrNoWindow = errors.New("the update has no window_start; reschedule its reminders one by one")
+
+// ErrNothingToDecide is returned when a decision names an update none of
+// whose reminders awaits approval.
+var ErrNothingToDecide = errors.New("no reminder of the update is awaiting approval")
+
 // What an operation did to one reminder.
 const (
 	StatusCancelled           = "cancelled"
@@ -268,7 +278,7 @@ func (s *Starter) RescheduleUpdate(ctx context.Context, shipmentID, updateID str
 		return nil, err
 	}
 	if requested.IsZero() {
-		return nil, fmt.Errorf("update %s/%s has no window_start; reschedule its reminders one by one", shipmentID, updateID)
+		return nil, fmt.Errorf("update %s/%s: %w", shipmentID, updateID, ErrNoWindow)
 	}
 	shift := windowStart.Sub(requested)
 	rows, err := s.Mirror.List(ctx, mirror.Filter{ShipmentID: shipmentID, UpdateID: updateID})
@@ -362,7 +372,7 @@ func (s *Starter) selectRows(ctx context.Context, sel Selection, state reminder.
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("no reminder of %s/%s is %s", sel.ShipmentID, sel.UpdateID, state)
+		return nil, fmt.Errorf("update %s/%s: %w", sel.ShipmentID, sel.UpdateID, ErrNothingToDecide)
 	}
 	return rows, nil
 }

@@ -221,6 +221,14 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", "0.0.0.0:0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
 		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", ":0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
 		{map[string]string{"SHIPNOTIFY_CODEC_ALLOW_UNSEALED": "perhaps"}, []string{"list"}, "SHIPNOTIFY_CODEC_ALLOW_UNSEALED"},
+		{map[string]string{"SHIPNOTIFY_API_ADDR": "8090"}, []string{"list"}, "SHIPNOTIFY_API_ADDR"},
+		{map[string]string{"SHIPNOTIFY_API_RATE": "0"}, []string{"list"}, "SHIPNOTIFY_API_RATE"},
+		{map[string]string{"SHIPNOTIFY_API_BURST": "-1"}, []string{"list"}, "SHIPNOTIFY_API_BURST"},
+		{map[string]string{"SHIPNOTIFY_API_REQUEST_TIMEOUT": "30s"}, []string{"list"}, "SHIPNOTIFY_API_REQUEST_TIMEOUT"},
+		{map[string]string{"SHIPNOTIFY_API_KEYS": "tracker schedule snk_aKeyNotItsHash"}, []string{"list"}, "SHIPNOTIFY_API_KEYS"},
+		{map[string]string{"SHIPNOTIFY_API_KEYS_FILE": "/nonexistent/keys"}, []string{"list"}, "SHIPNOTIFY_API_KEYS_FILE"},
+		{map[string]string{}, []string{"serve"}, "SHIPNOTIFY_API_KEYS"},
+		{map[string]string{}, []string{"api-key", "--name", "x", "--scopes", "send"}, "--scopes"},
 	} {
 		tc.env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
 		code, _, stderr := cli{env: tc.env}.run(t, "", tc.args...)

@@ -1,0 +1,375 @@
+// Package api is shipnotify's tracker API: JSON over HTTP on the starter and
+// the mirror, for trackers written in any language. It schedules updates,
+// cancels, reschedules and decides as the CLI does, and reads reminders with
+// keyset pagination. Every route needs an API key with the route's scope;
+// errors are RFC 9457 problems. The contract is openapi.json, embedded and
+// served at /v1/openapi.json.
+package api
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// OpenAPI is the API's contract, an OpenAPI 3.1 document (openapi.json
+// beside this file). A test validates every request and answer of the
+// suite against it.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// Defaults of Options.
+const (
+	// DefaultRequestTimeout bounds one request. It is longer than the
+	// starter's bounded waits (a cancel waits 20 s for a workflow, a
+	// reschedule or decision 60 s), so an operation answers with its
+	// outcomes rather than a timeout.
+	DefaultRequestTimeout = 90 * time.Second
+	// DefaultRate and DefaultBurst are each key's request budget.
+	DefaultRate  = 20
+	DefaultBurst = 40
+	// StatusQueryTimeout bounds asking a reminder's workflow for its live
+	// status: with no worker running nobody answers, and the mirror's
+	// account is still worth returning.
+	StatusQueryTimeout = 5 * time.Second
+	// MaxBodyBytes is the largest request body: the update document limit.
+	MaxBodyBytes = 1 << 20
+)
+
+// Options configure the API.
+type Options struct {
+	// Starter schedules and operates; its Mirror and Temporal client also
+	// serve the reads.
+	Starter *starter.Starter
+	// Keys are the API keys accepted; none means every request is 401.
+	Keys []Key
+	// Rate and Burst are each key's token bucket (requests a second, and
+	// how many may come at once). Rate 0 means DefaultRate; rate.Inf turns
+	// the limit off (the benchmark, which measures the API's own cost).
+	Rate  rate.Limit
+	Burst int
+	// RequestTimeout bounds each request (0 means DefaultRequestTimeout).
+	RequestTimeout time.Duration
+	// Metrics, when set, receives the request counts and durations.
+	Metrics prometheus.Registerer
+	// Logger gets one line per failed request (nil: discarded). Keys and
+	// request bodies are never logged.
+	Logger *slog.Logger
+}
+
+// API is the tracker API, an http.Handler for /v1/.
+type API struct {
+	st       *starter.Starter
+	keys     keyring
+	limiters map[string]*rate.Limiter
+	timeout  time.Duration
+	log      *slog.Logger
+	mux      *http.ServeMux
+	metrics  *requestMetrics
+	// patterns are the routes, for the tests that hold them and the
+	// OpenAPI document in step.
+	patterns []string
+}
+
+// New returns the API over o.Starter.
+func New(o Options) (*API, error) {
+	if o.Starter == nil || o.Starter.Mirror == nil || o.Starter.Temporal == nil {
+		return nil, errors.New("api: a connected starter is required")
+	}
+	a := &API{
+		st: o.Starter, keys: keyring(o.Keys), limiters: map[string]*rate.Limiter{},
+		timeout: o.RequestTimeout, log: o.Logger, mux: http.NewServeMux(),
+	}
+	if a.timeout <= 0 {
+		a.timeout = DefaultRequestTimeout
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	limit, burst := o.Rate, o.Burst
+	if limit == 0 {
+		limit = DefaultRate
+	}
+	if burst <= 0 {
+		burst = DefaultBurst
+	}
+	for _, k := range o.Keys {
+		a.limiters[k.Name] = rate.NewLimiter(limit, burst)
+	}
+	if o.Metrics != nil {
+		m, err := newRequestMetrics(o.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		a.metrics = m
+	}
+	a.routes()
+	return a, nil
+}
+
+func (a *API) routes() {
+	a.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(OpenAPI)
+	})
+	a.patterns = append(a.patterns, "GET /v1/openapi.json")
+
+	a.handle("POST /v1/updates", ScopeSchedule, a.postUpdate)
+
+	a.handle("POST /v1/shipments/{shipment}/cancel", ScopeOperate, a.cancelShipment)
+	a.handle("POST /v1/shipments/{shipment}/updates/{update}/reschedule", ScopeOperate, a.rescheduleUpdate)
+	a.handle("POST /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}/reschedule", ScopeOperate, a.rescheduleReminder)
+
+	a.handle("POST /v1/shipments/{shipment}/updates/{update}/approve", ScopeApprove, a.decideUpdate(true))
+	a.handle("POST /v1/shipments/{shipment}/updates/{update}/reject", ScopeApprove, a.decideUpdate(false))
+	a.handle("POST /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}/approve", ScopeApprove, a.decideReminder(true))
+	a.handle("POST /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}/reject", ScopeApprove, a.decideReminder(false))
+
+	a.handle("GET /v1/reminders", ScopeRead, a.listReminders)
+	a.handle("GET /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}", ScopeRead, a.getReminder)
+}
+
+// Patterns are the routes the API serves, as ServeMux patterns.
+func (a *API) Patterns() []string { return append([]string(nil), a.patterns...) }
+
+// handlerFunc serves one route for an authenticated key; a returned error
+// becomes the problem answer (a *Problem as it is, anything else 500 or 504).
+type handlerFunc func(w http.ResponseWriter, r *http.Request, k *Key) error
+
+// handle registers a route that needs scope: the key is checked, then its
+// rate, then the handler runs under the request's deadline. A POST runs on a
+// context the client's disconnecting does not cancel: an operation once
+// begun is carried through (within the deadline), never left half-done
+// because a connection dropped.
+func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
+	a.patterns = append(a.patterns, pattern)
+	post := strings.HasPrefix(pattern, "POST ")
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		k, p := a.authenticate(r, scope)
+		if p == nil {
+			p = a.allow(k)
+		}
+		if p != nil {
+			a.fail(w, r, k, p)
+			return
+		}
+		ctx := r.Context()
+		if post {
+			ctx = context.WithoutCancel(ctx)
+		}
+		ctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		if post {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		if err := h(w, r, k); err != nil {
+			a.fail(w, r, k, a.problemFor(ctx, err))
+		}
+	})
+}
+
+// ServeHTTP serves the API, counting each request by route and status. An
+// unknown path or method gets a problem too.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		a.unmatched(sw, r)
+	} else {
+		a.mux.ServeHTTP(sw, r)
+	}
+	if a.metrics != nil {
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		a.metrics.observe(route, sw.status(), time.Since(start))
+	}
+}
+
+// unmatched answers a request no route takes with the mux's status (404,
+// 405 with its Allow header, or a redirect to a cleaned path), as a problem.
+func (a *API) unmatched(w http.ResponseWriter, r *http.Request) {
+	h, _ := a.mux.Handler(r)
+	cw := &captureWriter{header: w.Header()}
+	h.ServeHTTP(cw, r)
+	switch cw.code {
+	case http.StatusNotFound:
+		writeProblem(w, problem(http.StatusNotFound, "no such route; the routes are in /v1/openapi.json"))
+	case http.StatusMethodNotAllowed:
+		writeProblem(w, problem(http.StatusMethodNotAllowed, "the route does not take this method; Allow lists those it does"))
+	default:
+		w.WriteHeader(cw.code)
+	}
+}
+
+// fail writes p, and logs it if the server is at fault. The log names the
+// key (its name, never the key), the route and the status.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, k *Key, p *Problem) {
+	if p.Status >= 500 {
+		name := ""
+		if k != nil {
+			name = k.Name
+		}
+		a.log.ErrorContext(r.Context(), "request failed", "route", r.Pattern, "status", p.Status, "key", name, "error", p.cause)
+	}
+	writeProblem(w, p)
+}
+
+// authenticate finds the request's key and checks its scope: no key or an
+// unknown one is 401 with a Bearer challenge; a key without scope is 403.
+func (a *API) authenticate(r *http.Request, scope Scope) (*Key, *Problem) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		p := problem(http.StatusUnauthorized, "an API key is required: Authorization: Bearer <key>")
+		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify"`}}
+		return nil, p
+	}
+	k := a.keys.find(token)
+	if k == nil {
+		p := problem(http.StatusUnauthorized, "the API key is not valid")
+		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify", error="invalid_token"`}}
+		return nil, p
+	}
+	if !k.Allows(scope) {
+		p := problem(http.StatusForbidden, fmt.Sprintf("the API key %s lacks the %s scope this route needs", k.Name, scope))
+		p.header = http.Header{"Www-Authenticate": {fmt.Sprintf(`Bearer realm="shipnotify", error="insufficient_scope", scope="%s"`, scope)}}
+		return k, p
+	}
+	return k, nil
+}
+
+// allow spends one of the key's tokens, or answers 429 with Retry-After:
+// the whole seconds until a token is back.
+func (a *API) allow(k *Key) *Problem {
+	l := a.limiters[k.Name]
+	if l == nil {
+		return nil
+	}
+	res := l.Reserve()
+	delay := res.Delay()
+	if res.OK() && delay == 0 {
+		return nil
+	}
+	res.Cancel()
+	secs := int64((delay + time.Second - 1) / time.Second)
+	if !res.OK() || secs < 1 {
+		secs = 1
+	}
+	p := problem(http.StatusTooManyRequests, fmt.Sprintf("the API key %s is over its rate limit; retry after %d s", k.Name, secs))
+	p.header = http.Header{"Retry-After": {strconv.FormatInt(secs, 10)}}
+	return p
+}
+
+// problemFor turns a handler's error into the answer: a *Problem as it is,
+// a deadline 504, anything else 500 (its text goes to the log only).
+func (a *API) problemFor(ctx context.Context, err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		p = problem(http.StatusGatewayTimeout,
+			"the request took longer than the server's request timeout; read the reminders back to see what changed")
+	} else {
+		p = problem(http.StatusInternalServerError, "the server could not complete the request; its log has the detail")
+	}
+	p.cause = err
+	return p
+}
+
+// statusWriter remembers the status written, for the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// captureWriter takes the mux's own answer to an unmatched request, keeping
+// its headers (Allow, Location) and status and dropping its text body.
+type captureWriter struct {
+	header http.Header
+	code   int
+}
+
+func (w *captureWriter) Header() http.Header { return w.header }
+func (w *captureWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *captureWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return len(b), nil
+}
+
+// requestMetrics count requests and time them by route and status.
+type requestMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newRequestMetrics(reg prometheus.Registerer) (*requestMetrics, error) {
+	m := &requestMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shipnotify_api_requests_total",
+			Help: "API requests by route (the route's pattern, never the raw path) and status.",
+		}, []string{"route", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "shipnotify_api_request_duration_seconds",
+			Help:    "API request duration by route and status.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 90},
+		}, []string{"route", "status"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("error registering the API's metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *requestMetrics) observe(route string, status int, took time.Duration) {
+	code := strconv.Itoa(status)
+	m.requests.WithLabelValues(route, code).Inc()
+	m.duration.WithLabelValues(route, code).Observe(took.Seconds())
+}

@@ -1,0 +1,183 @@
+package api_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+)
+
+// route is one route, called with input that conforms to the contract and
+// reaches its handler without writing anything (unknown ids; an update due
+// too far ahead, which only the server can tell).
+type route struct {
+	method, path string
+	scope        api.Scope
+	body         any
+	// reached is the status the handler answers with such input.
+	reached int
+}
+
+var routes = []route{
+	{"POST", "/v1/updates", api.ScopeSchedule, map[string]any{
+		"shipment_id": "SHP-scopes", "update_id": "u", "kind": "delivery_window",
+		"message":     map[string]any{"subject": "s", "text": "t"},
+		"subscribers": []any{map[string]any{"id": "a", "channel": "email", "email": "a@customer.example", "due_at": "2100-01-01T00:00:00Z"}},
+	}, http.StatusUnprocessableEntity},
+	{"POST", "/v1/shipments/NOPE/cancel", api.ScopeOperate, nil, http.StatusNotFound},
+	{"POST", "/v1/shipments/NOPE/updates/u/reschedule", api.ScopeOperate, map[string]any{"window_start": "2027-01-15T08:00:00Z"}, http.StatusNotFound},
+	{"POST", "/v1/shipments/NOPE/updates/u/reminders/s/reschedule", api.ScopeOperate, map[string]any{"due_at": "2027-01-15T08:00:00Z"}, http.StatusNotFound},
+	{"POST", "/v1/shipments/NOPE/updates/u/approve", api.ScopeApprove, nil, http.StatusNotFound},
+	{"POST", "/v1/shipments/NOPE/updates/u/reject", api.ScopeApprove, nil, http.StatusNotFound},
+	{"POST", "/v1/shipments/NOPE/updates/u/reminders/s/approve", api.ScopeApprove, nil, http.StatusNotFound},
+	{"POST", "/v1/shipments/NOPE/updates/u/reminders/s/reject", api.ScopeApprove, nil, http.StatusNotFound},
+	{"GET", "/v1/reminders", api.ScopeRead, nil, http.StatusOK},
+	{"GET", "/v1/shipments/NOPE/updates/u/reminders/s", api.ScopeRead, nil, http.StatusNotFound},
+}
+
+// Every route wants a key with its scope: none or an unknown one is 401
+// with a Bearer challenge, a valid key without the scope 403, a key with it
+// reaches the handler. Keys never reach the logs.
+func TestEveryRouteChecksItsScope(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	// A key with every scope but one, per scope.
+	allBut := map[api.Scope]string{}
+	var opts api.Options
+	for _, s := range api.Scopes {
+		var scopes []api.Scope
+		for _, o := range api.Scopes {
+			if o != s {
+				scopes = append(scopes, o)
+			}
+		}
+		secret, k, err := api.NewKey("all-but-"+string(s), scopes)
+		require.NoError(t, err)
+		allBut[s] = secret
+		opts.Keys = append(opts.Keys, k)
+	}
+	e.addKeys(t, opts.Keys, allBut)
+
+	covered := map[string]bool{}
+	for _, r := range routes {
+		covered[r.method+" "+r.path] = true
+		name := r.method + " " + r.path
+
+		resp := e.send(t, request{method: r.method, path: r.path, body: r.body, expect: violating})
+		require.Equal(t, http.StatusUnauthorized, resp.status, name)
+		require.Equal(t, `Bearer realm="shipnotify"`, resp.header.Get("WWW-Authenticate"), name)
+		resp.problem(t)
+
+		resp = e.send(t, request{method: r.method, path: r.path, body: r.body, rawAuth: "Bearer snk_not-a-key-we-gave-out"})
+		require.Equal(t, http.StatusUnauthorized, resp.status, name)
+		require.Contains(t, resp.header.Get("WWW-Authenticate"), `error="invalid_token"`, name)
+
+		resp = e.send(t, request{method: r.method, path: r.path, body: r.body, rawAuth: "Basic dHJhY2tlcjpzZWNyZXQ=", expect: malformed})
+		require.Equal(t, http.StatusUnauthorized, resp.status, name)
+
+		resp = e.send(t, request{method: r.method, path: r.path, body: r.body, rawAuth: "Bearer " + allBut[r.scope]})
+		require.Equal(t, http.StatusForbidden, resp.status, name)
+		require.Contains(t, resp.header.Get("WWW-Authenticate"), `error="insufficient_scope", scope="`+string(r.scope)+`"`, name)
+		require.Contains(t, resp.problem(t).Detail, string(r.scope), name)
+
+		resp = e.send(t, request{method: r.method, path: r.path, body: r.body, key: "admin"})
+		require.Equal(t, r.reached, resp.status, "%s: %s", name, resp.body)
+	}
+	require.Len(t, covered, len(e.api.Patterns())-1, "every route but the document is in the table")
+
+	// The document needs no key.
+	require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/openapi.json", "", nil).status)
+
+	logs := e.logs.String() + e.Logs.String()
+	for _, secret := range e.keys {
+		require.NotContains(t, logs, secret)
+		require.NotContains(t, logs, strings.TrimPrefix(secret, api.KeyPrefix))
+	}
+}
+
+// addKeys serves the API again with extra keys (the same stack).
+func (e *testEnv) addKeys(t *testing.T, keys []api.Key, secrets map[api.Scope]string) {
+	t.Helper()
+	var all []api.Key
+	for name, scopes := range testKeys {
+		all = append(all, keyFor(t, e.keys[name], name, scopes))
+	}
+	all = append(all, keys...)
+	a, err := api.New(api.Options{Starter: e.Starter, Keys: all, Rate: rate.Inf})
+	require.NoError(t, err)
+	e.server.Config.Handler = a
+	for s, secret := range secrets {
+		e.keys["all-but-"+string(s)] = secret
+	}
+}
+
+// keyFor is the Key of a secret we made.
+func keyFor(t *testing.T, secret, name string, scopes []api.Scope) api.Key {
+	t.Helper()
+	return api.Key{Name: name, Scopes: scopes, Hash: api.HashKey(secret)}
+}
+
+// Each key has its own token bucket: past its burst a key gets 429 with
+// Retry-After (whole seconds until a token is back); another key is not
+// held back by it.
+func TestRateLimitPerKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
+		o.Rate, o.Burst = rate.Every(time.Hour), 2
+	})
+	for range 2 {
+		require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "reader", nil).status)
+	}
+	resp := e.do(t, "GET", "/v1/reminders", "reader", nil)
+	require.Equal(t, http.StatusTooManyRequests, resp.status)
+	retry, err := strconv.Atoi(resp.header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.InDelta(t, 3600, retry, 5, "a token comes back in an hour")
+	require.Contains(t, resp.problem(t).Detail, "reader")
+
+	require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "tracker", nil).status, "another key has its own bucket")
+	// A refused request spends nothing: still refused, still an hour.
+	resp = e.do(t, "GET", "/v1/reminders", "reader", nil)
+	require.Equal(t, http.StatusTooManyRequests, resp.status)
+}
+
+// Keys: made at random, kept as hashes in lines that parse back; bad lines
+// are refused without repeating a hash.
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	secret, k, err := api.NewKey("tracker-eu", []api.Scope{api.ScopeSchedule, api.ScopeRead})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(secret, api.KeyPrefix))
+	require.NotContains(t, k.Line(), secret)
+	keys, err := api.ParseKeys(strings.NewReader("# the trackers\n\n" + k.Line() + " ; ops operate,approve " + strings.Repeat("ab", 32) + "\n"))
+	require.NoError(t, err)
+	require.Len(t, keys, 2)
+	require.Equal(t, k, keys[0])
+	require.Equal(t, api.HashKey(secret), keys[0].Hash)
+
+	other, _, err := api.NewKey("x", []api.Scope{api.ScopeRead})
+	require.NoError(t, err)
+	require.NotEqual(t, secret, other)
+
+	for _, tc := range []struct{ lines, want string }{
+		{"tracker schedule", `want "name scope,scope sha256hex"`},
+		{"tracker send " + strings.Repeat("ab", 32), `unknown scope "send"`},
+		{"tracker read,read " + strings.Repeat("ab", 32), "given twice"},
+		{"tracker read snk_theKeyItself", "the hash is not 64 hex digits"},
+		{"a/b read " + strings.Repeat("ab", 32), "key name"},
+		{"a read " + strings.Repeat("ab", 32) + "\na write " + strings.Repeat("cd", 32), "unknown scope"},
+		{"a read " + strings.Repeat("ab", 32) + "\na schedule " + strings.Repeat("cd", 32), "name a given twice"},
+		{"a read " + strings.Repeat("ab", 32) + "\nb schedule " + strings.Repeat("ab", 32), "the same key as a"},
+	} {
+		_, err := api.ParseKeys(strings.NewReader(tc.lines))
+		require.ErrorContains(t, err, tc.want, tc.lines)
+		require.NotContains(t, err.Error(), "abab", tc.lines)
+	}
+}

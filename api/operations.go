@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// Results is POST /v1/updates' answer: one result per subscriber, in the
+// update's order, as `shipnotify schedule` prints them.
+type Results struct {
+	Results []starter.Result `json:"results"`
+}
+
+// Outcomes is an operation's answer: what it did to each reminder, as the
+// CLI prints it. The request succeeded as a whole; each outcome's status
+// says whether its reminder took the change (refused and failed among them).
+type Outcomes struct {
+	Outcomes []starter.Outcome `json:"outcomes"`
+}
+
+// postUpdate schedules an update: 201 when this call started reminders, 200
+// when every reminder was scheduled before (an identical resubmission, with
+// the reminders as stored), 409 for other content under the same ids, 422
+// for bad input; the last two write nothing.
+func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, _ *Key) error {
+	if p := requireJSON(r); p != nil {
+		return p
+	}
+	u, err := reminder.ParseUpdate(r.Body)
+	if err != nil {
+		if p, ok := invalidUpdate(err); ok {
+			return p
+		}
+		return bodyProblem(err)
+	}
+	ctx := r.Context()
+	rems, err := a.st.Plan(ctx, u)
+	if err != nil {
+		if p, ok := invalidUpdate(err); ok {
+			return p
+		}
+		return err
+	}
+	results, err := a.st.SchedulePlanned(ctx, u, rems)
+	results = slices.DeleteFunc(results, func(r starter.Result) bool { return r.ReminderID == "" })
+	var changed *starter.ChangedError
+	switch {
+	case errors.As(err, &changed):
+		p := typed(TypeUpdateChanged, http.StatusConflict, "Update already scheduled with other content",
+			fmt.Sprintf("update %s/%s was already scheduled with different content (%s differ); nothing was written: "+
+				"move a due time with the reschedule routes, or send new content under a new update_id",
+				changed.ShipmentID, changed.UpdateID, strings.Join(changed.Fields, ", ")))
+		p.Fields = changed.Fields
+		return p
+	case err != nil && ctx.Err() == nil:
+		p := typed(TypeIncomplete, http.StatusServiceUnavailable, "Update not completely scheduled",
+			"some reminders could not be written or started; what was written is kept, and sending the same update again completes it")
+		p.Results, p.cause = results, err
+		return p
+	case err != nil:
+		return err
+	}
+	status := http.StatusOK
+	if slices.ContainsFunc(results, func(r starter.Result) bool { return r.Status == starter.Scheduled }) {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, Results{Results: results})
+	return nil
+}
+
+func (a *API) cancelShipment(w http.ResponseWriter, r *http.Request, k *Key) error {
+	var body actorBody
+	if p := decodeBody(r, &body, true); p != nil {
+		return p
+	}
+	who, p := actor(k, body.By, body.Reason)
+	if p != nil {
+		return p
+	}
+	shipment := r.PathValue("shipment")
+	outs, err := a.st.Cancel(r.Context(), shipment, who)
+	if errors.Is(err, starter.ErrUnknownShipment) {
+		return problem(http.StatusNotFound, "the mirror has no reminders for this shipment")
+	}
+	return a.outcomes(w, r.Context(), outs, err)
+}
+
+func (a *API) rescheduleUpdate(w http.ResponseWriter, r *http.Request, k *Key) error {
+	var body rescheduleUpdateBody
+	if p := decodeBody(r, &body, false); p != nil {
+		return p
+	}
+	who, p := actor(k, body.By, body.Reason)
+	if p != nil {
+		return p
+	}
+	start, p := parseTime("window_start", body.WindowStart)
+	if p != nil {
+		return p
+	}
+	outs, err := a.st.RescheduleUpdate(r.Context(), r.PathValue("shipment"), r.PathValue("update"), start, who)
+	switch {
+	case errors.Is(err, mirror.ErrNotFound):
+		return problem(http.StatusNotFound, "the mirror has no such update")
+	case errors.Is(err, starter.ErrNoWindow):
+		return typed(TypeNoWindow, http.StatusConflict, "Update has no window", starter.ErrNoWindow.Error())
+	}
+	return a.outcomes(w, r.Context(), outs, err)
+}
+
+func (a *API) rescheduleReminder(w http.ResponseWriter, r *http.Request, k *Key) error {
+	var body rescheduleReminderBody
+	if p := decodeBody(r, &body, false); p != nil {
+		return p
+	}
+	who, p := actor(k, body.By, body.Reason)
+	if p != nil {
+		return p
+	}
+	due, p := parseTime("due_at", body.DueAt)
+	if p != nil {
+		return p
+	}
+	out, err := a.st.RescheduleReminder(r.Context(), reminderID(r), due, who)
+	if errors.Is(err, mirror.ErrNotFound) {
+		return problem(http.StatusNotFound, "the mirror has no such reminder")
+	}
+	return a.outcomes(w, r.Context(), []starter.Outcome{out}, err)
+}
+
+// decideUpdate approves or rejects every reminder of an update that awaits
+// approval.
+func (a *API) decideUpdate(approve bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, k *Key) error {
+		var body actorBody
+		if p := decodeBody(r, &body, true); p != nil {
+			return p
+		}
+		who, p := actor(k, body.By, body.Reason)
+		if p != nil {
+			return p
+		}
+		ctx := r.Context()
+		shipment, update := r.PathValue("shipment"), r.PathValue("update")
+		// An unknown update is 404; a known one with nothing to decide 409.
+		if _, _, err := a.st.Mirror.Window(ctx, shipment, update); errors.Is(err, mirror.ErrNotFound) {
+			return problem(http.StatusNotFound, "the mirror has no such update")
+		} else if err != nil {
+			return err
+		}
+		outs, err := a.st.Decide(ctx, starter.Selection{ShipmentID: shipment, UpdateID: update}, approve, who)
+		if errors.Is(err, starter.ErrNothingToDecide) {
+			return typed(TypeNothingToDecide, http.StatusConflict, "Nothing awaits approval", starter.ErrNothingToDecide.Error())
+		}
+		return a.outcomes(w, ctx, outs, err)
+	}
+}
+
+// decideReminder approves or rejects one reminder; one that does not await
+// approval answers 200 with a refused outcome saying why, as the CLI does.
+func (a *API) decideReminder(approve bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, k *Key) error {
+		var body actorBody
+		if p := decodeBody(r, &body, true); p != nil {
+			return p
+		}
+		who, p := actor(k, body.By, body.Reason)
+		if p != nil {
+			return p
+		}
+		outs, err := a.st.Decide(r.Context(), starter.Selection{ReminderID: reminderID(r)}, approve, who)
+		if errors.Is(err, mirror.ErrNotFound) {
+			return problem(http.StatusNotFound, "the mirror has no such reminder")
+		}
+		return a.outcomes(w, r.Context(), outs, err)
+	}
+}
+
+// outcomes answers an operation: 200 with every outcome, or, when some
+// reminders could not be reached, a problem carrying the outcomes of those
+// that were: 504 when a workflow did not answer in time (nothing was changed
+// for it) or the request ran out of time, 503 otherwise. Operations are safe
+// to repeat.
+func (a *API) outcomes(w http.ResponseWriter, ctx context.Context, outs []starter.Outcome, err error) error {
+	outs = slices.DeleteFunc(outs, func(o starter.Outcome) bool { return o.ReminderID == "" })
+	if err == nil {
+		writeJSON(w, http.StatusOK, Outcomes{Outcomes: outs})
+		return nil
+	}
+	var p *Problem
+	switch {
+	case errors.Is(err, starter.ErrNoAnswer):
+		p = typed(TypeNoAnswer, http.StatusGatewayTimeout, "A reminder did not answer", starter.ErrNoAnswer.Error())
+	case ctx.Err() != nil:
+		p = problem(http.StatusGatewayTimeout,
+			"the request took longer than the server's request timeout; outcomes lists the reminders reached, and repeating the request is safe")
+	default:
+		p = typed(TypeIncomplete, http.StatusServiceUnavailable, "Operation not completed",
+			fmt.Sprintf("%d reminders reached (in outcomes); the others failed, and the server's log says why; repeating the request is safe", len(outs)))
+	}
+	p.Outcomes, p.cause = outs, err
+	return p
+}
+
+// reminderID is the reminder a path names by its three ids.
+func reminderID(r *http.Request) string {
+	return reminder.ID(r.PathValue("shipment"), r.PathValue("update"), r.PathValue("subscriber"))
+}

@@ -1,0 +1,186 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// approvalUpdate is an update of four email subscribers that waits for
+// approval, its window four days out.
+func approvalUpdate(t *testing.T, shipment string, window time.Time) map[string]any {
+	subs := []any{}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		subs = append(subs, map[string]any{"id": id, "channel": "email", "email": id + "@customer.example", "remind_before": "72h"})
+	}
+	return map[string]any{
+		"shipment_id": shipment, "update_id": "window-1", "kind": "delivery_window",
+		"window_start": window.Format(time.RFC3339),
+		"message":      map[string]any{"subject": "Delivery window opens in 3 days", "text": "Dock 4."},
+		"approval":     map[string]any{"required": true},
+		"escalation":   map[string]any{"email": "lead@shipper.example"},
+		"subscribers":  subs,
+	}
+}
+
+func outcomes(t *testing.T, r response) []starter.Outcome {
+	t.Helper()
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var o api.Outcomes
+	r.decode(t, &o)
+	return o.Outcomes
+}
+
+// Approve, reject, reschedule and cancel over HTTP, each answering with the
+// per-reminder outcomes the CLI prints, and their failures: unknown ids 404,
+// nothing to decide or no window 409, bad bodies 422, a finished reminder
+// refused. Who acted is the key's name, or the by given with it.
+func TestOperations(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	shipment := testenv.ID(t, "SHP")
+	window := time.Now().Add(96 * time.Hour).UTC().Truncate(time.Second)
+	resp := e.do(t, "POST", "/v1/updates", "tracker", approvalUpdate(t, shipment, window))
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	base := "/v1/shipments/" + shipment + "/updates/window-1"
+	id := func(sub string) string { return reminder.ID(shipment, "window-1", sub) }
+
+	// Approve one reminder, with a by: the trail records it and the key.
+	outs := outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "approver",
+		map[string]any{"by": "ops-lead", "reason": "customer confirmed"}))
+	require.Equal(t, []starter.Outcome{{ReminderID: id("a"), Status: starter.StatusApproved, State: reminder.Scheduled}}, outs)
+	// Again: refused, saying why.
+	outs = outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "approver", nil))
+	require.Equal(t, starter.StatusRefused, outs[0].Status)
+	require.Contains(t, outs[0].Error, "not awaiting approval")
+
+	// Reject one, without a body: by is the key's name.
+	outs = outcomes(t, e.do(t, "POST", base+"/reminders/b/reject", "approver", nil))
+	require.Equal(t, []starter.Outcome{{ReminderID: id("b"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
+	// Approve the rest of the update; then nothing is left to decide.
+	outs = outcomes(t, e.do(t, "POST", base+"/approve", "approver", map[string]any{"reason": "all clear"}))
+	require.Len(t, outs, 2)
+	for _, o := range outs {
+		require.Equal(t, starter.StatusApproved, o.Status, o.Error)
+		require.Equal(t, reminder.Scheduled, o.State)
+	}
+	resp = e.do(t, "POST", base+"/reject", "approver", nil)
+	require.Equal(t, http.StatusConflict, resp.status)
+	require.Equal(t, api.TypeNothingToDecide, resp.problem(t).Type)
+	for _, path := range []string{"/v1/shipments/" + shipment + "/updates/nope/approve", base + "/reminders/nope/reject"} {
+		resp = e.do(t, "POST", path, "approver", nil)
+		require.Equal(t, http.StatusNotFound, resp.status, path)
+		resp.problem(t)
+	}
+
+	// Reschedule one reminder.
+	due := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	outs = outcomes(t, e.do(t, "POST", base+"/reminders/a/reschedule", "operator",
+		map[string]any{"due_at": due.Format(time.RFC3339), "reason": "dock moved"}))
+	require.Equal(t, starter.StatusRescheduled, outs[0].Status, outs[0].Error)
+	require.True(t, due.Equal(*outs[0].DueAt))
+	require.Equal(t, reminder.DeliveryKey(id("a"), "a", due), outs[0].DeliveryKey)
+	// A cancelled reminder refuses.
+	outs = outcomes(t, e.do(t, "POST", base+"/reminders/b/reschedule", "operator", map[string]any{"due_at": due.Format(time.RFC3339)}))
+	require.Equal(t, starter.StatusRefused, outs[0].Status)
+
+	// Move the window by an hour: the pending reminders move from their
+	// first-requested due time (a's own move is undone), the finished one
+	// refuses.
+	outs = outcomes(t, e.do(t, "POST", base+"/reschedule", "operator",
+		map[string]any{"window_start": window.Add(time.Hour).Format(time.RFC3339)}))
+	require.Len(t, outs, 4)
+	for _, o := range outs {
+		if o.ReminderID == id("b") {
+			require.Equal(t, starter.StatusRefused, o.Status)
+			continue
+		}
+		require.Equal(t, starter.StatusRescheduled, o.Status, o.Error)
+		require.True(t, window.Add(time.Hour-72*time.Hour).Equal(*o.DueAt), "%s", o.DueAt)
+	}
+
+	// Bad bodies: 422 naming the field, and nothing changes.
+	for _, tc := range []struct {
+		path  string
+		body  any
+		field string
+		want  expectation
+	}{
+		{base + "/reminders/a/reschedule", map[string]any{"due_at": "tomorrow"}, "due_at", malformed},
+		{base + "/reminders/a/reschedule", nil, "", violating},
+		{base + "/reminders/a/reschedule", `{"due_at":"2027-01-15T08:00:00Z","Reason":"x"}`, "Reason", violating},
+		{base + "/reminders/a/reschedule", `{"due_at":"2027-01-15T08:00:00Z","due_at":"2027-01-16T08:00:00Z"}`, "due_at", malformed},
+		{base + "/reminders/a/reschedule", `{"due_at":42}`, "due_at", violating},
+		{base + "/reminders/a/reschedule", `{"due_at":`, "", malformed},
+		{base + "/reschedule", map[string]any{}, "window_start", violating},
+		{base + "/reminders/a/approve", map[string]any{"by": "mallory\u202e"}, "by", malformed},
+		{"/v1/shipments/" + shipment + "/cancel", map[string]any{"reason": "x\x00y"}, "reason", malformed},
+	} {
+		before := e.mirrorCount(t)
+		resp := e.send(t, request{method: "POST", path: tc.path, key: "admin", body: tc.body, expect: tc.want})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.status, "%v: %s", tc.body, resp.body)
+		p := resp.problem(t)
+		require.Equal(t, api.TypeInvalidRequest, p.Type)
+		require.Equal(t, tc.field, p.Field, "%v", tc.body)
+		require.Equal(t, before, e.mirrorCount(t))
+	}
+	resp = e.do(t, "POST", base+"/reminders/nope/reschedule", "operator", map[string]any{"due_at": due.Format(time.RFC3339)})
+	require.Equal(t, http.StatusNotFound, resp.status)
+	resp = e.do(t, "POST", "/v1/shipments/"+shipment+"/updates/nope/reschedule", "operator", map[string]any{"window_start": due.Format(time.RFC3339)})
+	require.Equal(t, http.StatusNotFound, resp.status)
+
+	// An update without a window cannot move one.
+	u := e.update(t)
+	u["shipment_id"], u["update_id"] = shipment, "eta-1"
+	u["subscribers"] = u["subscribers"].([]any)[2:]
+	delete(u, "window_start")
+	require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker", u).status)
+	resp = e.do(t, "POST", "/v1/shipments/"+shipment+"/updates/eta-1/reschedule", "operator", map[string]any{"window_start": due.Format(time.RFC3339)})
+	require.Equal(t, http.StatusConflict, resp.status)
+	require.Equal(t, api.TypeNoWindow, resp.problem(t).Type)
+
+	// Reject a whole update.
+	second := approvalUpdate(t, shipment, window)
+	second["update_id"], second["subscribers"] = "window-2", second["subscribers"].([]any)[:1]
+	require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker", second).status)
+	outs = outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/updates/window-2/reject", "approver", map[string]any{"reason": "wrong consignee"}))
+	require.Equal(t, []starter.Outcome{{ReminderID: reminder.ID(shipment, "window-2", "a"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
+
+	// Cancel the shipment: the pending reminders end cancelled, the
+	// rejected ones were already.
+	outs = outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/cancel", "operator", map[string]any{"reason": "order withdrawn"}))
+	require.Len(t, outs, 6)
+	got := map[string]string{}
+	for _, o := range outs {
+		got[o.ReminderID] = o.Status
+	}
+	require.Equal(t, map[string]string{
+		id("a"): starter.StatusCancelled, id("b"): starter.StatusAlreadyCancelled,
+		id("c"): starter.StatusCancelled, id("d"): starter.StatusCancelled,
+		reminder.ID(shipment, "eta-1", "consignee-hook"): starter.StatusCancelled,
+		reminder.ID(shipment, "window-2", "a"):           starter.StatusAlreadyCancelled,
+	}, got)
+	outs = outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/cancel", "operator", nil))
+	require.Equal(t, starter.StatusAlreadyCancelled, outs[0].Status, "cancelling twice is harmless")
+	resp = e.do(t, "POST", "/v1/shipments/NOPE-"+shipment+"/cancel", "operator", nil)
+	require.Equal(t, http.StatusNotFound, resp.status)
+
+	// The audit trail names who acted: the by given and the key, or the key.
+	var view api.ReminderView
+	e.do(t, "GET", base+"/reminders/a", "reader", nil).decode(t, &view)
+	by := map[string]any{}
+	for _, ev := range view.Events {
+		by[ev.Type] = ev.Detail["by"]
+	}
+	require.Equal(t, map[string]any{
+		"scheduled": nil, "approved": "ops-lead (key approver)", "rescheduled": "operator", "cancelled": "operator",
+	}, by, fmt.Sprintf("%+v", view.Events))
+}

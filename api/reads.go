@@ -1,0 +1,330 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// Page sizes of GET /v1/reminders.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// Page is a page of reminders in (due_at, id) order. NextCursor, absent on
+// the last page, fetches the next one with the same filters.
+type Page struct {
+	Reminders  []mirror.Row `json:"reminders"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// cursor is the position after the last row of a page. It travels opaque
+// (base64url of this JSON) so clients do not build one, and the server may
+// change its content.
+type cursor struct {
+	DueAt time.Time `json:"d"`
+	ID    string    `json:"i"`
+}
+
+func (c cursor) String() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseCursor(s string) (cursor, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, false
+	}
+	var c cursor
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil || c.ID == "" || c.DueAt.IsZero() {
+		return cursor{}, false
+	}
+	return c, true
+}
+
+var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "cursor", "limit"}
+
+// idParam is the ids' charset (reminder's): a value outside it names nothing.
+var idParam = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+var listStates = []reminder.State{
+	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent,
+	reminder.Failed, reminder.Cancelled, reminder.Expired, mirror.Pending,
+}
+
+// listReminders answers GET /v1/reminders: by shipment (and update), by
+// state, due between two times, a page at a time. Unknown or repeated
+// parameters are refused, so a misspelt filter never returns everything.
+func (a *API) listReminders(w http.ResponseWriter, r *http.Request, _ *Key) error {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return typed(TypeInvalidParameter, http.StatusBadRequest, "Invalid parameter", "the query string is malformed")
+	}
+	for name, vs := range q {
+		if !slices.Contains(listParams, name) {
+			return invalidParameter(name, "unknown parameter")
+		}
+		if len(vs) > 1 {
+			return invalidParameter(name, "given more than once")
+		}
+	}
+	f := mirror.Filter{ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
+	for _, name := range []string{"shipment", "update"} {
+		if v := q.Get(name); v != "" && !idParam.MatchString(v) {
+			return invalidParameter(name, "not an id (letters, digits, '.', '_', '-', at most 64)")
+		}
+	}
+	if s := q.Get("state"); s != "" {
+		if !slices.Contains(listStates, reminder.State(s)) {
+			return invalidParameter("state", "want scheduled, awaiting_approval, sent, failed, cancelled, expired or pending")
+		}
+		f.State = reminder.State(s)
+	}
+	var p *Problem
+	if f.DueFrom, p = parseWhen("due_from", q.Get("due_from")); p != nil {
+		return p
+	}
+	if f.DueTo, p = parseWhen("due_to", q.Get("due_to")); p != nil {
+		return p
+	}
+	if !f.DueFrom.IsZero() && !f.DueTo.IsZero() && !f.DueTo.After(f.DueFrom) {
+		return invalidParameter("due_to", "must be after due_from")
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return invalidParameter("limit", fmt.Sprintf("want a number from 1 to %d", MaxPageSize))
+		}
+		f.Limit = n
+	}
+	if s := q.Get("cursor"); s != "" {
+		c, ok := parseCursor(s)
+		if !ok {
+			return invalidParameter("cursor", "not a cursor this API gave out")
+		}
+		f.AfterDueAt, f.AfterID = c.DueAt, c.ID
+	}
+	// One row more than the page says whether another page follows.
+	size := f.Limit
+	f.Limit++
+	rows, err := a.st.Mirror.List(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	page := Page{Reminders: rows}
+	if len(rows) > size {
+		page.Reminders = rows[:size]
+		last := rows[size-1]
+		page.NextCursor = cursor{DueAt: last.DueAt, ID: last.ID}.String()
+	}
+	if page.Reminders == nil {
+		page.Reminders = []mirror.Row{}
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// parseWhen reads an RFC 3339 time, or a date for its UTC midnight (as
+// `shipnotify list` does).
+func parseWhen(name, s string) (time.Time, *Problem) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, invalidParameter(name, "not an RFC 3339 time or a YYYY-MM-DD date")
+}
+
+// ReminderView is GET one reminder's answer: the mirror's row and audit
+// trail, what Temporal says of its workflow, and the running workflow's own
+// account (its status query), as `shipnotify show --json` prints them.
+type ReminderView struct {
+	Reminder mirror.Row     `json:"reminder"`
+	Events   []mirror.Event `json:"events"`
+	Workflow WorkflowView   `json:"workflow"`
+	Live     *LiveStatus    `json:"live,omitempty"`
+	// LiveError says why a running workflow's status is missing (it did
+	// not answer within StatusQueryTimeout: is a worker running?).
+	LiveError string `json:"live_error,omitempty"`
+}
+
+// WorkflowView is what Temporal says of a reminder's workflow.
+type WorkflowView struct {
+	// Status is running, completed, failed, canceled, terminated,
+	// continued_as_new, timed_out, or not_found (retention removed it, or
+	// it never started).
+	Status        string     `json:"status"`
+	RunID         string     `json:"run_id,omitempty"`
+	StartTime     *time.Time `json:"start_time,omitempty"`
+	CloseTime     *time.Time `json:"close_time,omitempty"`
+	HistoryLength int64      `json:"history_length,omitempty"`
+}
+
+// LiveStatus is workflows.Status in the API's spelling.
+type LiveStatus struct {
+	State           reminder.State `json:"state"`
+	DueAt           time.Time      `json:"due_at"`
+	DeliveryKey     string         `json:"delivery_key"`
+	Approval        LiveApproval   `json:"approval"`
+	CancelRequested bool           `json:"cancel_requested"`
+	Reschedules     int            `json:"reschedules"`
+	// Transitions are the latest steps; TransitionCount counts them all
+	// (the events keep every one).
+	Transitions     []LiveTransition `json:"transitions"`
+	TransitionCount int              `json:"transition_count"`
+}
+
+// LiveApproval is where a reminder stands on approval.
+type LiveApproval struct {
+	Required  bool          `json:"required"`
+	TimeoutAt *time.Time    `json:"timeout_at,omitempty"`
+	ExpiresAt *time.Time    `json:"expires_at,omitempty"`
+	Escalated bool          `json:"escalated"`
+	Decision  *LiveDecision `json:"decision,omitempty"`
+}
+
+// LiveDecision is a decision as taken.
+type LiveDecision struct {
+	Approved bool      `json:"approved"`
+	By       string    `json:"by"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+}
+
+// LiveTransition is one step of a reminder's life.
+type LiveTransition struct {
+	At     time.Time      `json:"at"`
+	Event  string         `json:"event"`
+	State  reminder.State `json:"state"`
+	Detail string         `json:"detail,omitempty"`
+}
+
+func (a *API) getReminder(w http.ResponseWriter, r *http.Request, _ *Key) error {
+	ctx := r.Context()
+	id := reminderID(r)
+	row, err := a.st.Mirror.Get(ctx, id)
+	if errors.Is(err, mirror.ErrNotFound) {
+		return problem(http.StatusNotFound, "the mirror has no such reminder")
+	}
+	if err != nil {
+		return err
+	}
+	events, err := a.st.Mirror.Events(ctx, id)
+	if err != nil {
+		return err
+	}
+	view := ReminderView{Reminder: row, Events: events}
+	if view.Events == nil {
+		view.Events = []mirror.Event{}
+	}
+	desc, err := a.st.Temporal.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		view.Workflow.Status = "not_found"
+	case err != nil:
+		return fmt.Errorf("error describing workflow: %w", err)
+	default:
+		info := desc.GetWorkflowExecutionInfo()
+		view.Workflow = WorkflowView{
+			Status:        workflowStatus(info.GetStatus()),
+			RunID:         info.GetExecution().GetRunId(),
+			HistoryLength: info.GetHistoryLength(),
+		}
+		if t := info.GetStartTime(); t != nil {
+			view.Workflow.StartTime = ptr(t.AsTime())
+		}
+		if t := info.GetCloseTime(); t != nil {
+			view.Workflow.CloseTime = ptr(t.AsTime())
+		}
+		if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			view.Live, err = a.liveStatus(ctx, row.WorkflowID)
+			if err != nil {
+				view.LiveError = "the workflow did not answer its status query (is a worker running?)"
+				a.log.WarnContext(ctx, "status query failed", "workflow_id", row.WorkflowID, "error", err)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, view)
+	return nil
+}
+
+// liveStatus asks a running workflow for its own account, for at most
+// StatusQueryTimeout.
+func (a *API) liveStatus(ctx context.Context, workflowID string) (*LiveStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, StatusQueryTimeout)
+	defer cancel()
+	v, err := a.st.Temporal.QueryWorkflow(ctx, workflowID, "", workflows.QueryStatus)
+	if err != nil {
+		return nil, err
+	}
+	var s workflows.Status
+	if err := v.Get(&s); err != nil {
+		return nil, err
+	}
+	live := &LiveStatus{
+		State: s.State, DueAt: s.DueAt, DeliveryKey: s.DeliveryKey, CancelRequested: s.CancelRequested,
+		Reschedules: s.Reschedules, TransitionCount: s.TransitionCount, Transitions: []LiveTransition{},
+		Approval: LiveApproval{Required: s.Approval.Required, Escalated: s.Approval.Escalated},
+	}
+	if !s.Approval.TimeoutAt.IsZero() {
+		live.Approval.TimeoutAt = ptr(s.Approval.TimeoutAt)
+	}
+	if !s.Approval.ExpiresAt.IsZero() {
+		live.Approval.ExpiresAt = ptr(s.Approval.ExpiresAt)
+	}
+	if d := s.Approval.Decision; d != nil {
+		live.Approval.Decision = &LiveDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At}
+	}
+	for _, t := range s.Transitions {
+		live.Transitions = append(live.Transitions, LiveTransition{At: t.At, Event: t.Event, State: t.State, Detail: t.Detail})
+	}
+	return live, nil
+}
+
+// workflowStatus spells an execution status as the API does.
+func workflowStatus(s enums.WorkflowExecutionStatus) string {
+	switch s {
+	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "running"
+	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return "completed"
+	case enums.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "failed"
+	case enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "canceled"
+	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "continued_as_new"
+	case enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed_out"
+	}
+	return "unknown"
+}
+
+func ptr[T any](v T) *T { return &v }

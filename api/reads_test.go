@@ -1,0 +1,212 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// emailUpdate is an update of n email subscribers all due at due.
+func emailUpdate(shipment, update string, n int, due time.Time) map[string]any {
+	var subs []any
+	for i := range n {
+		id := fmt.Sprintf("s%02d", i)
+		subs = append(subs, map[string]any{"id": id, "channel": "email", "email": id + "@customer.example", "due_at": due.Format(time.RFC3339Nano)})
+	}
+	return map[string]any{
+		"shipment_id": shipment, "update_id": update, "kind": "eta_changed",
+		"message": map[string]any{"subject": "New ETA", "text": "Your shipment arrives later."}, "subscribers": subs,
+	}
+}
+
+// walk pages through GET /v1/reminders with query, returning every row and
+// the number of pages; between pages it runs between(page).
+func (e *testEnv) walk(t *testing.T, query url.Values, between func(page int)) ([]mirror.Row, int) {
+	t.Helper()
+	var rows []mirror.Row
+	for page := 1; ; page++ {
+		resp := e.do(t, "GET", "/v1/reminders?"+query.Encode(), "reader", nil)
+		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+		var p api.Page
+		resp.decode(t, &p)
+		rows = append(rows, p.Reminders...)
+		if p.NextCursor == "" {
+			return rows, page
+		}
+		require.Len(t, p.Reminders, mustAtoi(t, query.Get("limit")), "only the last page is short")
+		query.Set("cursor", p.NextCursor)
+		if between != nil {
+			between(page)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	var n int
+	_, err := fmt.Sscan(s, &n)
+	require.NoError(t, err)
+	return n
+}
+
+func ids(rows []mirror.Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// Keyset pagination: pages in (due_at, id) order, reminders due at one
+// instant split across pages in id order, no row twice or missed, and rows
+// added before the cursor meanwhile neither repeat nor shift a page (an
+// offset would). Filters by shipment, update, state and due window.
+func TestListRemindersPageByPage(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	shipment, other := testenv.ID(t, "SHP"), testenv.ID(t, "SHQ")
+	t0 := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	awaiting := emailUpdate(other, "burst", 2, t0)
+	awaiting["approval"] = map[string]any{"required": true}
+	awaiting["escalation"] = map[string]any{"email": "lead@shipper.example"}
+	for _, u := range []map[string]any{
+		emailUpdate(shipment, "burst", 5, t0),
+		emailUpdate(shipment, "later", 4, t0.Add(time.Hour)),
+		emailUpdate(shipment, "earlier", 3, t0.Add(-time.Hour)),
+		awaiting,
+	} {
+		require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker", u).status)
+	}
+	want, err := e.Mirror.List(t.Context(), mirror.Filter{ShipmentID: shipment})
+	require.NoError(t, err)
+	require.Len(t, want, 12)
+
+	got, pages := e.walk(t, url.Values{"shipment": {shipment}, "limit": {"5"}}, func(page int) {
+		if page == 1 {
+			// Due before the cursor: a new first row, which must not
+			// push a row already seen onto the next page.
+			require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker",
+				emailUpdate(shipment, "backfill", 1, t0.Add(-2*time.Hour))).status)
+		}
+	})
+	require.Equal(t, 3, pages)
+	require.Equal(t, ids(want), ids(got), "every row once, in (due_at, id) order")
+
+	// The burst's five reminders share a due time: two at a time, by id.
+	got, pages = e.walk(t, url.Values{"shipment": {shipment}, "update": {"burst"}, "limit": {"2"}}, nil)
+	require.Equal(t, 3, pages)
+	require.Equal(t, []string{"s00", "s01", "s02", "s03", "s04"}, subscriberIDs(got))
+
+	// Due between two times (half-open), over both shipments.
+	got, _ = e.walk(t, url.Values{"due_from": {t0.Format(time.RFC3339)}, "due_to": {t0.Add(time.Hour).Format(time.RFC3339)}, "limit": {"3"}}, nil)
+	require.Len(t, got, 7)
+	for _, r := range got {
+		require.True(t, r.DueAt.Equal(t0))
+	}
+
+	// By state: the other shipment's reminders await approval; pending
+	// takes both waiting states.
+	got, _ = e.walk(t, url.Values{"state": {string(reminder.AwaitingApproval)}, "limit": {"10"}}, nil)
+	require.Equal(t, []string{reminder.ID(other, "burst", "s00"), reminder.ID(other, "burst", "s01")}, ids(got))
+	got, _ = e.walk(t, url.Values{"state": {string(reminder.Scheduled)}, "shipment": {other}, "limit": {"10"}}, nil)
+	require.Empty(t, got)
+	got, _ = e.walk(t, url.Values{"state": {"pending"}, "limit": {"100"}}, nil)
+	require.Len(t, got, 15)
+
+	// Bad parameters: 400 naming the parameter.
+	for _, tc := range []struct {
+		query string
+		field string
+		want  expectation
+	}{
+		{"limit=0", "limit", violating},
+		{"limit=1001", "limit", violating},
+		{"limit=ten", "limit", violating},
+		{"state=lost", "state", violating},
+		{"shipment=a%2Fb", "shipment", violating},
+		{"cursor=bm90IGEgY3Vyc29y", "cursor", conforming},
+		{"cursor=%%%", "", malformed},
+		{"due_from=next+tuesday", "due_from", conforming},
+		{"due_from=2027-01-02&due_to=2027-01-01", "due_to", conforming},
+		{"shipment_id=" + shipment, "shipment_id", violating},
+		{"shipment=a&shipment=b", "shipment", malformed},
+	} {
+		resp := e.send(t, request{method: "GET", path: "/v1/reminders?" + tc.query, key: "reader", expect: tc.want})
+		require.Equal(t, http.StatusBadRequest, resp.status, "%s: %s", tc.query, resp.body)
+		p := resp.problem(t)
+		if tc.field != "" {
+			require.Equal(t, tc.field, p.Field, tc.query)
+			require.Equal(t, api.TypeInvalidParameter, p.Type, tc.query)
+		}
+	}
+}
+
+func subscriberIDs(rows []mirror.Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.SubscriberID
+	}
+	return out
+}
+
+// One reminder: its row, its audit trail, its workflow's status and the
+// running workflow's own account; without a worker to answer, the mirror's
+// account still comes, saying why the live one does not; after the
+// workflow ends, its final status.
+func TestGetReminder(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	shipment := testenv.ID(t, "SHP")
+	due := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+	require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker", emailUpdate(shipment, "eta-1", 1, due)).status)
+	path := "/v1/shipments/" + shipment + "/updates/eta-1/reminders/s00"
+
+	var v api.ReminderView
+	e.do(t, "GET", path, "reader", nil).decode(t, &v)
+	require.Equal(t, reminder.ID(shipment, "eta-1", "s00"), v.Reminder.ID)
+	require.True(t, due.Equal(v.Reminder.DueAt))
+	require.Equal(t, []string{"scheduled"}, eventTypes(v.Events))
+	require.Equal(t, "running", v.Workflow.Status)
+	require.NotEmpty(t, v.Workflow.RunID)
+	require.NotNil(t, v.Live, v.LiveError)
+	require.Equal(t, reminder.Scheduled, v.Live.State)
+	require.True(t, due.Equal(v.Live.DueAt))
+	require.Equal(t, v.Reminder.DeliveryKey, v.Live.DeliveryKey)
+
+	resp := e.do(t, "GET", "/v1/shipments/"+shipment+"/updates/eta-1/reminders/nobody", "reader", nil)
+	require.Equal(t, http.StatusNotFound, resp.status)
+	resp.problem(t)
+
+	// No worker: the status query goes unanswered; the rest still comes.
+	e.Worker.Stop()
+	v = api.ReminderView{}
+	e.do(t, "GET", path, "reader", nil).decode(t, &v)
+	require.Equal(t, "running", v.Workflow.Status)
+	require.Nil(t, v.Live)
+	require.Contains(t, v.LiveError, "is a worker running?")
+
+	require.NoError(t, e.Temporal.TerminateWorkflow(t.Context(), v.Reminder.WorkflowID, "", "test"))
+	v = api.ReminderView{}
+	e.do(t, "GET", path, "reader", nil).decode(t, &v)
+	require.Equal(t, "terminated", v.Workflow.Status)
+	require.NotNil(t, v.Workflow.CloseTime)
+	require.Nil(t, v.Live)
+	require.Empty(t, v.LiveError)
+}
+
+func eventTypes(events []mirror.Event) []string {
+	var out []string
+	for _, ev := range events {
+		out = append(out, ev.Type)
+	}
+	return slices.Clip(out)
+}

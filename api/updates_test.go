@@ -1,0 +1,127 @@
+package api_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// POST /v1/updates: 201 with one result per subscriber; the same update
+// again 200 with the reminders as stored; other content under the same ids
+// 409 naming what differs and writing nothing.
+func TestScheduleUpdate(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	u := e.update(t)
+
+	resp := e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	var first api.Results
+	resp.decode(t, &first)
+	require.Len(t, first.Results, 3)
+	for i, r := range first.Results {
+		sub := u["subscribers"].([]any)[i].(map[string]any)["id"].(string)
+		require.Equal(t, reminder.ID(u["shipment_id"].(string), "window-1", sub), r.ReminderID)
+		require.Equal(t, starter.Scheduled, r.Status)
+		require.Equal(t, reminder.Scheduled, r.State)
+	}
+
+	resp = e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+	var again api.Results
+	resp.decode(t, &again)
+	for i, r := range again.Results {
+		require.Equal(t, starter.AlreadyScheduled, r.Status)
+		require.Equal(t, first.Results[i].DeliveryKey, r.DeliveryKey)
+		require.True(t, first.Results[i].DueAt.Equal(r.DueAt))
+	}
+
+	before := e.mirrorCount(t)
+	u["message"].(map[string]any)["text"] = "Dock 9, 13:00-17:00."
+	u["subscribers"].([]any)[0].(map[string]any)["remind_before"] = "48h"
+	resp = e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusConflict, resp.status, "%s", resp.body)
+	p := resp.problem(t)
+	require.Equal(t, api.TypeUpdateChanged, p.Type)
+	require.Contains(t, p.Fields, "message.text")
+	require.Contains(t, p.Fields, "subscribers[0].due_at")
+	require.NotContains(t, p.Detail, "Dock 9", "a problem never repeats a value")
+	require.Equal(t, before, e.mirrorCount(t), "a changed resubmission writes nothing")
+}
+
+// Bodies: at most 1 MiB (413, with or without a Content-Length), JSON only
+// (415); neither writes anything.
+func TestUpdateBodyLimits(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	doc := []byte(fmt.Sprintf(`{"shipment_id":"%s","update_id":"u","kind":"delivery_window","message":{"subject":"s","text":"%s"},"subscribers":[]}`,
+		testenv.ID(t, "SHP"), strings.Repeat("x", api.MaxBodyBytes)))
+	resp := e.send(t, request{method: "POST", path: "/v1/updates", key: "tracker", body: doc, expect: violating})
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.status)
+	require.Contains(t, resp.problem(t).Detail, "1048576 bytes")
+
+	// Streamed (chunked): the limit holds while reading.
+	resp = e.send(t, request{method: "POST", path: "/v1/updates", key: "tracker", expect: violating,
+		body: io.MultiReader(bytes.NewReader(doc))})
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.status)
+
+	resp = e.send(t, request{method: "POST", path: "/v1/updates", key: "tracker", body: "shipment_id=SHP-1",
+		contentType: "application/x-www-form-urlencoded", expect: violating})
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.status)
+	require.Equal(t, "application/json", resp.header.Get("Accept-Post"))
+	resp.problem(t)
+	require.Zero(t, e.mirrorCount(t))
+}
+
+// Every malformed update the CLI refuses is refused over HTTP too: 422,
+// naming the field, and nothing written to PostgreSQL or Temporal.
+func TestBadUpdatesAreRefusedAndWriteNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	cases := testenv.BadUpdates(time.Now())
+	require.GreaterOrEqual(t, len(cases), 80)
+	for _, tc := range cases {
+		resp := e.send(t, request{method: "POST", path: "/v1/updates", key: "tracker", body: tc.Doc, expect: malformed})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.status, "%s: %s", tc.Name, resp.body)
+		p := resp.problem(t)
+		require.Equal(t, api.TypeInvalidUpdate, p.Type, tc.Name)
+		require.Contains(t, p.Detail, tc.Field, tc.Name)
+		if p.Field != "" {
+			require.True(t, strings.HasPrefix(p.Detail, p.Field+": "), "%s: field %q, detail %q", tc.Name, p.Field, p.Detail)
+		}
+	}
+	require.Zero(t, e.mirrorCount(t), "nothing written to the mirror")
+
+	// Nothing written to Temporal: visibility shows no workflow on the
+	// task queue but a probe started now (which proves the query sees it).
+	probe := testenv.ID(t, "probe")
+	_, err := e.Temporal.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: probe, TaskQueue: e.TaskQueue}, "VisibilityProbe")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Temporal.TerminateWorkflow(t.Context(), probe, "", "test over") })
+	var ids []string
+	require.Eventually(t, func() bool {
+		ids = nil
+		resp, err := e.Temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("TaskQueue = '%s'", e.TaskQueue)})
+		require.NoError(t, err)
+		for _, x := range resp.GetExecutions() {
+			ids = append(ids, x.GetExecution().GetWorkflowId())
+		}
+		return slices.Contains(ids, probe)
+	}, 30*time.Second, 100*time.Millisecond, "visibility never showed the probe")
+	require.Equal(t, []string{probe}, ids, "no workflow started for a refused update")
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/time/rate"
+
+	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/metrics"
+	"github.com/shipnotify/shipnotify/migrations"
+)
+
+func init() {
+	register("serve", "serve the tracker API (JSON over HTTP) on SHIPNOTIFY_API_ADDR", runServe)
+	register("api-key", "make an API key: prints the key (shown once) and its configuration line", runAPIKey)
+}
+
+// apiPoolSize is the mirror connections serve keeps: requests in flight
+// each hold one for a statement at a time.
+const apiPoolSize = 16
+
+// shutdownMargin is how much longer than a request's deadline serve waits
+// for the requests in flight when it stops.
+const shutdownMargin = 5 * time.Second
+
+func runServe(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "serve", "serve   (configured by the environment: SHIPNOTIFY_API_*, see the README)")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if err := d.cfg.RequireAPIKeys(); err != nil {
+		return usageError{err}
+	}
+	st := d.newStarter()
+	if st.Mirror, err = d.mirror(ctx, apiPoolSize); err != nil {
+		return err
+	}
+	pending, err := migrations.Pending(ctx, st.Mirror.Pool())
+	if err != nil {
+		return err
+	}
+	if pending {
+		return fmt.Errorf("the mirror's schema is out of date: run shipnotify migrate")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sdkMetrics, closeSDKMetrics, err := metrics.TemporalHandler(reg)
+	if err != nil {
+		return err
+	}
+	defer closeSDKMetrics.Close()
+	d.sdkMetrics = sdkMetrics
+	if st.Temporal, err = d.temporal(ctx); err != nil {
+		return err
+	}
+	handler, err := api.New(api.Options{
+		Starter: st, Keys: d.cfg.APIKeys,
+		Rate: rate.Limit(d.cfg.APIRate), Burst: d.cfg.APIBurst,
+		RequestTimeout: d.cfg.APIRequestTimeout, Metrics: reg, Logger: d.logger,
+	})
+	if err != nil {
+		return err
+	}
+	if d.cfg.MetricsAddr != "" {
+		// Metrics and probes stay on the ops address, as the worker's do:
+		// the API's listener may face trackers, the ops port stays inside.
+		stop, err := serveOps(d, reg, func(ctx context.Context) error {
+			var err error
+			if perr := st.Mirror.Pool().Ping(ctx); perr != nil {
+				err = &metrics.Unready{Reason: "postgres: unavailable", Err: perr}
+			} else if _, terr := st.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); terr != nil {
+				err = &metrics.Unready{Reason: "temporal: unavailable", Err: terr}
+			}
+			if err != nil {
+				d.logger.Warn("not ready", "error", err)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	ln, err := net.Listen("tcp", d.cfg.APIAddr)
+	if err != nil {
+		return usageError{fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
+	}
+	mux := serveMux(handler)
+	if d.cfg.LinkKeys.Empty() {
+		d.logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
+	} else {
+		consoleHandler, err := newConsole(d.cfg, st, st.Mirror, d.logger)
+		if err != nil {
+			return err
+		}
+		mux.Handle(console.Path, consoleHandler)
+	}
+	srv := api.NewServer(mux, d.cfg.APIRequestTimeout)
+	d.logger.Info("serving the API", "address", ln.Addr().String(), "keys", len(d.cfg.APIKeys))
+	err = api.Serve(ctx, srv, ln, d.cfg.APIRequestTimeout+shutdownMargin)
+	d.logger.Info("API stopped")
+	return err
+}
+
+// serveMux is what serve answers on SHIPNOTIFY_API_ADDR: the tracker API
+// under /v1/; the approval console mounts beside it at console.Path, on the
+// same listener and server timeouts.
+func serveMux(apiHandler http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", apiHandler)
+	return mux
+}
+
+func runAPIKey(_ context.Context, e env, args []string) error {
+	fs := newFlags(e, "api-key", "api-key --name NAME --scopes schedule,operate,approve,read")
+	name := fs.String("name", "", "who holds the key: recorded as `by` in the audit trail, and in the logs (required)")
+	scopes := fs.String("scopes", "", "what it may do, comma-separated: schedule, operate, approve, read (required)")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if *name == "" || *scopes == "" {
+		return usagef("--name and --scopes are required")
+	}
+	sc, err := api.ParseScopes(*scopes)
+	if err != nil {
+		return usagef("--scopes: %v", err)
+	}
+	key, k, err := api.NewKey(*name, sc)
+	if err != nil {
+		return usagef("--name: %v", err)
+	}
+	fmt.Fprintln(e.stdout, key)
+	fmt.Fprintln(e.stdout, k.Line())
+	fmt.Fprintln(e.stderr, strings.Join([]string{
+		"shipnotify: line 1 is the key: give it to its holder, who sends it as Authorization: Bearer <key>; it is not kept anywhere, so it is shown only now.",
+		"shipnotify: line 2 goes into SHIPNOTIFY_API_KEYS_FILE (or SHIPNOTIFY_API_KEYS, entries separated by ';'): the key's hash, never the key.",
+	}, "\n"))
+	return nil
+}
