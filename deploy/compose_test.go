@@ -32,6 +32,8 @@ var composeSecrets = map[string]string{
 	"MIRROR_APP_PASSWORD":           "app-secret",
 	"TEMPORAL_DB_PASSWORD":          "temporal-db-secret",
 	"SHIPNOTIFY_CODEC_SERVER_TOKEN": "codec-token-secret",
+	"SHIPNOTIFY_API_KEYS":           "tracker schedule,read " + strings.Repeat("ab", 32),
+	"SHIPNOTIFY_LINK_KEY":           "bGluay1rZXktc2VjcmV0LWxpbmsta2V5LXNlY3JldC0xMjM0NQ==",
 }
 
 // The services that may see each secret, decided from what each command
@@ -41,17 +43,19 @@ var composeSecrets = map[string]string{
 // only registers search attributes (no payloads, no database); the codec
 // server only seals and opens.
 var secretUsers = map[string][]string{
-	"SHIPNOTIFY_CODEC_KEYS":         {"codec-server", "schedule", "worker"},
+	"SHIPNOTIFY_CODEC_KEYS":         {"codec-server", "schedule", "serve", "worker"},
 	"SENDGRID_API_KEY":              {"worker"},
 	"MIRROR_SUPERUSER_PASSWORD":     {"postgres"},
 	"MIRROR_OWNER_PASSWORD":         {"migrate", "postgres"},
-	"MIRROR_APP_PASSWORD":           {"postgres", "schedule", "worker"},
+	"MIRROR_APP_PASSWORD":           {"postgres", "schedule", "serve", "worker"},
 	"TEMPORAL_DB_PASSWORD":          {"temporal", "temporal-postgres", "temporal-schema"},
 	"SHIPNOTIFY_CODEC_SERVER_TOKEN": {"codec-server"},
+	"SHIPNOTIFY_API_KEYS":           {"serve"},
+	"SHIPNOTIFY_LINK_KEY":           {"serve", "worker"},
 }
 
 // shipnotifyServices run the shipnotify image.
-var shipnotifyServices = []string{"migrate", "setup", "worker", "codec-server", "schedule"}
+var shipnotifyServices = []string{"migrate", "setup", "worker", "serve", "codec-server", "schedule"}
 
 func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
 	t.Helper()
