@@ -29,8 +29,9 @@ func init() {
 const demoTaskQueue = "shipnotify-demo"
 
 func runDemo(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR]")
+	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]")
 	codecAddr := fs.String("codec-server", "127.0.0.1:8081", "where to serve the codec for the Web UI (\"\" for none)")
+	serveAddr := fs.String("serve", "127.0.0.1:8090", "where to serve the tracker API and the approval console (\"\" for none)")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
 	taskQueue := fs.String("task-queue", demoTaskQueue, "the demo worker's own task queue, away from real workers")
 	uiURL := fs.String("ui", "http://localhost:8233", "the Temporal Web UI's address, for the printed link")
@@ -90,14 +91,24 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	// webhook receiver is on this machine.
 	cfg.SendGridAPIKey, cfg.SendGridBaseURL = apiKey, mails.URL()
 	cfg.Webhooks = webhook.Guard{AllowLoopback: true}
-	w := worker.New(tc, *taskQueue, newActivities(cfg, store), worker.Options{})
+	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, Webhooks: cfg.Webhooks, Now: time.Now}
+	acts := newActivities(cfg, store)
+	var front *demoFront
+	if *serveAddr != "" {
+		if front, err = startDemoFront(d, st, *serveAddr); err != nil {
+			out.printf("(API and console not served on %s: %v)\n", *serveAddr, err)
+		} else {
+			defer front.stop()
+			acts.Links = front.signer
+		}
+	}
+	w := worker.New(tc, *taskQueue, acts, worker.Options{})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
 	}
 	defer w.Stop()
 
 	u := sampleUpdate(start, hooks.URL()+"/consignee/in", secret)
-	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, Webhooks: cfg.Webhooks, Now: time.Now}
 	results, err := st.Schedule(ctx, u)
 	if err != nil {
 		return err
@@ -134,6 +145,12 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	}
 	out.printf("\nAll %d reminders delivered. Inspect them: shipnotify list --shipment %s; shipnotify show %s\n",
 		len(results), u.ShipmentID, results[0].ReminderID)
+	if front != nil {
+		out.printf("\nApproval console: %s/console/ (log in with the key %s)\n", front.url, front.approverKey)
+		out.printf("Schedule an update that needs approval through the API, then approve it in the console:\n  %s\n",
+			front.curlSchedule(time.Now()))
+		out.printf("The API's contract: %s/v1/openapi.json\n", front.url)
+	}
 	if *exitWhenDone {
 		return nil
 	}
