@@ -247,12 +247,15 @@ func TestDemoDeliversTheSample(t *testing.T) {
 		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
 		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}
-	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t), "--codec-server", "127.0.0.1:0")
+	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t),
+		"--codec-server", "127.0.0.1:0", "--serve", "127.0.0.1:0")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, 3, strings.Count(stdout, "mail sink got"), stdout)
 	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
 	require.Contains(t, stdout, "All 4 reminders delivered")
 	require.Contains(t, stdout, "http://localhost:8233/namespaces/default/workflows?query=")
+	require.Regexp(t, `Approval console: http://127\.0\.0\.1:\d+/console/ \(log in with the key snk_`, stdout)
+	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' -H 'Content-Type: application/json' --data '\{.*"approval":\{"required":true\}.*\}' http://127\.0\.0\.1:\d+/v1/updates`, stdout)
 }
 
 // The branches from the command line: show's live status, approve,
