@@ -173,7 +173,18 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		defer cancel()
 		r = r.WithContext(ctx)
 		if post {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+			// A body said to be too large is refused unread; one that
+			// turns out so (chunked) is cut at the limit, and the server
+			// closes that connection rather than reading the rest.
+			if r.ContentLength > MaxBodyBytes {
+				a.fail(w, r, k, bodyProblem(&http.MaxBytesError{Limit: MaxBodyBytes}))
+				return
+			}
+			inner := w
+			if sw, ok := w.(*statusWriter); ok {
+				inner = sw.ResponseWriter
+			}
+			r.Body = http.MaxBytesReader(inner, r.Body, MaxBodyBytes)
 		}
 		if err := h(w, r, k); err != nil {
 			a.fail(w, r, k, a.problemFor(ctx, err))

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,7 +33,20 @@ type Kind string
 const (
 	Bare Kind = "bare"
 	Full Kind = "full"
+	// API is the full path scheduled through the tracker API (POST
+	// /v1/updates over real HTTP) instead of the starter called in process:
+	// the same reminders and worker, plus the API's own cost.
+	API Kind = "api"
 )
+
+// worker is the worker process a kind's reminders run on: the API
+// schedules onto the full path.
+func (k Kind) worker() Kind {
+	if k == API {
+		return Full
+	}
+	return k
+}
 
 // Workers starts and stops the worker processes of each kind and reads
 // their memory.
@@ -60,6 +76,11 @@ type Runner struct {
 	// Concurrency is workflow starts in flight.
 	Concurrency int
 	Progress    io.Writer
+	// APIURL and APIKey reach a tracker API serving Starter, for the API
+	// path; HTTP is the client that calls it.
+	APIURL string
+	APIKey string
+	HTTP   *http.Client
 
 	seq atomic.Int64
 }
@@ -116,9 +137,12 @@ func (r *Runner) schedule(ctx context.Context, kind Kind, n int, due func(i int)
 	}
 	start := time.Now()
 	var err error
-	if kind == Bare {
+	switch kind {
+	case Bare:
 		err = r.scheduleBare(ctx, b)
-	} else {
+	case API:
+		err = r.scheduleAPI(ctx, b)
+	default:
 		err = r.scheduleFull(ctx, b)
 	}
 	rate := float64(n) / time.Since(start).Seconds()
@@ -143,11 +167,9 @@ func (r *Runner) scheduleBare(ctx context.Context, b *batch) error {
 	return g.Wait()
 }
 
-func (r *Runner) scheduleFull(ctx context.Context, b *batch) error {
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	// Each update already starts its fan-out concurrently.
-	g.SetLimit(max(1, r.Concurrency/r.Fanout))
+// updates cuts a batch into updates of Fanout subscribers each.
+func (r *Runner) updates(b *batch) []reminder.Update {
+	var out []reminder.Update
 	for first := 0; first < len(b.due); first += r.Fanout {
 		u := reminder.Update{
 			ShipmentID: b.shipment, UpdateID: fmt.Sprintf("u-%06d", first), Kind: "delivery_window",
@@ -159,8 +181,21 @@ func (r *Runner) scheduleFull(ctx context.Context, b *batch) error {
 				ID: id, Channel: reminder.Email, Email: id + "@bench.example", DueAt: b.due[i],
 			})
 		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// scheduleEach schedules a batch's updates with schedule, as many at once
+// as the full path allows, and records their reminders.
+func (r *Runner) scheduleEach(ctx context.Context, b *batch, schedule func(context.Context, reminder.Update) ([]starter.Result, error)) error {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	// Each update already starts its fan-out concurrently.
+	g.SetLimit(max(1, r.Concurrency/r.Fanout))
+	for _, u := range r.updates(b) {
 		g.Go(func() error {
-			results, err := r.Starter.Schedule(gctx, u)
+			results, err := schedule(gctx, u)
 			mu.Lock()
 			defer mu.Unlock()
 			for _, res := range results {
@@ -171,6 +206,58 @@ func (r *Runner) scheduleFull(ctx context.Context, b *batch) error {
 		})
 	}
 	return g.Wait()
+}
+
+func (r *Runner) scheduleFull(ctx context.Context, b *batch) error {
+	return r.scheduleEach(ctx, b, r.Starter.Schedule)
+}
+
+// scheduleAPI schedules each update by POST /v1/updates, as a tracker does:
+// the document as JSON, the key as a bearer token, the results decoded.
+func (r *Runner) scheduleAPI(ctx context.Context, b *batch) error {
+	return r.scheduleEach(ctx, b, func(ctx context.Context, u reminder.Update) ([]starter.Result, error) {
+		doc, err := json.Marshal(updateDocument(u))
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.APIURL+"/v1/updates", bytes.NewReader(doc))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+r.APIKey)
+		resp, err := r.HTTP.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("error calling the API: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+			return nil, fmt.Errorf("the API answered %d: %s", resp.StatusCode, body)
+		}
+		var out struct {
+			Results []starter.Result `json:"results"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return nil, fmt.Errorf("error reading the API's answer: %w", err)
+		}
+		return out.Results, nil
+	})
+}
+
+// updateDocument is an update as a tracker sends it (the wire format
+// reminder.ParseUpdate reads); the benchmark's updates use due_at only.
+func updateDocument(u reminder.Update) map[string]any {
+	subs := make([]map[string]any, len(u.Subscribers))
+	for i, s := range u.Subscribers {
+		subs[i] = map[string]any{"id": s.ID, "channel": string(s.Channel), "email": s.Email,
+			"due_at": s.DueAt.UTC().Format(time.RFC3339Nano)}
+	}
+	return map[string]any{
+		"shipment_id": u.ShipmentID, "update_id": u.UpdateID, "kind": u.Kind,
+		"message":     map[string]any{"subject": u.Message.Subject, "text": u.Message.Text},
+		"subscribers": subs,
+	}
 }
 
 // notified is one reminder whose notify started.
@@ -244,7 +331,7 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, done []noti
 	}
 	setLags(res, lags)
 	res.Delivered = len(done)
-	if b.kind == Full {
+	if b.kind != Bare {
 		// What the provider received: distinct keys, and keys received twice.
 		counts := map[string]int{}
 		for _, m := range r.Mail.Mails() {
@@ -260,10 +347,10 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, done []noti
 		}
 	}
 	res.Lost = res.N - res.Delivered
-	res.WorkerRSS = r.Workers.RSS(b.kind)
+	res.WorkerRSS = r.Workers.RSS(b.kind.worker())
 	if len(b.ids) > 0 {
 		id := b.ids[0]
-		if b.kind == Full {
+		if b.kind != Bare {
 			id = "reminder/" + id
 		}
 		res.HistoryEvents = r.historyLength(ctx, id)

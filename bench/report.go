@@ -56,6 +56,45 @@ func Ratios(results []Result) []Ratio {
 	return out
 }
 
+// APIRatio compares scheduling through the tracker API with scheduling
+// through the starter in process, on one workload of one run.
+type APIRatio struct {
+	Workload string `json:"workload"`
+	// APIRate and StarterRate are the median schedule rates (reminders a
+	// second) of the api and full paths; Rate is APIRate/StarterRate.
+	APIRate     float64 `json:"api_schedule_rate"`
+	StarterRate float64 `json:"starter_schedule_rate"`
+	Rate        float64 `json:"api_starter_rate_ratio"`
+}
+
+// APIRatios pairs each workload's api results with its full ones, comparing
+// median schedule rates.
+func APIRatios(results []Result) []APIRatio {
+	var out []APIRatio
+	var order []string
+	byKind := map[string]map[Kind][]Result{}
+	for _, r := range results {
+		if byKind[r.Workload] == nil {
+			byKind[r.Workload] = map[Kind][]Result{}
+			order = append(order, r.Workload)
+		}
+		byKind[r.Workload][r.Kind] = append(byKind[r.Workload][r.Kind], r)
+	}
+	for _, w := range order {
+		api, full := byKind[w][API], byKind[w][Full]
+		if len(api) == 0 || len(full) == 0 {
+			continue
+		}
+		rate := func(r Result) float64 { return r.ScheduleRate }
+		a := APIRatio{Workload: w, APIRate: median(api, rate), StarterRate: median(full, rate)}
+		if a.StarterRate > 0 {
+			a.Rate = a.APIRate / a.StarterRate
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 func median(rs []Result, f func(Result) float64) float64 {
 	if len(rs) == 0 {
 		return 0
@@ -93,6 +132,19 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(tw, "workload\tfull/bare rate (median)\tfull/bare p99 lag (median)\t")
 	for _, r := range ratios {
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t\n", r.Workload, r.Rate, r.P99)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	apiRatios := APIRatios(results)
+	if len(apiRatios) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tAPI sched/s (median)\tstarter sched/s (median)\tAPI/starter\t")
+	for _, r := range apiRatios {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t\n", r.Workload, r.APIRate, r.StarterRate, r.Rate)
 	}
 	return tw.Flush()
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -18,10 +20,13 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"golang.org/x/time/rate"
 
+	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/bench"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
+	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/worker"
 )
 
@@ -36,8 +41,11 @@ type BenchReport struct {
 	At      time.Time      `json:"at"`
 	Results []bench.Result `json:"results"`
 	Ratios  []bench.Ratio  `json:"ratios"`
-	Options map[string]any `json:"options"`
-	Errors  []string       `json:"errors,omitempty"`
+	// APIRatios compare scheduling through the tracker API with the
+	// starter's, in the same run (--api).
+	APIRatios []bench.APIRatio `json:"api_ratios,omitempty"`
+	Options   map[string]any   `json:"options"`
+	Errors    []string         `json:"errors,omitempty"`
 }
 
 func runBench(ctx context.Context, e env, args []string) error {
@@ -53,6 +61,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	out := fs.String("out", "", "also write the JSON report to this file (capacity reads it)")
 	keep := fs.Bool("keep", false, "keep the benchmark's mirror schema")
 	repeat := fs.Int("repeat", 2, "runs of each steady, burst and catchup workload per path, alternating which path goes first; ratios compare medians")
+	viaAPI := fs.Bool("api", true, "burst workload: also schedule through the tracker API (POST /v1/updates to an in-process server over loopback HTTP) and compare its scheduling rate with the starter's")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -125,9 +134,16 @@ func runBench(ctx context.Context, e env, args []string) error {
 		BareQueue: "bench-bare-" + runID, Workers: workers, RunID: runID,
 		Fanout: *fanout, Concurrency: *concurrency, Progress: e.stderr,
 	}
+	if *viaAPI {
+		stop, err := benchAPI(r, st, d)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	report := BenchReport{Machine: machine(), At: time.Now().UTC(), Options: map[string]any{
 		"workloads": *workloads, "n": *n, "rate": *rateFlag, "duration": duration.String(), "hold_n": *holdN,
-		"fanout": *fanout, "concurrency": *concurrency, "repeat": *repeat,
+		"fanout": *fanout, "concurrency": *concurrency, "repeat": *repeat, "api": *viaAPI,
 	}}
 	// Each repetition alternates which path runs first, so neither always
 	// meets a colder or a busier server.
@@ -159,7 +175,13 @@ func runBench(ctx context.Context, e env, args []string) error {
 			}
 		case "burst":
 			for rep := range *repeat {
-				for _, k := range paths(rep) {
+				kinds := paths(rep)
+				if *viaAPI {
+					// Each path goes first once every three runs.
+					kinds = []bench.Kind{bench.Bare, bench.Full, bench.API}
+					kinds = append(kinds[rep%3:], kinds[:rep%3]...)
+				}
+				for _, k := range kinds {
 					run(r.Burst(ctx, k, *n))
 				}
 			}
@@ -174,6 +196,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 		}
 	}
 	report.Ratios = bench.Ratios(report.Results)
+	report.APIRatios = bench.APIRatios(report.Results)
 	if *out != "" {
 		if err := writeJSON(*out, report); err != nil {
 			return err
@@ -192,6 +215,32 @@ func runBench(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("bench: %s", strings.Join(report.Errors, "; "))
 	}
 	return nil
+}
+
+// benchAPI serves the tracker API over the runner's starter on a loopback
+// port, with a key of its own and no rate limit (the benchmark measures the
+// API's cost, not its limit), and points the runner's API path at it.
+func benchAPI(r *bench.Runner, st *starter.Starter, d *deps) (stop func(), err error) {
+	key, k, err := api.NewKey("bench", []api.Scope{api.ScopeSchedule})
+	if err != nil {
+		return nil, err
+	}
+	h, err := api.New(api.Options{Starter: st, Keys: []api.Key{k}, Rate: rate.Inf, Logger: d.logger})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("error listening for the benchmark's API: %w", err)
+	}
+	srv := api.NewServer(h, 0)
+	go func() { _ = srv.Serve(ln) }()
+	r.APIURL, r.APIKey = "http://"+ln.Addr().String(), key
+	// Keep a connection per request in flight, as a tracker's pool does.
+	r.HTTP = &http.Client{Timeout: api.DefaultRequestTimeout, Transport: &http.Transport{
+		MaxIdleConnsPerHost: r.Concurrency,
+	}}
+	return func() { _ = srv.Close() }, nil
 }
 
 func runBenchWorker(ctx context.Context, e env, args []string) error {
