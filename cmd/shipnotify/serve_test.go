@@ -36,6 +36,8 @@ func TestServe(t *testing.T) {
 	c.env["SHIPNOTIFY_API_KEYS"] = line
 	c.env["SHIPNOTIFY_API_ADDR"] = apiAddr
 	c.env["SHIPNOTIFY_METRICS_ADDR"] = opsAddr
+	// With a link key, the approval console is served beside the API.
+	c.env["SHIPNOTIFY_LINK_KEY"] = "c2VydmUtdGVzdC1saW5rLWtleS1zZXJ2ZS10ZXN0LWxpbmsta2V5"
 	logs := &testenv.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -65,6 +67,9 @@ func TestServe(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "serve never answered; its log:\n%s", logs)
 	code, body := get("http://" + opsAddr + "/readyz")
 	require.Equal(t, http.StatusOK, code, body)
+	code, body = get("http://" + apiAddr + "/console/login")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "<form", "the console's login page")
 
 	u := testenv.ValidUpdate(time.Now())
 	shipment := testenv.ID(t, "SHP")
