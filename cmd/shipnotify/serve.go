@@ -8,15 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/console"
-	"github.com/shipnotify/shipnotify/metrics"
-	"github.com/shipnotify/shipnotify/migrations"
 )
 
 func init() {
@@ -49,21 +44,14 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if st.Mirror, err = d.mirror(ctx, apiPoolSize); err != nil {
 		return err
 	}
-	pending, err := migrations.Pending(ctx, st.Mirror.Pool())
+	if err := requireMigrated(ctx, st.Mirror); err != nil {
+		return err
+	}
+	reg, closeMetrics, err := opsRegistry(d)
 	if err != nil {
 		return err
 	}
-	if pending {
-		return fmt.Errorf("the mirror's schema is out of date: run shipnotify migrate")
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	sdkMetrics, closeSDKMetrics, err := metrics.TemporalHandler(reg)
-	if err != nil {
-		return err
-	}
-	defer closeSDKMetrics.Close()
-	d.sdkMetrics = sdkMetrics
+	defer closeMetrics()
 	if st.Temporal, err = d.temporal(ctx); err != nil {
 		return err
 	}
@@ -78,18 +66,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if d.cfg.MetricsAddr != "" {
 		// Metrics and probes stay on the ops address, as the worker's do:
 		// the API's listener may face trackers, the ops port stays inside.
-		stop, err := serveOps(d, reg, func(ctx context.Context) error {
-			var err error
-			if perr := st.Mirror.Pool().Ping(ctx); perr != nil {
-				err = &metrics.Unready{Reason: "postgres: unavailable", Err: perr}
-			} else if _, terr := st.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); terr != nil {
-				err = &metrics.Unready{Reason: "temporal: unavailable", Err: terr}
-			}
-			if err != nil {
-				d.logger.Warn("not ready", "error", err)
-			}
-			return err
-		})
+		stop, err := serveOps(d, reg, readiness(d, st.Mirror, st.Temporal))
 		if err != nil {
 			return err
 		}

@@ -3,18 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.temporal.io/sdk/client"
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/metrics"
-	"github.com/shipnotify/shipnotify/migrations"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/webhook"
 	"github.com/shipnotify/shipnotify/worker"
@@ -41,21 +35,14 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pending, err := migrations.Pending(ctx, store.Pool())
+	if err := requireMigrated(ctx, store); err != nil {
+		return err
+	}
+	reg, closeMetrics, err := opsRegistry(d)
 	if err != nil {
 		return err
 	}
-	if pending {
-		return fmt.Errorf("the mirror's schema is out of date: run shipnotify migrate")
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	sdkMetrics, closeSDKMetrics, err := metrics.TemporalHandler(reg)
-	if err != nil {
-		return err
-	}
-	defer closeSDKMetrics.Close()
-	d.sdkMetrics = sdkMetrics
+	defer closeMetrics()
 	tc, err := d.temporal(ctx)
 	if err != nil {
 		return err
@@ -73,24 +60,7 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		// tells the operator why. Do not use /readyz as a liveness probe: a
 		// restart would not fix the key. The probe's body names what is
 		// down; the driver's detail goes to the log.
-		credentials := metrics.CredentialsReady(acts.Email)
-		stop, err := serveOps(d, reg, func(ctx context.Context) error {
-			err := credentials(ctx)
-			if err == nil {
-				if perr := store.Pool().Ping(ctx); perr != nil {
-					err = &metrics.Unready{Reason: "postgres: unavailable", Err: perr}
-				}
-			}
-			if err == nil {
-				if _, terr := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); terr != nil {
-					err = &metrics.Unready{Reason: "temporal: unavailable", Err: terr}
-				}
-			}
-			if err != nil {
-				d.logger.Warn("not ready", "error", err)
-			}
-			return err
-		})
+		stop, err := serveOps(d, reg, readiness(d, store, tc, metrics.CredentialsReady(acts.Email)))
 		if err != nil {
 			return err
 		}
@@ -111,18 +81,6 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	w.Stop()
 	d.logger.Info("worker stopped")
 	return nil
-}
-
-// serveOps serves /metrics, /healthz and /readyz on the configured address.
-func serveOps(d *deps, reg *prometheus.Registry, ready func(context.Context) error) (stop func(), err error) {
-	ln, err := net.Listen("tcp", d.cfg.MetricsAddr)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("SHIPNOTIFY_METRICS_ADDR: %w", err)}
-	}
-	srv := metrics.NewServer(metrics.Handler(reg, ready))
-	go func() { _ = srv.Serve(ln) }()
-	d.logger.Info("serving metrics and health", "address", ln.Addr().String())
-	return func() { _ = srv.Close() }, nil
 }
 
 func newActivities(cfg config.Config, store *mirror.Store) *activities.Activities {
