@@ -109,6 +109,8 @@ type NotifyResult struct {
 	// cancellation notice for a reminder that was never delivered).
 	Skipped    bool
 	SkipReason string
+	// StartedAt is when this attempt began (the worker's StartedTime).
+	StartedAt time.Time `json:",omitempty"`
 }
 
 // sentProgress is what an attempt heartbeats: at its start an empty one
@@ -132,8 +134,8 @@ func (p sentProgress) sent() bool { return p.Sent || p.ProviderMessageID != "" }
 // written.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResult, err error) {
 	key := in.Key()
-	res.DeliveryKey = key
 	info := activity.GetInfo(ctx)
+	res.DeliveryKey, res.StartedAt = key, info.StartedTime
 	logger := log.With(activity.GetLogger(ctx), "reminder_id", in.ReminderID, "delivery_key", key, "purpose", string(in.purpose()))
 	if in.purpose() == reminder.PurposeReminder && info.Attempt == 1 {
 		a.Metrics.SchedulingLag(info.StartedTime.Sub(in.DueAt))

@@ -85,12 +85,14 @@ type run struct {
 	transitions []Transition
 	count       int
 
-	deliveryKey   string
-	providerID    string
-	sending       bool
-	compensated   bool
-	cancel        *CancelRequest
-	cancelOutcome string
+	deliveryKey string
+	providerID  string
+	// notifyStartedAt: when the attempt that sent began.
+	notifyStartedAt time.Time
+	sending         bool
+	compensated     bool
+	cancel          *CancelRequest
+	cancelOutcome   string
 	// endedByMirror: another path had finished the reminder's mirror row.
 	endedByMirror bool
 	// wake tells the main loop to look again (the due time moved).
@@ -282,7 +284,7 @@ func (r *run) deliver(ctx workflow.Context) error {
 		r.escalate(ctx, "delivery_failed", reason)
 		return r.finish(ctx)
 	}
-	r.deliveryKey, r.providerID = sent.DeliveryKey, sent.ProviderMessageID
+	r.deliveryKey, r.providerID, r.notifyStartedAt = sent.DeliveryKey, sent.ProviderMessageID, sent.StartedAt
 	// The activity wrote "sent" to the mirror with the delivery.
 	r.state = reminder.Sent
 	r.note(ctx, "sent", "")
@@ -472,7 +474,8 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 }
 
 func (r *run) result() ReminderResult {
-	return ReminderResult{State: r.state, DeliveryKey: r.deliveryKey, ProviderMessageID: r.providerID, Compensated: r.compensated}
+	return ReminderResult{State: r.state, DeliveryKey: r.deliveryKey, ProviderMessageID: r.providerID,
+		Compensated: r.compensated, NotifyStartedAt: r.notifyStartedAt}
 }
 
 func (r *run) status() (Status, error) {

@@ -101,6 +101,9 @@ type ReminderResult struct {
 	// Compensated: the shipment was cancelled after this reminder was sent,
 	// and the provider accepted the cancellation notice.
 	Compensated bool
+	// NotifyStartedAt is when the notify attempt that sent began: the
+	// instant the benchmark times a reminder's lag from.
+	NotifyStartedAt time.Time `json:",omitempty"`
 }
 
 // RescheduleRequest moves a pending reminder's due time.
