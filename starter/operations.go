@@ -249,14 +249,39 @@ func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Ou
 		if err != nil {
 			return out, fmt.Errorf("error reading the cancellation notice: %w", err)
 		}
-		out.Status = StatusAlreadyCompensated
-		if desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			out.Status = StatusCompensationStarted
+		if desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			out.Status = StatusAlreadyCompensated
+			return out, nil
 		}
 	case err != nil:
 		return out, fmt.Errorf("error starting the cancellation notice: %w", err)
-	default:
+	}
+	return s.noticeOutcome(ctx, id, out)
+}
+
+// noticeOutcome waits for a cancellation notice's workflow as long as a
+// cancel waits for a reminder's (CancelWait), so the caller hears how it
+// went, as when the reminder's own workflow compensates: a reminder whose
+// send was in flight when the cancel came may finish in that very workflow
+// task and leave the notice to this path. A notice still retrying after
+// that answers compensation_started.
+func (s *Starter) noticeOutcome(ctx context.Context, id string, out Outcome) (Outcome, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.cancelWait())
+	defer cancel()
+	var res workflows.ReminderResult
+	err := s.Temporal.GetWorkflow(wctx, id, "").Get(wctx, &res)
+	switch {
+	case err == nil && res.Compensated:
+		out.Status = StatusCompensated
+	case err == nil:
+		out.Status = StatusCompensationSkipped
+	case ctx.Err() != nil:
+		return out, ctx.Err()
+	case wctx.Err() != nil:
 		out.Status = StatusCompensationStarted
+	default:
+		out.Status = StatusCompensationFailed
+		out.Error = "the cancellation notice failed for good; the reminder's events say why"
 	}
 	return out, nil
 }

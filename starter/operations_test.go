@@ -84,7 +84,7 @@ func TestCancelShipment(t *testing.T) {
 	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, who)
 	require.NoError(t, err)
 	got := outcomesByID(outs)
-	require.Equal(t, starter.StatusCompensationStarted, got[sent.ReminderID].Status)
+	require.Equal(t, starter.StatusCompensated, got[sent.ReminderID].Status, "the notice's outcome, waited for")
 	require.Equal(t, starter.StatusCancelled, got[pendingMail.ReminderID].Status)
 	require.Equal(t, starter.StatusCancelled, got[pendingHook.ReminderID].Status)
 

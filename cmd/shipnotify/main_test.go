@@ -307,7 +307,7 @@ func TestOperateFromTheCommandLine(t *testing.T) {
 
 	code, stdout, stderr = c.run(t, "", "cancel", "--shipment", u.ShipmentID, "--reason", "withdrawn")
 	require.Equal(t, 0, code, stderr)
-	require.Equal(t, 2, strings.Count(stdout, `"status":"compensation_started"`), stdout)
+	require.Equal(t, 2, strings.Count(stdout, `"status":"compensated"`), stdout)
 	code, _, stderr = c.run(t, "", "cancel", "--shipment", "SHP-unknown")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "no reminders for shipment")
