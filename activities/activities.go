@@ -33,6 +33,10 @@ const (
 	ErrTypeReminderFinished = "ReminderFinished"
 	// errTypeInProgress: another live execution holds the delivery key.
 	errTypeInProgress = "DeliveryInProgress"
+	// ErrTypeSentNotRecorded: the provider accepted but the mirror did not
+	// take the record; the error's details carry the provider's message id
+	// (SentProof), so whatever retries records instead of sending again.
+	ErrTypeSentNotRecorded = "SentNotRecorded"
 )
 
 // recordTimeout bounds the write of a completed send. It runs on a context
@@ -40,6 +44,12 @@ const (
 // cancel from the workflow), so a send the provider accepted is recorded
 // rather than abandoned; the claim's lease covers it.
 const recordTimeout = 10 * time.Second
+
+// LocalRecordReserve is the part of a local attempt kept for the record: a
+// local activity cannot heartbeat the provider's message id, so its send
+// ends this long before the attempt's deadline, and the record has time to
+// finish, or to fail with the proof (ErrTypeSentNotRecorded), before it.
+const LocalRecordReserve = recordTimeout + time.Second
 
 // Activities are the worker's activities and what they need. The worker
 // registers one value; workflows call its methods through a nil pointer.
@@ -78,6 +88,18 @@ type NotifyInput struct {
 	// Detail explains an escalation to its contact; ids and provider
 	// answers only, never a subscriber's address.
 	Detail string
+	// Fallback: a first attempt (the workflow's local one) already failed;
+	// this activity's attempts are retries.
+	Fallback bool `json:",omitempty"`
+	// SentAs is the provider's message id for a send an earlier attempt
+	// made but could not record (a local attempt has no heartbeat to keep
+	// it in): this execution records it and sends nothing.
+	SentAs string `json:",omitempty"`
+}
+
+// SentProof is what a failed attempt that did send says about it.
+type SentProof struct {
+	ProviderMessageID string
 }
 
 func (in NotifyInput) purpose() reminder.Purpose {
@@ -137,7 +159,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	info := activity.GetInfo(ctx)
 	res.DeliveryKey, res.StartedAt = key, info.StartedTime
 	logger := log.With(activity.GetLogger(ctx), "reminder_id", in.ReminderID, "delivery_key", key, "purpose", string(in.purpose()))
-	if in.purpose() == reminder.PurposeReminder && info.Attempt == 1 {
+	// The fallback activity's attempts all follow a failed local one.
+	retry := info.Attempt > 1 || in.Fallback
+	if in.purpose() == reminder.PurposeReminder && !retry {
 		a.Metrics.SchedulingLag(info.StartedTime.Sub(in.DueAt))
 	}
 	// What the attempt came to, for the metrics.
@@ -161,12 +185,15 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 
 	var prior sentProgress
-	if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prior) == nil && prior.sent() {
+	if in.SentAs != "" {
+		prior = sentProgress{Sent: true, ProviderMessageID: in.SentAs}
+	}
+	if prior.sent() || activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prior) == nil && prior.sent() {
 		// An earlier attempt sent and failed only to record it. Keep the
 		// proof for a further retry, and record.
 		activity.RecordHeartbeat(ctx, prior)
 		res.ProviderMessageID = prior.ProviderMessageID
-		return res, a.record(ctx, key, prior.ProviderMessageID, detail)
+		return res, a.recordSent(ctx, key, prior.ProviderMessageID, detail)
 	}
 	// A cancel requested while this attempt waited arrives with this
 	// heartbeat's answer, before anything is claimed or sent.
@@ -184,6 +211,10 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 
 	owner := fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+	if info.IsLocalActivity {
+		// Local and regular activities number their ids apart.
+		owner = fmt.Sprintf("%s/%s/local-%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+	}
 	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
 		Key: key, ReminderID: in.ReminderID, Purpose: in.purpose(), Owner: owner, LeaseFor: leaseFor(ctx),
 	})
@@ -196,7 +227,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	if in.purpose() != reminder.PurposeEscalation {
 		channel = string(claim.Target.Reminder.Channel)
 	}
-	if info.Attempt > 1 {
+	if retry {
 		a.Metrics.Retry(channel)
 	}
 	switch claim.Outcome {
@@ -232,7 +263,11 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	} else {
 		// Once begun, a provider call is not cut short by a cancel: its
 		// answer decides whether anything was sent.
-		sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), attemptDeadline(ctx))
+		sendBy := attemptDeadline(ctx)
+		if info.IsLocalActivity {
+			sendBy = sendBy.Add(-LocalRecordReserve)
+		}
+		sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), sendBy)
 		began := time.Now()
 		providerID, err = a.send(sendCtx, in, t, key)
 		took = time.Since(began)
@@ -256,7 +291,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	// worker stops), then to the mirror.
 	activity.RecordHeartbeat(ctx, sentProgress{Sent: true, ProviderMessageID: providerID})
 	res.ProviderMessageID = providerID
-	if err := a.record(ctx, key, providerID, detail); err != nil {
+	if err := a.recordSent(ctx, key, providerID, detail); err != nil {
 		return res, err
 	}
 	logger.Info("delivery sent", "attempt", claim.Attempts, "took", took)
@@ -333,6 +368,17 @@ func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string,
 		}
 	}
 	return "", nil
+}
+
+// recordSent records a completed send; if the mirror does not take it, the
+// error carries the proof of the send to whatever retries.
+func (a *Activities) recordSent(ctx context.Context, key, providerID string, detail map[string]any) error {
+	err := a.record(ctx, key, providerID, detail)
+	if err == nil {
+		return nil
+	}
+	return temporal.NewApplicationErrorWithOptions("sent, but not recorded: "+err.Error(), ErrTypeSentNotRecorded,
+		temporal.ApplicationErrorOptions{Cause: err, Details: []any{SentProof{ProviderMessageID: providerID}}})
 }
 
 // record writes a completed send, retrying a short while so a brief

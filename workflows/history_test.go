@@ -27,11 +27,16 @@ import (
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
-// ReminderHistoryEvents pins a delivered reminder's history length: a bare
-// "timer then one activity" workflow takes 16 events; ours adds one, the
-// search-attribute upsert that marks it sent. Every event costs the engine
-// throughput, so growing this number must be a decision.
-const ReminderHistoryEvents = 17
+// ReminderHistoryEvents pins a delivered reminder's history length: the
+// start and its workflow task (4), the timer (2), the workflow task its
+// firing brings (3), in which the notify runs as a local activity (its
+// marker), the search-attribute upsert that marks it sent, and completion.
+// The GetVersion that guards the fast path costs two more (its marker and
+// the SDK's TemporalChangeVersion upsert) for as long as the guard stays.
+// A bare "timer then one activity" workflow takes 16; before the fast path
+// ours took 17. Every event costs the engine throughput, so growing this
+// number must be a decision.
+const ReminderHistoryEvents = 14
 
 func eventTypes(h *historypb.History) []string {
 	var out []string
@@ -61,7 +66,38 @@ func TestDeliveredReminderHistoryIsLean(t *testing.T) {
 	h, res, id := runReminder(t, s)
 	require.Equal(t, reminder.Sent, res.State)
 	require.Equal(t, ReminderHistoryEvents, len(h.GetEvents()), "history events: %v", eventTypes(h))
-	testenv.RecordHistory(t, s.Temporal, id, "sent")
+	testenv.RecordHistory(t, s.Temporal, id, "sent-local-first-attempt")
+	var markers, activityTasks int
+	for _, ev := range h.GetEvents() {
+		switch ev.GetEventType() {
+		case enums.EVENT_TYPE_MARKER_RECORDED:
+			markers++
+		case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			activityTasks++
+		}
+	}
+	require.Zero(t, activityTasks, "the send ran as a local activity")
+	require.Equal(t, 2, markers, "the version marker and the local activity's")
+}
+
+// The fast path's fallback: the local attempt meets a 503, and the notify
+// activity delivers on its first attempt, once.
+func TestLocalAttemptFailedReminderHistory(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	s.Mail.Fail(sink.Answer{Status: 503})
+	h, res, id := runReminder(t, s)
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, s.Mail.Mails(), 1, "sent once")
+	require.Equal(t, 2, s.Mail.Requests(), "the local attempt's call and the activity's")
+	var started []int32
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			started = append(started, a.GetAttempt())
+		}
+	}
+	require.Equal(t, []int32{1}, started, "the activity delivered on its first attempt")
+	testenv.RecordHistory(t, s.Temporal, id, "sent-after-local-attempt-failed")
 }
 
 func TestFailedReminderHistory(t *testing.T) {

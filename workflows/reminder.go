@@ -15,8 +15,14 @@ import (
 // Activity timeouts and retries. The notify activity's retry budget is about
 // three days, as Stripe and Svix give webhooks; after that the reminder fails.
 const (
-	notifyAttemptTimeout = 30 * time.Second
-	notifyRetryBudget    = 72 * time.Hour
+	notifyAttemptTimeout  = 30 * time.Second
+	notifyInitialInterval = time.Second
+	// localSendBudget bounds the first, local attempt's provider call: a
+	// provider slower than this is left to the regular activity. The
+	// attempt also keeps the time its record may take.
+	localSendBudget     = 5 * time.Second
+	localAttemptTimeout = localSendBudget + activities.LocalRecordReserve
+	notifyRetryBudget   = 72 * time.Hour
 	// operatorWriteBudget bounds the mirror write of an operator's change
 	// (a reschedule, a decision). Past it the change fails, nothing moves,
 	// and the caller, who waits longer than this, hears so.
@@ -46,6 +52,9 @@ const (
 	changeRescheduleWritesFirst = "operator-change-writes-mirror-first"
 	// changeCancelStopsSend: a cancel stops a send that is still retrying.
 	changeCancelStopsSend = "cancel-stops-a-retrying-send"
+	// changeLocalFirstAttempt: the notify's first attempt runs as a local
+	// activity in the timer's workflow task; the activity is the fallback.
+	changeLocalFirstAttempt = "notify-first-attempt-local"
 )
 
 var a *activities.Activities
@@ -246,7 +255,11 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 	}
 }
 
-// deliver runs the notify activity. A cancel that arrives while it is still
+// deliver sends the reminder. Its first attempt runs as a local activity in
+// the workflow task the timer's firing brought, so a delivered reminder's
+// history has no activity task and no further workflow task; if that attempt
+// fails or times out, the regular notify activity takes over with the rest
+// of the retry budget. A cancel that arrives while the activity is still
 // retrying stops it: a cancelled shipment's reminder must not go out hours
 // later. A permanent failure fails the reminder and escalates once; a mirror
 // row that another path finished (cancelled while the workflow was being
@@ -254,12 +267,88 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 func (r *run) deliver(ctx workflow.Context) error {
 	r.sending = true
 	r.showSending(ctx)
-	sendCtx, stopSend := workflow.WithCancel(ctx)
-	f := workflow.ExecuteActivity(sendOptions(sendCtx), a.Notify, activities.NotifyInput{
-		ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
+	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due}
+	began := workflow.Now(ctx)
+	if workflow.GetVersion(ctx, changeLocalFirstAttempt, workflow.DefaultVersion, 1) == 1 {
+		sent, err := r.sendLocally(ctx, in)
+		if !tryAgainAsActivity(err) {
+			return r.sent(ctx, sent, err)
+		}
+		workflow.GetLogger(ctx).Info("first attempt failed; the notify activity takes over",
+			"reminder_id", r.in.ReminderID, "error", failureReason(err))
+		in.Fallback, in.SentAs = true, sentAs(err)
+		if err := r.backOff(ctx, err); err != nil {
+			return err
+		}
+	}
+	sent, err := r.sendAsActivity(ctx, in, notifyRetryBudget-workflow.Now(ctx).Sub(began))
+	return r.sent(ctx, sent, err)
+}
+
+// sendLocally makes the first attempt as a local activity. A cancel does not
+// stop it (a local activity cannot say whether a cut-short call reached the
+// provider); it is bounded by localAttemptTimeout, and a send it makes is
+// compensated like any other.
+func (r *run) sendLocally(ctx workflow.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: localAttemptTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
+	var sent activities.NotifyResult
+	err := workflow.ExecuteLocalActivity(ctx, a.Notify, in).Get(ctx, &sent)
+	return sent, err
+}
+
+// tryAgainAsActivity says whether a local first attempt's failure leaves
+// the regular activity something to try: not after a success, nor after a
+// refusal no retry changes.
+func tryAgainAsActivity(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch errorType(err) {
+	case activities.ErrTypePermanentDelivery, activities.ErrTypeReminderNotFound, activities.ErrTypeReminderFinished:
+		return false
+	}
+	return true
+}
+
+// sentAs is the provider's message id a failed attempt sent under, if it
+// did send.
+func sentAs(err error) string {
+	var appErr *temporal.ApplicationError
+	var proof activities.SentProof
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeSentNotRecorded && appErr.HasDetails() &&
+		appErr.Details(&proof) == nil {
+		return proof.ProviderMessageID
+	}
+	return ""
+}
+
+// backOff waits before the regular activity's first attempt as a retry
+// would (as long as the provider asked, if it did), or until a cancel.
+func (r *run) backOff(ctx workflow.Context, failure error) error {
+	wait := notifyInitialInterval
+	var appErr *temporal.ApplicationError
+	if errors.As(failure, &appErr) && appErr.NextRetryDelay() > 0 {
+		wait = appErr.NextRetryDelay()
+	}
+	_, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return r.cancel != nil })
+	return err
+}
+
+// sendAsActivity runs the notify activity with budget left to retry in.
+func (r *run) sendAsActivity(ctx workflow.Context, in activities.NotifyInput, budget time.Duration) (activities.NotifyResult, error) {
+	sendCtx, stopSend := workflow.WithCancel(ctx)
+	opts := sendOptions(sendCtx)
+	if in.Fallback {
+		o := workflow.GetActivityOptions(opts)
+		o.ScheduleToCloseTimeout = max(budget, notifyAttemptTimeout)
+		opts = workflow.WithActivityOptions(opts, o)
+	}
+	f := workflow.ExecuteActivity(opts, a.Notify, in)
 	if err := workflow.Await(ctx, func() bool { return f.IsReady() || r.cancel != nil }); err != nil {
-		return err
+		return activities.NotifyResult{}, err
 	}
 	if !f.IsReady() && workflow.GetVersion(ctx, changeCancelStopsSend, workflow.DefaultVersion, 1) == 1 {
 		// The activity heartbeats, so an attempt in flight hears of it
@@ -269,6 +358,11 @@ func (r *run) deliver(ctx workflow.Context) error {
 	}
 	var sent activities.NotifyResult
 	err := f.Get(ctx, &sent)
+	return sent, err
+}
+
+// sent ends the reminder as its delivery came out.
+func (r *run) sent(ctx workflow.Context, sent activities.NotifyResult, err error) error {
 	r.sending = false
 	var canceled *temporal.CanceledError
 	switch {
@@ -519,7 +613,7 @@ func notifyOptions(ctx workflow.Context) workflow.Context {
 		StartToCloseTimeout:    notifyAttemptTimeout,
 		ScheduleToCloseTimeout: notifyRetryBudget,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
+			InitialInterval:    notifyInitialInterval,
 			BackoffCoefficient: 2,
 			MaximumInterval:    10 * time.Minute,
 			NonRetryableErrorTypes: []string{

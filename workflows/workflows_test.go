@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -42,6 +43,8 @@ func withApproval(in workflows.ReminderInput) workflows.ReminderInput {
 type notifyCall struct {
 	At time.Time
 	In activities.NotifyInput
+	// Local: the call ran as a local activity.
+	Local bool
 }
 
 // harness runs ReminderWorkflow in the time-skipping test environment with
@@ -78,8 +81,8 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		notify = notify.After(sendTime[0])
 	}
 	notify.Return(
-		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
-			h.notifies = append(h.notifies, notifyCall{At: h.env.Now().UTC(), In: in})
+		func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+			h.notifies = append(h.notifies, notifyCall{At: h.env.Now().UTC(), In: in, Local: activity.GetInfo(ctx).IsLocalActivity})
 			switch {
 			case in.Purpose == reminder.PurposeEscalation && h.failEscalation != nil:
 				return activities.NotifyResult{}, h.failEscalation
@@ -612,4 +615,103 @@ func TestWorkflowCancellationIsRecorded(t *testing.T) {
 	require.Empty(t, h.notifies)
 	require.Equal(t, []string{"cancelled"}, h.events())
 	require.Equal(t, "workflow cancellation", h.transitions[0].Detail["via"])
+}
+
+// The fast path: the first attempt runs as a local activity at the due time;
+// when it fails for now, the regular activity delivers, once, a retry's
+// backoff later.
+func TestFailedLocalAttemptFallsBackToTheActivity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		if len(h.notifies) == 1 {
+			return activities.NotifyResult{}, errors.New("mail API answered 503")
+		}
+		return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: "pm-2"}, nil
+	}
+	due := t0.Add(time.Hour)
+
+	res := h.run(input(due))
+
+	require.Equal(t, reminder.Sent, res.State)
+	require.Equal(t, "pm-2", res.ProviderMessageID)
+	sends := h.sends("")
+	require.Len(t, sends, 2, "one local attempt, one activity attempt")
+	require.True(t, sends[0].Local, "the first attempt is local")
+	require.False(t, sends[0].In.Fallback)
+	require.Equal(t, due, sends[0].At, "the first attempt runs when the timer fires")
+	require.False(t, sends[1].Local, "the fallback is the regular activity")
+	require.True(t, sends[1].In.Fallback, "the activity knows it retries")
+	require.Equal(t, due.Add(time.Second), sends[1].At, "the fallback waits a retry's first backoff")
+}
+
+// A delivered reminder's one attempt is the local one.
+func TestDeliveredReminderSendsOnceLocally(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	res := h.run(input(t0.Add(time.Hour)))
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, h.sends(""), 1)
+	require.True(t, h.sends("")[0].Local)
+}
+
+// A provider that asks to be called back later (Retry-After) is called
+// back no sooner by the fallback.
+func TestFallbackWaitsAsTheProviderAsked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		if len(h.notifies) == 1 {
+			return activities.NotifyResult{}, temporal.NewApplicationErrorWithOptions("mail API answered 429", "DeliveryFailed",
+				temporal.ApplicationErrorOptions{NextRetryDelay: 45 * time.Second})
+		}
+		return activities.NotifyResult{DeliveryKey: in.Key()}, nil
+	}
+	h.run(input(t0))
+	sends := h.sends("")
+	require.Len(t, sends, 2)
+	require.Equal(t, sends[0].At.Add(45*time.Second), sends[1].At)
+}
+
+// A local attempt that sent but could not record hands the provider's
+// message id to the fallback, which records it and sends nothing (the
+// regular activity keeps the same proof in its heartbeat).
+func TestLocalSendNotRecordedIsRecordedNotSentAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		if len(h.notifies) == 1 {
+			return activities.NotifyResult{}, temporal.NewApplicationErrorWithOptions("sent, but not recorded: database down",
+				activities.ErrTypeSentNotRecorded, temporal.ApplicationErrorOptions{
+					Details: []any{activities.SentProof{ProviderMessageID: "pm-local"}},
+				})
+		}
+		return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: in.SentAs}, nil
+	}
+	res := h.run(input(t0))
+	require.Equal(t, reminder.Sent, res.State)
+	sends := h.sends("")
+	require.Len(t, sends, 2)
+	require.Equal(t, "pm-local", sends[1].In.SentAs, "the fallback is told what was sent")
+	require.Equal(t, "pm-local", res.ProviderMessageID)
+}
+
+// A cancel that arrives while the local attempt is calling the provider
+// waits for it: the send it makes is compensated, not lost from the trail.
+func TestCancelDuringTheLocalAttemptIsCompensated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3*time.Second)
+	due := t0.Add(time.Hour)
+	o := h.update(time.Hour+time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+
+	res := h.run(input(due))
+
+	require.Equal(t, reminder.Sent, res.State)
+	require.True(t, res.Compensated)
+	require.True(t, h.sends("")[0].Local)
+	require.Len(t, h.sends(reminder.PurposeCancellation), 1)
+	require.NoError(t, o.err)
+	require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+	require.Equal(t, due.Add(3*time.Second), h.sends("")[0].At, "the send, begun at the due time, was answered after the cancel came")
+	require.False(t, o.at.Before(h.sends("")[0].At), "the cancel answered once the send it waited for was done: %v", o.at)
 }

@@ -41,8 +41,10 @@ func TestWorkerStoppedWhileTheProviderHoldsItsAnswer(t *testing.T) {
 // The record of accepted sends is blocked (a lock holds the audit trail)
 // when the worker is stopped. The record outlives the attempt's
 // cancellation under its own timeout; the provider's message id was
-// heartbeated the moment it was accepted, so when the lock is gone the next
-// worker records the sends instead of making them again.
+// heartbeated the moment it was accepted (a local first attempt, which
+// cannot heartbeat, gives its record up in time to hand the id over in its
+// failure), so when the lock is gone the next worker records the sends
+// instead of making them again.
 func TestWorkerStoppedWhileARecordIsBlocked(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})

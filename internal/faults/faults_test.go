@@ -329,3 +329,43 @@ func TestMailAPIFailingForAWhile(t *testing.T) {
 	require.Empty(t, audit(t, s, results))
 	require.Equal(t, len(results)+5, s.Mail.Requests(), "five refused calls were retried")
 }
+
+// The worker is killed (SIGKILL) while the fast path's local attempt waits
+// on the provider, and the provider then accepts the call the dead worker
+// made: the one window that cannot be closed (sent, never recorded). When a
+// worker returns, the workflow task is retried, the local attempt finds the
+// key still claimed, and the notify activity takes the claim over once its
+// lease lapses: the key is sent twice at most, and only because it was in
+// that window; the mirror records the send.
+func TestWorkerKilledDuringTheLocalAttempt(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	worker := testenv.StartProcess(t, s.Env(), testenv.Binary(t), "worker")
+	release := s.Mail.Hold()
+	defer release()
+	results, err := s.Starter.Schedule(context.Background(), emailUpdate(t, 1, time.Now().Add(time.Second), 0))
+	require.NoError(t, err)
+	r := results[0]
+
+	require.Eventually(t, func() bool { return s.Mail.Held() == 1 }, 30*time.Second, 20*time.Millisecond, worker.Log())
+	require.False(t, hasEvent(s, r.WorkflowID, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+		"the call waiting at the provider is the local attempt's")
+	worker.Kill()
+	release()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = s.Mail.Wait(ctx, func(m []sink.Mail) bool { return len(m) == 1 && s.Mail.InFlight() == 0 })
+	require.NoError(t, err)
+	require.False(t, recordedKeys(t, s)[r.DeliveryKey], "the dead worker never recorded the send it made")
+
+	restarted := time.Now()
+	worker.Start()
+	waitAll(t, s, results, 2*time.Minute)
+	accepted, _ := s.Mail.DeliveryKeys()
+	require.LessOrEqual(t, accepted[r.DeliveryKey], 2, "sent at most twice")
+	require.Len(t, audit(t, s, results), accepted[r.DeliveryKey]-1)
+	require.True(t, hasEvent(s, r.WorkflowID, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+		"the notify activity took over from the lost local attempt")
+	t.Logf("worker SIGKILL during the local attempt: the key was sent %d times; delivered %s after the restart",
+		accepted[r.DeliveryKey], time.Since(restarted).Round(time.Second))
+}
