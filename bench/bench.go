@@ -88,9 +88,9 @@ type Runner struct {
 	PostgresCPU func() (float64, error)
 	// IdleGap is how long every queue must stay empty before the next run.
 	IdleGap time.Duration
-	// MinSlack is the least time that may be left between the end of
-	// scheduling and the first due instant; a run with less is invalid,
-	// since the engine's start work then spills into what it measures.
+	// MinSlack is the least time that may be left between the end of the
+	// starts' work and the first due instant; a run with less is invalid,
+	// since that work then spills into what it measures.
 	MinSlack time.Duration
 
 	seq atomic.Int64
@@ -115,7 +115,8 @@ type Result struct {
 	// ScheduleRate is reminders started per second.
 	ScheduleRate float64 `json:"schedule_rate"`
 	// Lead is how far after scheduling began the first reminder was due;
-	// Slack is what was left of it when scheduling ended.
+	// Slack is what was left of it when the starts' work was done: the
+	// starts, and each reminder's first workflow task (a sample's).
 	Lead  time.Duration `json:"lead_ns,omitempty"`
 	Slack time.Duration `json:"slack_ns,omitempty"`
 	// Rate is reminders due a second (steady).

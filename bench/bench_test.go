@@ -113,10 +113,28 @@ func TestInvalidReason(t *testing.T) {
 		{"valid", ok, "", ""},
 		{"errored", Result{Error: "boom", N: 10, Delivered: 10}, "", "error: boom"},
 		{"partly drained", Result{N: 10, Delivered: 7, Lost: 3}, "", "partly drained: 7 of 10 delivered"},
-		{"no slack", Result{N: 10, Delivered: 10, Lead: 5 * time.Second, Slack: 500 * time.Millisecond}, "", "scheduling ended 500ms before the first due time (less than 2s)"},
+		{"little slack", Result{N: 10, Delivered: 10, Lead: 5 * time.Second, Slack: 500 * time.Millisecond}, "",
+			"the starts' work was done 500ms before the first due time (less than 2s)"},
+		{"no slack", Result{N: 10, Delivered: 10, Lead: 5 * time.Second}, "",
+			"the starts' work (scheduling, each reminder's first workflow task) was not done by the first due time"},
 		{"catch-up has no lead", Result{N: 10, Delivered: 10}, "", ""},
 		{"started on a tail", ok, "the queues had not settled", "the queues had not settled"},
 	} {
 		require.Equal(t, tc.want, invalidReason(tc.res, tc.unsettled, 2*time.Second), tc.name)
 	}
+}
+
+func TestSampleIndices(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []int{0, 1, 2, 3}, sampleIndices(4, 8), "fewer than the sample: all")
+	require.Equal(t, []int{0, 25, 50, 75, 96, 97, 98, 99}, sampleIndices(100, 4))
+	require.Empty(t, sampleIndices(0, 8))
+}
+
+func TestSlack(t *testing.T) {
+	t.Parallel()
+	due := t0.Add(10 * time.Second)
+	require.Equal(t, 4*time.Second, slack(t0.Add(6*time.Second), due))
+	require.Zero(t, slack(time.Time{}, due), "not done by the due time")
+	require.Zero(t, slack(due.Add(time.Second), due))
 }

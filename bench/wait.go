@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -76,7 +79,9 @@ func (r *Runner) results(ctx context.Context, b *batch, within time.Duration) ([
 
 // Settle waits until the workflow and activity backlogs of every bench
 // queue are empty and have stayed so for IdleGap, so a run never starts on
-// the tail of the one before it.
+// the tail of the one before it. The server caches these counts for 5 s
+// (matching.TaskQueueInfoByBuildIdTTL): a gap of at least that makes the
+// last reading a fresh one.
 func (r *Runner) Settle(ctx context.Context, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
@@ -126,4 +131,73 @@ func (r *Runner) backlog(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// firstTaskSample is how many of a batch's workflows firstTasksDone looks
+// at: the last ones started, and as many spread over the batch.
+const firstTaskSample = 8
+
+// firstTaskPoll is how often firstTasksDone looks.
+const firstTaskPoll = 250 * time.Millisecond
+
+// sampleIndices picks, of n workflows in start order, the last k and k
+// spread evenly over the rest, in ascending order without repeats.
+func sampleIndices(n, k int) []int {
+	seen := map[int]bool{}
+	var out []int
+	add := func(i int) {
+		if i >= 0 && i < n && !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	for i := 0; i < k && n > 0; i++ {
+		add(i * n / k)
+	}
+	for i := max(0, n-k); i < n; i++ {
+		add(i)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// firstTasksDone waits until the batch's workflows have run their first
+// workflow task (each has set its timer and waits on nothing else), or
+// until deadline, and returns when; zero if the deadline came first. It
+// asks the engine about a sample: tasks are dispatched about in the order
+// they were added, so the workflows started last are the last to be
+// done. Until then the engine is still doing the starts' work, which must
+// not spill into what a run measures.
+func (r *Runner) firstTasksDone(ctx context.Context, b *batch, deadline time.Time) time.Time {
+	pending := map[string]bool{}
+	for _, i := range sampleIndices(len(b.ids), firstTaskSample) {
+		pending[b.ids[i]] = true
+	}
+	for {
+		var mu sync.Mutex
+		var g errgroup.Group
+		for _, id := range slices.Collect(maps.Keys(pending)) {
+			g.Go(func() error {
+				desc, err := r.Temporal.DescribeWorkflowExecution(ctx, id, "")
+				if err == nil && desc.GetPendingWorkflowTask() == nil && desc.GetWorkflowExecutionInfo().GetHistoryLength() > 2 {
+					mu.Lock()
+					delete(pending, id)
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+		_ = g.Wait()
+		if len(pending) == 0 {
+			return time.Now()
+		}
+		if !time.Now().Before(deadline) {
+			return time.Time{}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}
+		case <-time.After(min(firstTaskPoll, time.Until(deadline))):
+		}
+	}
 }

@@ -34,6 +34,15 @@ const (
 	outageTail = 3 * time.Second
 )
 
+// slack is what was left before the first due time when the starts' work
+// was done (0: not done by then).
+func slack(done, due time.Time) time.Duration {
+	if done.IsZero() || done.After(due) {
+		return 0
+	}
+	return due.Sub(done)
+}
+
 // leadFor is the lead for n starts at rate a second.
 func leadFor(n int, rate float64) time.Duration {
 	return time.Duration(float64(n)/(rate*leadMargin)*float64(time.Second)) + leadFloor
@@ -105,8 +114,10 @@ func invalidReason(res Result, unsettled string, minSlack time.Duration) string 
 		return "error: " + res.Error
 	case res.Lost > 0:
 		return fmt.Sprintf("partly drained: %d of %d delivered", res.Delivered, res.N)
+	case res.Lead > 0 && res.Slack <= 0:
+		return "the starts' work (scheduling, each reminder's first workflow task) was not done by the first due time"
 	case res.Lead > 0 && res.Slack < minSlack:
-		return fmt.Sprintf("scheduling ended %s before the first due time (less than %s)", res.Slack.Round(time.Millisecond), minSlack)
+		return fmt.Sprintf("the starts' work was done %s before the first due time (less than %s)", res.Slack.Round(time.Millisecond), minSlack)
 	case unsettled != "":
 		return unsettled
 	}
@@ -121,10 +132,11 @@ func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Res
 		first := time.Now().Add(res.Lead)
 		step := time.Duration(float64(time.Second) / rate)
 		b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return first.Add(time.Duration(i) * step) })
-		res.ScheduleRate, res.Slack = schedRate, first.Sub(b.scheduled)
+		res.ScheduleRate = schedRate
 		if err != nil {
 			return err
 		}
+		res.Slack = slack(r.firstTasksDone(ctx, b, first), first)
 		outs, err := r.results(ctx, b, time.Until(first)+time.Duration(n)*step+resultsGrace)
 		r.measure(ctx, &res, b, outs)
 		return err
@@ -138,10 +150,11 @@ func (r *Runner) Burst(ctx context.Context, kind Kind, n int) Result {
 		res.Lead = r.lead(kind, n)
 		due := time.Now().Add(res.Lead)
 		b, schedRate, err := r.schedule(ctx, kind, n, func(int) time.Time { return due })
-		res.ScheduleRate, res.Slack = schedRate, due.Sub(b.scheduled)
+		res.ScheduleRate = schedRate
 		if err != nil {
 			return err
 		}
+		res.Slack = slack(r.firstTasksDone(ctx, b, due), due)
 		outs, err := r.results(ctx, b, time.Until(due)+drainWithin)
 		starts := r.measure(ctx, &res, b, outs)
 		res.DrainRate = DrainRate(starts)

@@ -71,8 +71,8 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	fs.StringVar(&f.engine, "engine", "", "what the workloads run on, for the report (default: Temporal at the address)")
 	fs.StringVar(&f.serverPIDFile, "server-pid-file", "", "the Temporal server's pid file, to report its CPU (none: \"-\")")
 	fs.StringVar(&f.postgresPIDFile, "postgres-pid-file", "", "PostgreSQL's postmaster.pid, to report its CPU (none: \"-\")")
-	fs.DurationVar(&f.idleGap, "idle-gap", 3*time.Second, "how long every queue must stay empty before the next run")
-	fs.DurationVar(&f.minSlack, "min-slack", 2*time.Second, "a run whose scheduling ends closer than this to its first due time is left out")
+	fs.DurationVar(&f.idleGap, "idle-gap", 5*time.Second, "how long every queue must stay empty before the next run (the server caches backlog counts for 5 s, so less proves little)")
+	fs.DurationVar(&f.minSlack, "min-slack", 2*time.Second, "a run whose starts' work (scheduling, each reminder's first workflow task) ends closer than this to its first due time is left out")
 	f.workers.register(fs)
 	if err := parseFlags(fs, e, args); err != nil {
 		return f, err
