@@ -54,7 +54,7 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	fs := newFlags(e, "bench", "bench [--workloads burst,catchup,steady,hold] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
 		"       bench --merge FILE,FILE,... [--out FILE] [--json]")
 	fs.StringVar(&f.workloads, "workloads", "burst,catchup,steady,hold", "which workloads to run, in order")
-	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run (1,000 keeps a drain window of 15–20 s on the dev server while 5 pairs of every path fit in about 25 minutes)")
+	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
 	fs.IntVar(&f.pairs, "pairs", 5, "alternating rounds after each path's warm-up: every two paths meet as A B, B A, A B, ...")
 	fs.StringVar(&f.rate, "rate", "auto", "steady: reminders due a second, or auto: 0.8 × the lean baseline's burst drain rate (from this run's burst, --ceiling-from, or a quick lean burst)")
 	fs.DurationVar(&f.duration, "duration", 30*time.Second, "steady: how long reminders keep coming due")
