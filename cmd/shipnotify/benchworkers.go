@@ -94,15 +94,11 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 		return serveWorker(ctx, d, s.options(), ready)
 	case bench.Naive, bench.Lean:
 		// The same SDK metrics handler as the full worker's.
-		_, closeMetrics, err := opsRegistry(d)
+		_, tc, closeMetrics, err := opsTemporal(ctx, d)
 		if err != nil {
 			return err
 		}
 		defer closeMetrics()
-		tc, err := d.temporal(ctx)
-		if err != nil {
-			return err
-		}
 		w := sdkworker.New(tc, *queue, worker.SDKOptions(s.options()))
 		bench.RegisterBare(w, bench.NewNoop())
 		if err := w.Start(); err != nil {

@@ -51,15 +51,11 @@ func serveWorker(ctx context.Context, d *deps, o worker.Options, ready func()) e
 	if err := requireMigrated(ctx, store); err != nil {
 		return err
 	}
-	reg, closeMetrics, err := opsRegistry(d)
+	reg, tc, closeMetrics, err := opsTemporal(ctx, d)
 	if err != nil {
 		return err
 	}
 	defer closeMetrics()
-	tc, err := d.temporal(ctx)
-	if err != nil {
-		return err
-	}
 	acts := newActivities(d.cfg, store)
 	acts.Metrics = metrics.New(reg)
 	metrics.WatchCredentials(reg, "sendgrid", acts.Email)
