@@ -87,6 +87,16 @@ func TestLeadFollowsTheMeasuredStartRate(t *testing.T) {
 	require.Equal(t, leadFor(600, assumedStartRate), r.lead(Full, 600), "unmeasured: the assumed rate")
 	r.startRates = map[Kind]float64{Full: 300}
 	require.Equal(t, leadFor(600, 300), r.lead(Full, 600))
+
+	// The rate learnt is of the starts' work: 600 done 4 s after
+	// scheduling began is 150/s; not done by a due time 5 s after it, at
+	// most 120/s, and the next lead grows.
+	b := &batch{started: t0}
+	r.learnStartRate(Full, 600, b, t0.Add(4*time.Second), t0.Add(9*time.Second))
+	require.Equal(t, leadFor(600, 150), r.lead(Full, 600))
+	r.learnStartRate(Full, 600, b, time.Time{}, t0.Add(5*time.Second))
+	require.Equal(t, leadFor(600, 120), r.lead(Full, 600))
+	require.Greater(t, r.lead(Full, 600), 5*time.Second)
 }
 
 func TestOrderAlternatesAfterOneWarmUpEach(t *testing.T) {

@@ -28,8 +28,9 @@ type batch struct {
 	ids   []string
 	dueAt []time.Time
 	keys  map[string]bool // full: delivery keys
-	// scheduled is when the last start returned.
-	scheduled time.Time
+	// started is when scheduling began, scheduled when the last start
+	// returned.
+	started, scheduled time.Time
 }
 
 // schedule starts n reminders of kind, the i-th due at due(i), and
@@ -40,7 +41,7 @@ func (r *Runner) schedule(ctx context.Context, kind Kind, n int, due func(i int)
 	for i := range n {
 		b.planned[i] = reminder.NormalizeTime(due(i))
 	}
-	start := time.Now()
+	b.started = time.Now()
 	var err error
 	switch kind {
 	case Naive, Lean:
@@ -51,16 +52,7 @@ func (r *Runner) schedule(ctx context.Context, kind Kind, n int, due func(i int)
 		err = r.scheduleFull(ctx, b)
 	}
 	b.scheduled = time.Now()
-	rate := float64(n) / b.scheduled.Sub(start).Seconds()
-	r.mu.Lock()
-	if r.startRates == nil {
-		r.startRates = map[Kind]float64{}
-	}
-	if err == nil {
-		r.startRates[kind] = rate
-	}
-	r.mu.Unlock()
-	return b, rate, err
+	return b, float64(n) / b.scheduled.Sub(b.started).Seconds(), err
 }
 
 // inBatches runs fn over [0, n) cut into batches of Fanout, with

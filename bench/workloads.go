@@ -13,10 +13,11 @@ import (
 	"github.com/shipnotify/shipnotify/mirror"
 )
 
-// Lead arithmetic: the first due time is put far enough ahead that
-// scheduling, at leadMargin of the path's last measured start rate,
-// finishes leadFloor before it. A path not yet measured is assumed to start
-// assumedStartRate a second (only its warm-up runs so).
+// Lead arithmetic: the first due time is put far enough ahead that the
+// starts' work (scheduling, and each reminder's first workflow task), at
+// leadMargin of the path's last measured rate of it, finishes leadFloor
+// before it. A path not yet measured is assumed to do assumedStartRate
+// starts a second (only its warm-up runs so).
 const (
 	leadMargin       = 0.6
 	leadFloor        = 3 * time.Second
@@ -46,6 +47,25 @@ func slack(done, due time.Time) time.Duration {
 // leadFor is the lead for n starts at rate a second.
 func leadFor(n int, rate float64) time.Duration {
 	return time.Duration(float64(n)/(rate*leadMargin)*float64(time.Second)) + leadFloor
+}
+
+// learnStartRate keeps the rate of a run's starts' work for its path's
+// next lead: n over the time from the start of scheduling until that work
+// was done, or, when it was not done by the due time, until then (a rate
+// it did not reach, so the next lead grows).
+func (r *Runner) learnStartRate(kind Kind, n int, b *batch, done, due time.Time) {
+	end := done
+	if end.IsZero() {
+		end = due
+	}
+	if took := end.Sub(b.started); took > 0 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.startRates == nil {
+			r.startRates = map[Kind]float64{}
+		}
+		r.startRates[kind] = float64(n) / took.Seconds()
+	}
 }
 
 func (r *Runner) lead(kind Kind, n int) time.Duration {
@@ -136,7 +156,9 @@ func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Res
 		if err != nil {
 			return err
 		}
-		res.Slack = slack(r.firstTasksDone(ctx, b, first), first)
+		done := r.firstTasksDone(ctx, b, first)
+		r.learnStartRate(kind, n, b, done, first)
+		res.Slack = slack(done, first)
 		outs, err := r.results(ctx, b, time.Until(first)+time.Duration(n)*step+resultsGrace)
 		r.measure(ctx, &res, b, outs)
 		return err
@@ -154,13 +176,10 @@ func (r *Runner) Burst(ctx context.Context, kind Kind, n int) Result {
 		if err != nil {
 			return err
 		}
-		res.Slack = slack(r.firstTasksDone(ctx, b, due), due)
-		outs, err := r.results(ctx, b, time.Until(due)+drainWithin)
-		starts := r.measure(ctx, &res, b, outs)
-		res.DrainRate = DrainRate(starts)
-		d := TimeToDrain(starts, due)
-		res.Drain = &d
-		return err
+		done := r.firstTasksDone(ctx, b, due)
+		r.learnStartRate(kind, n, b, done, due)
+		res.Slack = slack(done, due)
+		return r.drain(ctx, &res, b, time.Until(due)+drainWithin, due)
 	})
 }
 
@@ -200,13 +219,19 @@ func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 		if err != nil {
 			return err
 		}
-		outs, err := r.results(ctx, b, drainWithin)
-		starts := r.measure(ctx, &res, b, outs)
-		res.DrainRate = DrainRate(starts)
-		d := TimeToDrain(starts, firstPoll)
-		res.Drain = &d
-		return err
+		return r.drain(ctx, &res, b, drainWithin, firstPoll)
 	})
+}
+
+// drain waits for a batch's results and fills in its figures, the drain
+// timed from ref.
+func (r *Runner) drain(ctx context.Context, res *Result, b *batch, within time.Duration, ref time.Time) error {
+	outs, err := r.results(ctx, b, within)
+	starts := r.measure(ctx, res, b, outs)
+	res.DrainRate = DrainRate(starts)
+	d := TimeToDrain(starts, ref)
+	res.Drain = &d
+	return err
 }
 
 // Hold schedules n reminders far in the future, then reads the worker's
