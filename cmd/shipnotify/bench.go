@@ -292,7 +292,10 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		case "steady":
 			perSecond, from, err := steadyRate(ctx, f, r, &report, record)
 			if err != nil {
-				return report, err
+				// The other workloads' results still count.
+				report.Errors = append(report.Errors, "steady: "+err.Error())
+				fmt.Fprintf(e.stderr, "bench: steady left out: %v\n", err)
+				continue
 			}
 			options["steady_rate"], options["steady_rate_from"] = perSecond, from
 			count := int(perSecond * f.duration.Seconds())
@@ -319,30 +322,53 @@ func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *Benc
 		v, _ := strconv.ParseFloat(f.rate, 64)
 		return v, "--rate", nil
 	}
-	if c, ok := leanCeiling(report.Results); ok {
-		return steadyShare * c, fmt.Sprintf("%.0f%% of this run's lean burst drain rate %.1f/s", steadyShare*100, c), nil
+	share := func(c float64, note, where string) string {
+		return fmt.Sprintf("%.0f%% of the lean burst drain rate %.1f/s %s%s", steadyShare*100, c, where, note)
+	}
+	if c, note, ok := leanCeiling(report.Results); ok {
+		return steadyShare * c, share(c, note, "of this run"), nil
 	}
 	if f.ceilingFrom != "" {
 		prev, err := readReport(f.ceilingFrom)
 		if err != nil {
 			return 0, "", usageError{fmt.Errorf("--ceiling-from: %w", err)}
 		}
-		if c, ok := leanCeiling(prev.Results); ok {
-			return steadyShare * c, fmt.Sprintf("%.0f%% of the lean burst drain rate %.1f/s in %s", steadyShare*100, c, f.ceilingFrom), nil
+		if c, note, ok := leanCeiling(prev.Results); ok {
+			return steadyShare * c, share(c, note, "in "+f.ceilingFrom), nil
 		}
 	}
 	res := r.Burst(ctx, bench.Lean, f.n)
-	res.Workload = "ceiling"
+	res.Workload = ceilingWorkload
 	record(res)
-	if res.Invalid != "" || res.DrainRate <= 0 {
-		return 0, "", fmt.Errorf("--rate auto: the lean burst that measures the ceiling failed (%s); pass --rate", res.Invalid)
+	if c, note, ok := leanCeiling([]bench.Result{res}); ok {
+		return steadyShare * c, share(c, note, "measured for it"), nil
 	}
-	return steadyShare * res.DrainRate, fmt.Sprintf("%.0f%% of a lean burst's drain rate %.1f/s measured for it", steadyShare*100, res.DrainRate), nil
+	return 0, "", fmt.Errorf("--rate auto: the lean burst that measures the ceiling did not deliver everything (%s); pass --rate", res.Invalid)
 }
 
-// leanCeiling is the lean baseline's median burst drain rate.
-func leanCeiling(results []bench.Result) (float64, bool) {
-	return bench.MedianOf(results, "burst", bench.Lean, func(r bench.Result) (float64, bool) { return r.DrainRate, r.DrainRate > 0 })
+// ceilingWorkload names the lean burst --rate auto runs when it has no
+// other to go by.
+const ceilingWorkload = "ceiling"
+
+// leanCeiling is the lean baseline's median burst drain rate over its
+// compared runs; when none of them was valid, over the lean bursts that
+// delivered everything (left out for another reason, such as a short
+// slack, which matters less to a ceiling), and note says so.
+func leanCeiling(results []bench.Result) (rate float64, note string, ok bool) {
+	drain := func(r bench.Result) (float64, bool) { return r.DrainRate, r.DrainRate > 0 }
+	if v, ok := bench.MedianOf(results, "burst", bench.Lean, drain); ok {
+		return v, "", true
+	}
+	var rates []float64
+	for _, r := range results {
+		if r.Kind == bench.Lean && (r.Workload == "burst" || r.Workload == ceilingWorkload) && r.Error == "" && r.Lost == 0 && r.DrainRate > 0 {
+			rates = append(rates, r.DrainRate)
+		}
+	}
+	if len(rates) == 0 {
+		return 0, "", false
+	}
+	return bench.Median(rates), " (no lean burst was valid for comparison: the median of those that delivered everything)", true
 }
 
 // pidCPU reads the CPU of the process tree named by a pid file; nil (the

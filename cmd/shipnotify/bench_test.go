@@ -76,3 +76,25 @@ func TestWorkerEnv(t *testing.T) {
 		"TEMPORAL_ADDRESS=b:2", "SHIPNOTIFY_METRICS_ADDR=off")
 	require.Equal(t, []string{"PATH=/bin", "DATABASE_URL=postgres://x", "TEMPORAL_ADDRESS=b:2", "SHIPNOTIFY_METRICS_ADDR=off"}, got)
 }
+
+// --rate auto goes by the lean bursts that were compared; when none was
+// valid, by those that delivered everything; never by one that lost.
+func TestLeanCeiling(t *testing.T) {
+	t.Parallel()
+	lean := func(round int, drain float64, invalid string, lost int) bench.Result {
+		return bench.Result{Workload: "burst", Kind: bench.Lean, Round: round, N: 10, Delivered: 10 - lost, Lost: lost,
+			DrainRate: drain, Invalid: invalid}
+	}
+	rate, note, ok := leanCeiling([]bench.Result{lean(0, 10, "", 0), lean(1, 60, "", 0), lean(2, 70, "", 0), lean(3, 1, "slack", 0)})
+	require.True(t, ok)
+	require.InDelta(t, 65, rate, 1e-9)
+	require.Empty(t, note)
+
+	rate, note, ok = leanCeiling([]bench.Result{lean(0, 40, "slack", 0), lean(1, 50, "slack", 0), lean(2, 5, "partly drained", 3)})
+	require.True(t, ok)
+	require.InDelta(t, 45, rate, 1e-9)
+	require.Contains(t, note, "no lean burst was valid")
+
+	_, _, ok = leanCeiling([]bench.Result{lean(1, 5, "partly drained", 3), {Workload: "burst", Kind: bench.Full, Round: 1, DrainRate: 50}})
+	require.False(t, ok)
+}
