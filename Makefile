@@ -23,7 +23,7 @@ test-ui:
 	@scripts/test-ui.sh
 
 ## bench: the full reminder path against two bare baselines, 5 alternating pairs, a fresh dev server per
-## workload (about 75 min; the table and targets at the end, out/bench.json kept); BENCH_ARGS passes flags
+## workload (about an hour; the table and targets at the end, out/bench.json kept); BENCH_ARGS passes flags
 bench:
 	@scripts/bench.sh $(BENCH_ARGS)
 
