@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -134,7 +135,7 @@ func (m cpuMark) since(before cpuMark) CPU {
 		if a == nil || b == nil {
 			return nil
 		}
-		d := *a - *b
+		d := math.Round((*a-*b)*100) / 100 // ticks are hundredths
 		return &d
 	}
 	return CPU{Server: diff(m.server, before.server), Worker: diff(m.worker, before.worker), Postgres: diff(m.postgres, before.postgres)}

