@@ -46,8 +46,8 @@ func (p *inProcess) CPU(Kind) float64 { return 0 }
 
 // A few reminders of each path through the real runner on the dev server:
 // every one delivered once, the lag timed from the worker's StartedTime,
-// the histories read and classified, and a catch-up that restarts its
-// worker.
+// the histories read and classified; then a steady run, and a catch-up
+// that restarts its worker.
 func TestRunnerEndToEnd(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
@@ -111,7 +111,14 @@ func TestRunnerEndToEnd(t *testing.T) {
 		}
 	}
 
-	res := r.Catchup(ctx, Naive, n)
+	res := r.Steady(ctx, Lean, n, 10)
+	require.Empty(t, res.Invalid, "%+v", res)
+	require.Equal(t, n, res.Delivered)
+	require.Equal(t, 10.0, res.Rate)
+	require.Positive(t, res.Lag.P99)
+	require.Nil(t, res.Drain, "a steady run has lags, not a drain")
+
+	res = r.Catchup(ctx, Naive, n)
 	require.Empty(t, res.Invalid, "%+v", res)
 	require.Equal(t, n, res.Delivered)
 	require.NotNil(t, res.Drain)

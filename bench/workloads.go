@@ -148,17 +148,11 @@ func invalidReason(res Result, unsettled string, minSlack time.Duration) string 
 func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Result {
 	res := Result{Workload: "steady", Kind: kind, Rate: rate}
 	return r.run(ctx, &res, func() error {
-		res.Lead = r.lead(kind, n)
-		first := time.Now().Add(res.Lead)
 		step := time.Duration(float64(time.Second) / rate)
-		b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return first.Add(time.Duration(i) * step) })
-		res.ScheduleRate = schedRate
+		b, first, err := r.scheduleAhead(ctx, &res, n, func(i int) time.Duration { return time.Duration(i) * step })
 		if err != nil {
 			return err
 		}
-		done := r.firstTasksDone(ctx, b, first)
-		r.learnStartRate(kind, n, b, done, first)
-		res.Slack = slack(done, first)
 		outs, err := r.results(ctx, b, time.Until(first)+time.Duration(n)*step+resultsGrace)
 		r.measure(ctx, &res, b, outs)
 		return err
@@ -169,18 +163,30 @@ func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Res
 func (r *Runner) Burst(ctx context.Context, kind Kind, n int) Result {
 	res := Result{Workload: "burst", Kind: kind}
 	return r.run(ctx, &res, func() error {
-		res.Lead = r.lead(kind, n)
-		due := time.Now().Add(res.Lead)
-		b, schedRate, err := r.schedule(ctx, kind, n, func(int) time.Time { return due })
-		res.ScheduleRate = schedRate
+		b, due, err := r.scheduleAhead(ctx, &res, n, func(int) time.Duration { return 0 })
 		if err != nil {
 			return err
 		}
-		done := r.firstTasksDone(ctx, b, due)
-		r.learnStartRate(kind, n, b, done, due)
-		res.Slack = slack(done, due)
 		return r.drain(ctx, &res, b, time.Until(due)+drainWithin, due)
 	})
+}
+
+// scheduleAhead schedules n reminders of res's path, the i-th due at the
+// first due time plus offset(i), the first due time a lead ahead; it waits
+// for the starts' work, learns its rate and records the lead, the schedule
+// rate and the slack.
+func (r *Runner) scheduleAhead(ctx context.Context, res *Result, n int, offset func(i int) time.Duration) (*batch, time.Time, error) {
+	res.Lead = r.lead(res.Kind, n)
+	first := time.Now().Add(res.Lead)
+	b, schedRate, err := r.schedule(ctx, res.Kind, n, func(i int) time.Time { return first.Add(offset(i)) })
+	res.ScheduleRate = schedRate
+	if err != nil {
+		return b, first, err
+	}
+	done := r.firstTasksDone(ctx, b, first)
+	r.learnStartRate(res.Kind, n, b, done, first)
+	res.Slack = slack(done, first)
+	return b, first, nil
 }
 
 // Catchup stops the worker while n reminders come due, then starts it:
