@@ -3,7 +3,7 @@
 SHELL := bash
 BIN := .dev/bin/shipnotify
 
-.PHONY: demo test test-engine test-ui bench down up build
+.PHONY: demo test test-engine test-ui bench bench-engine down up build
 
 ## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
 demo: build
@@ -22,9 +22,14 @@ test-engine:
 test-ui:
 	@scripts/test-ui.sh
 
-## bench: the full reminder path against a bare Temporal baseline (about 15 min); BENCH_ARGS passes flags
+## bench: the full reminder path against two bare baselines, 5 alternating pairs, a fresh dev server per
+## workload (about an hour; the table and targets at the end, out/bench.json kept); BENCH_ARGS passes flags
 bench:
 	@scripts/bench.sh $(BENCH_ARGS)
+
+## bench-engine: the same on the PostgreSQL-backed server make test-engine builds (about 2 h; out/bench-engine.json)
+bench-engine:
+	@scripts/bench.sh --engine $(BENCH_ARGS)
 
 ## up / down: keep the dev server and PostgreSQL running between commands
 up:

@@ -3,160 +3,93 @@ package bench
 import (
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 )
 
-// Ratio compares the full path with the bare baseline on one workload.
-type Ratio struct {
-	Workload string `json:"workload"`
-	// Rate is full/bare drain rate (burst, catchup) or schedule rate.
-	Rate float64 `json:"rate_ratio"`
-	// P99 is full/bare p99 lag.
-	P99 float64 `json:"p99_lag_ratio"`
-}
-
-// Ratios pairs each workload's full results with its bare ones, comparing
-// medians when a workload was repeated (runs on one shared machine vary).
-func Ratios(results []Result) []Ratio {
-	type key struct {
-		workload string
-		kind     Kind
-	}
-	groups := map[key][]Result{}
-	var order []string
-	for _, r := range results {
-		k := key{r.Workload, r.Kind}
-		if _, seen := groups[k]; !seen && r.Kind == Full {
-			order = append(order, r.Workload)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	var out []Ratio
-	for _, w := range order {
-		full, bare := groups[key{w, Full}], groups[key{w, Bare}]
-		if len(bare) == 0 {
-			continue
-		}
-		ratio := Ratio{Workload: w}
-		fd, bd := median(full, func(r Result) float64 { return r.DrainRate }), median(bare, func(r Result) float64 { return r.DrainRate })
-		switch {
-		case fd > 0 && bd > 0:
-			ratio.Rate = fd / bd
-		default:
-			ratio.Rate = median(full, func(r Result) float64 { return r.ScheduleRate }) /
-				median(bare, func(r Result) float64 { return r.ScheduleRate })
-		}
-		if bp := median(bare, func(r Result) float64 { return float64(r.LagP99) }); bp > 0 {
-			ratio.P99 = median(full, func(r Result) float64 { return float64(r.LagP99) }) / bp
-		}
-		out = append(out, ratio)
-	}
-	return out
-}
-
-// APIRatio compares scheduling through the tracker API with scheduling
-// through the starter in process, on one workload of one run.
-type APIRatio struct {
-	Workload string `json:"workload"`
-	// APIRate and StarterRate are the median schedule rates (reminders a
-	// second) of the api and full paths; Rate is APIRate/StarterRate.
-	APIRate     float64 `json:"api_schedule_rate"`
-	StarterRate float64 `json:"starter_schedule_rate"`
-	Rate        float64 `json:"api_starter_rate_ratio"`
-}
-
-// APIRatios pairs each workload's api results with its full ones, comparing
-// median schedule rates.
-func APIRatios(results []Result) []APIRatio {
-	var out []APIRatio
-	var order []string
-	byKind := map[string]map[Kind][]Result{}
-	for _, r := range results {
-		if byKind[r.Workload] == nil {
-			byKind[r.Workload] = map[Kind][]Result{}
-			order = append(order, r.Workload)
-		}
-		byKind[r.Workload][r.Kind] = append(byKind[r.Workload][r.Kind], r)
-	}
-	for _, w := range order {
-		api, full := byKind[w][API], byKind[w][Full]
-		if len(api) == 0 || len(full) == 0 {
-			continue
-		}
-		rate := func(r Result) float64 { return r.ScheduleRate }
-		a := APIRatio{Workload: w, APIRate: median(api, rate), StarterRate: median(full, rate)}
-		if a.StarterRate > 0 {
-			a.Rate = a.APIRate / a.StarterRate
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-func median(rs []Result, f func(Result) float64) float64 {
-	if len(rs) == 0 {
-		return 0
-	}
-	v := make([]float64, len(rs))
-	for i, r := range rs {
-		v[i] = f(r)
-	}
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
-// WriteTable prints the results and ratios for people.
-func WriteTable(w io.Writer, results []Result) error {
+// WriteTable prints the runs, the comparisons and the targets for people.
+func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Target) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tpath\tn\tsched/s\tdrain/s\tlag p50\tp90\tp99\tmax\tdelivered\tdup\tlost\tworker RSS\tevents\tquery p99\t")
+	fmt.Fprintln(tw, "workload\tpath\tround\tn\tsched/s\tslack\tdrain/s\tdrain p50\tp90\tp99\tlag p50\tp99\tmax\t"+
+		"delivered\tdup\tlost\tevents\tactions\tCPU s: server\tworker\tpostgres\tworker RSS\tquery p99\tcompared\t")
+	var left []string
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t\n",
-			r.Workload, r.Kind, r.N, r.ScheduleRate, rate(r.DrainRate),
-			ms(r.LagP50), ms(r.LagP90), ms(r.LagP99), ms(r.LagMax),
-			r.Delivered, r.Duplicates, r.Lost, mb(r.WorkerRSS), r.HistoryEvents, ms(r.QueryP99))
+		round, compared := fmt.Sprint(r.Round), "yes"
+		if r.Round == 0 {
+			round, compared = "warm-up", "-"
+		}
+		if r.Invalid != "" {
+			compared = "no"
+			left = append(left, fmt.Sprintf("%s %s round %d: %s", r.Workload, r.Kind, r.Round, r.Invalid))
+		}
+		var d Drain
+		if r.Drain != nil {
+			d = *r.Drain
+		}
+		acts := "-"
+		if r.Actions != nil {
+			acts = fmt.Sprint(r.Actions.Total)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Workload, r.Kind, round, r.N, r.ScheduleRate, ms(r.Slack), rate(r.DrainRate),
+			ms(d.P50), ms(d.P90), ms(d.P99), ms(r.Lag.P50), ms(r.Lag.P99), ms(r.Lag.Max),
+			r.Delivered, r.Duplicates, r.Lost, count(r.HistoryEvents), acts,
+			seconds(r.CPU.Server), seconds(r.CPU.Worker), seconds(r.CPU.Postgres), mb(r.WorkerRSS), ms(r.QueryP99), compared)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	ratios := Ratios(results)
-	if len(ratios) == 0 {
-		return nil
+	for _, l := range left {
+		fmt.Fprintln(w, "  left out: "+l)
 	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tfull/bare rate (median)\tfull/bare p99 lag (median)\t")
-	for _, r := range ratios {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t\n", r.Workload, r.Rate, r.P99)
+	if len(comps) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "workload\tcompared (per round)\tpairs\tmedian\t%.0f%% interval\tleft out\t\n", Confidence*100)
+		for _, c := range comps {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t\n", c.Workload, c.label(), c.N, ratio(c.N, c.Median),
+				interval(c.N, c.Low, c.High), len(c.Excluded))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	if len(targets) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "target\tbar\tmeasured: median [interval] (n)\tverdict\tnote")
+		for _, t := range targets {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Bar, t.Measured, t.Verdict, t.Note)
+		}
+		return tw.Flush()
 	}
-	apiRatios := APIRatios(results)
-	if len(apiRatios) == 0 {
-		return nil
+	return nil
+}
+
+func ratio(n int, v float64) string {
+	if n == 0 {
+		return "-"
 	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tAPI sched/s (median)\tstarter sched/s (median)\tAPI/starter\t")
-	for _, r := range apiRatios {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t\n", r.Workload, r.APIRate, r.StarterRate, r.Rate)
+	return fmt.Sprintf("%.2f", v)
+}
+
+func interval(n int, low, high float64) string {
+	if n == 0 {
+		return "-"
 	}
-	return tw.Flush()
+	return fmt.Sprintf("[%.2f, %.2f]", low, high)
 }
 
 func ms(d time.Duration) string {
-	if d == 0 {
+	switch {
+	case d == 0:
 		return "-"
-	}
-	if d < 10*time.Millisecond {
+	case d < 10*time.Millisecond && d > -10*time.Millisecond:
 		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	case d < 10*time.Second && d > -10*time.Second:
+		return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
 	}
-	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+	return fmt.Sprintf("%.1fs", d.Seconds())
 }
 
 func rate(r float64) string {
@@ -164,6 +97,20 @@ func rate(r float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", r)
+}
+
+func count(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func seconds(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *s)
 }
 
 func mb(b int64) string {

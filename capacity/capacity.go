@@ -19,7 +19,14 @@ type Input struct {
 	DrainRate float64
 	// Outage is how long nothing is delivered.
 	Outage time.Duration
+	// ActionsPerDelivery is the Temporal Cloud actions one delivered
+	// reminder costs (the benchmark counts them from its history); 0 when
+	// unknown.
+	ActionsPerDelivery float64
 }
+
+// DaysPerMonth is the month the monthly figures assume.
+const DaysPerMonth = 30
 
 // Plan is what the numbers come to.
 type Plan struct {
@@ -38,6 +45,10 @@ type Plan struct {
 	// outrun arrivals.
 	CatchUpWhileArriving time.Duration
 	Keeps                bool
+	// ActionsPerDay and ActionsPerMonth are what the deliveries cost in
+	// Temporal Cloud actions (0 when ActionsPerDelivery is unknown).
+	ActionsPerDay   float64
+	ActionsPerMonth float64
 }
 
 // Compute does the arithmetic.
@@ -51,6 +62,8 @@ func Compute(in Input) (Plan, error) {
 		return Plan{}, errors.New("the drain rate must be positive")
 	case in.Outage < 0:
 		return Plan{}, errors.New("the outage must not be negative")
+	case in.ActionsPerDelivery < 0:
+		return Plan{}, errors.New("the actions per delivery must not be negative")
 	}
 	p := Plan{DeliveriesPerDay: in.UpdatesPerDay * in.SubscribersPerUpdate}
 	p.AverageRate = p.DeliveriesPerDay / (24 * 60 * 60)
@@ -61,7 +74,15 @@ func Compute(in Input) (Plan, error) {
 	if in.DrainRate > p.AverageRate {
 		p.CatchUpWhileArriving, p.Keeps = seconds(p.Backlog/(in.DrainRate-p.AverageRate)), true
 	}
+	p.ActionsPerDay = p.DeliveriesPerDay * in.ActionsPerDelivery
+	p.ActionsPerMonth = p.ActionsPerDay * DaysPerMonth
 	return p, nil
+}
+
+// Cost is what actions cost at a price per million. No price is built
+// in: prices change and differ by plan, so the caller brings one.
+func Cost(actions, pricePerMillion float64) float64 {
+	return actions / 1e6 * pricePerMillion
 }
 
 func seconds(s float64) time.Duration {

@@ -52,3 +52,24 @@ func TestBadInput(t *testing.T) {
 		require.Error(t, err)
 	}
 }
+
+// Actions scale with deliveries: the seed's 120,000 deliveries a day at 4
+// actions each are 480,000 a day, 14.4 million in a 30-day month; at a
+// price of 25 per million that month costs 360.
+func TestActions(t *testing.T) {
+	t.Parallel()
+	p, err := capacity.Compute(capacity.Input{
+		UpdatesPerDay: 40000, SubscribersPerUpdate: 3, PeakFactor: 10, DrainRate: 50, ActionsPerDelivery: 4,
+	})
+	require.NoError(t, err)
+	require.InDelta(t, 480_000, p.ActionsPerDay, 1e-6)
+	require.InDelta(t, 14_400_000, p.ActionsPerMonth, 1e-6)
+	require.InDelta(t, 360, capacity.Cost(p.ActionsPerMonth, 25), 1e-9)
+
+	p, err = capacity.Compute(capacity.Input{UpdatesPerDay: 40000, SubscribersPerUpdate: 3, PeakFactor: 10, DrainRate: 50})
+	require.NoError(t, err)
+	require.Zero(t, p.ActionsPerDay, "unknown actions: none computed")
+
+	_, err = capacity.Compute(capacity.Input{UpdatesPerDay: 1, SubscribersPerUpdate: 1, PeakFactor: 1, DrainRate: 1, ActionsPerDelivery: -1})
+	require.Error(t, err)
+}

@@ -1,12 +1,89 @@
 #!/usr/bin/env bash
-# make bench: the benchmark on a fresh, private Temporal dev server (its own
-# SQLite file and ports, so earlier runs and the dev server do not weigh on
-# it) and the dev PostgreSQL (a schema of its own, dropped after).
-# Extra arguments go to `shipnotify bench`.
+# make bench / make bench-engine: `shipnotify bench`, each workload on a
+# fresh Temporal server of its own (a workload's leftovers never weigh on
+# the next), PostgreSQL in a schema of its own, dropped after.
+#
+#   scripts/bench.sh [bench flags]           a private dev server (SQLite, WAL; ports 7243/8243)
+#   scripts/bench.sh --engine [bench flags]  the PostgreSQL-backed server make test-engine builds
+#
+# Each workload writes out/bench-<workload>.json (the engine: out/bench-engine-
+# <workload>.json); they are merged into out/bench.json (out/bench-engine.json),
+# whose table is printed at the end. --workloads picks and orders workloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .dev/bin out
+
+engine=false
+if [ "${1:-}" = --engine ]; then engine=true; shift; fi
+workloads=burst,catchup,steady,hold
+args=()
+print=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --workloads) workloads=$2; shift 2 ;;
+    --workloads=*) workloads=${1#*=}; shift ;;
+    --json) print+=(--json); shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+
+if $engine; then
+  # shellcheck source=scripts/engine.sh
+  source scripts/engine.sh # helpers only when sourced
+  prefix=out/bench-engine
+  label="Temporal server $server_version, PostgreSQL persistence (fresh per workload)"
+  install_temporal; install_postgres; install_server
+  server_pid_alive && die "an engine server already runs (scripts/engine.sh down stops it); the benchmark starts its own per workload"
+  fresh_server() { server_up; }
+  stop_server() { server_down; }
+  server_pid_file="$dev/server.pid"
+  env_of() { print_engine_env; }
+else
+  export SHIPNOTIFY_DEV_TEMPORAL_PORT=7243 SHIPNOTIFY_DEV_UI_PORT=8243 SHIPNOTIFY_DEV_TEMPORAL_DIR="$PWD/.dev/temporal-bench"
+  # shellcheck source=scripts/dev.sh
+  source scripts/dev.sh # helpers only when sourced
+  prefix=out/bench
+  label="Temporal dev server $temporal_version, SQLite with WAL (fresh per workload)"
+  install_temporal; install_postgres
+  temporal_healthy "$(temporal_bin)" && die "something already serves 127.0.0.1:$temporal_port; the benchmark starts its own server per workload"
+  fresh_server() { rm -rf "$temporal_dir"; temporal_up; }
+  stop_server() { temporal_down; }
+  server_pid_file="$temporal_dir/pid"
+  env_of() { print_env; }
+fi
+mkdir -p "$dev" .dev/bin out
 go build -o .dev/bin/shipnotify ./cmd/shipnotify
-export SHIPNOTIFY_DEV_TEMPORAL_PORT=7243 SHIPNOTIFY_DEV_UI_PORT=8243 SHIPNOTIFY_DEV_TEMPORAL_DIR="$PWD/.dev/temporal-bench"
-rm -rf "$SHIPNOTIFY_DEV_TEMPORAL_DIR"
-exec scripts/dev.sh run -- .dev/bin/shipnotify bench --out out/bench.json "$@"
+
+pg_was_up=false; pg_running "$(pg_datadir)" && pg_was_up=true
+cleanup() {
+  trap '' PIPE INT TERM
+  stop_server
+  $pg_was_up || pg_down
+}
+trap cleanup EXIT
+# Ctrl-C reaches the benchmark (same process group); the loop then stops.
+interrupted=false
+trap 'interrupted=true' INT TERM
+pg_up
+
+status=0
+parts=()
+for w in ${workloads//,/ }; do
+  $interrupted && break
+  part="$prefix-$w.json"
+  rm -f "$part"
+  fresh_server
+  set -a; eval "$(env_of)"; set +a
+  ceiling=()
+  # --rate auto: the lean burst of this invocation sets the steady rate.
+  for p in "${parts[@]}"; do [ "$p" = "$prefix-burst.json" ] && ceiling=(--ceiling-from "$p"); done
+  say "== $w on a fresh server"
+  .dev/bin/shipnotify bench --workloads "$w" --out "$part" --engine "$label" \
+    --server-pid-file "$server_pid_file" --postgres-pid-file "$(pg_datadir)/postmaster.pid" \
+    "${ceiling[@]}" "${args[@]}" >"$prefix-$w.txt" || status=$?
+  stop_server
+  [ -f "$part" ] && parts+=("$part")
+done
+if [ ${#parts[@]} -gt 0 ]; then
+  .dev/bin/shipnotify bench --merge "$(IFS=,; echo "${parts[*]}")" --out "$prefix.json" "${print[@]}" || status=$?
+fi
+exit $status

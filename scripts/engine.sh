@@ -192,8 +192,12 @@ run_tests() {
   return $status
 }
 
-mkdir -p "$dev"
 set_ports
+# scripts/bench.sh sources this file for its helpers; the commands below
+# run only when it is executed.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+
+mkdir -p "$dev"
 case "${1:-}" in
   install)
     install_temporal

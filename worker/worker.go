@@ -22,6 +22,13 @@ type Options struct {
 	// ActivitiesPerSecond caps the task queue's activity rate across all
 	// workers, to stay under the mail provider's limit; 0 is unlimited.
 	ActivitiesPerSecond float64
+	// MaxConcurrentWorkflowTasks, MaxConcurrentLocalActivities and the
+	// pollers are the SDK's own knobs, named here so the benchmark can pin
+	// them to the same values on every worker it compares.
+	MaxConcurrentWorkflowTasks   int
+	MaxConcurrentLocalActivities int
+	WorkflowTaskPollers          int
+	ActivityTaskPollers          int
 }
 
 // DefaultCacheSize is how many running reminders a worker keeps in memory
@@ -56,15 +63,25 @@ const HeartbeatThrottle = time.Second
 // New returns a worker on taskQueue with every workflow and activity
 // registered. Start it with Run or Start.
 func New(c client.Client, taskQueue string, acts *activities.Activities, o Options) sdkworker.Worker {
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{
-		MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities,
-		TaskQueueActivitiesPerSecond:       o.ActivitiesPerSecond,
-		WorkerStopTimeout:                  StopTimeout,
-		DefaultHeartbeatThrottleInterval:   HeartbeatThrottle,
-		MaxHeartbeatThrottleInterval:       HeartbeatThrottle,
-	})
+	w := sdkworker.New(c, taskQueue, SDKOptions(o))
 	Register(w, acts)
 	return w
+}
+
+// SDKOptions are the SDK worker options a shipnotify worker runs with; the
+// benchmark's baseline workers take the same, so only the workflow differs.
+func SDKOptions(o Options) sdkworker.Options {
+	return sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:      o.MaxConcurrentActivities,
+		TaskQueueActivitiesPerSecond:            o.ActivitiesPerSecond,
+		MaxConcurrentWorkflowTaskExecutionSize:  o.MaxConcurrentWorkflowTasks,
+		MaxConcurrentLocalActivityExecutionSize: o.MaxConcurrentLocalActivities,
+		MaxConcurrentWorkflowTaskPollers:        o.WorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:        o.ActivityTaskPollers,
+		WorkerStopTimeout:                       StopTimeout,
+		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
+		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
+	}
 }
 
 // Register adds shipnotify's workflows and activities to a registry; tests

@@ -10,16 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/api"
@@ -27,194 +21,343 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
 	"github.com/shipnotify/shipnotify/starter"
-	"github.com/shipnotify/shipnotify/worker"
 )
 
 func init() {
-	register("bench", "measure the reminder path against a bare Temporal baseline (make bench)", runBench)
-	register("bench-worker", "run the bare baseline's worker (started by bench)", runBenchWorker)
+	register("bench", "measure the reminder path against two bare Temporal baselines (make bench)", runBench)
 }
 
-// BenchReport is what bench writes with --json and to --out.
-type BenchReport struct {
-	Machine string         `json:"machine"`
-	At      time.Time      `json:"at"`
-	Results []bench.Result `json:"results"`
-	Ratios  []bench.Ratio  `json:"ratios"`
-	// APIRatios compare scheduling through the tracker API with the
-	// starter's, in the same run (--api).
-	APIRatios []bench.APIRatio `json:"api_ratios,omitempty"`
-	Options   map[string]any   `json:"options"`
-	Errors    []string         `json:"errors,omitempty"`
+// benchFlags are bench's settings.
+type benchFlags struct {
+	workloads         string
+	n, holdN, pairs   int
+	rate              string
+	duration          time.Duration
+	fanout            int
+	concurrency       int
+	viaAPI            bool
+	asJSON, keep      bool
+	out, merge        string
+	ceilingFrom       string
+	temporalAddress   string
+	engine            string
+	serverPIDFile     string
+	postgresPIDFile   string
+	idleGap, minSlack time.Duration
+	workers           workerSettings
 }
 
-func runBench(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "bench", "bench [--workloads steady,burst,catchup,hold] [--n N] [--rate R] [--duration D] [--hold-n N] [--json] [--out FILE]")
-	workloads := fs.String("workloads", "steady,burst,catchup,hold", "which workloads to run, in order")
-	n := fs.Int("n", 3000, "reminders in the burst and catchup workloads")
-	rateFlag := fs.Float64("rate", 40, "steady workload: reminders due per second (80% of the bare ceiling of ~50/s)")
-	duration := fs.Duration("duration", 60*time.Second, "steady workload: how long reminders keep coming due")
-	holdN := fs.Int("hold-n", 100_000, "hold workload: pending reminders")
-	fanout := fs.Int("fanout", 10, "subscribers per update on the full path")
-	concurrency := fs.Int("concurrency", 80, "workflow starts in flight")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	out := fs.String("out", "", "also write the JSON report to this file (capacity reads it)")
-	keep := fs.Bool("keep", false, "keep the benchmark's mirror schema")
-	repeat := fs.Int("repeat", 2, "runs of each steady, burst and catchup workload per path, alternating which path goes first; ratios compare medians")
-	viaAPI := fs.Bool("api", true, "burst workload: also schedule through the tracker API (POST /v1/updates to an in-process server over loopback HTTP) and compare its scheduling rate with the starter's")
+func parseBenchFlags(e env, args []string) (benchFlags, error) {
+	var f benchFlags
+	fs := newFlags(e, "bench", "bench [--workloads burst,catchup,steady,hold] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
+		"       bench --merge FILE,FILE,... [--out FILE] [--json]")
+	fs.StringVar(&f.workloads, "workloads", "burst,catchup,steady,hold", "which workloads to run, in order")
+	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
+	fs.IntVar(&f.pairs, "pairs", 5, "alternating rounds after each path's warm-up: every two paths meet as A B, B A, A B, ...")
+	fs.StringVar(&f.rate, "rate", "auto", "steady: reminders due a second, or auto: 0.8 × the lean baseline's burst drain rate (from this run's burst, --ceiling-from, or a quick lean burst)")
+	fs.DurationVar(&f.duration, "duration", 30*time.Second, "steady: how long reminders keep coming due")
+	fs.IntVar(&f.holdN, "hold-n", 100_000, "hold: pending reminders")
+	fs.IntVar(&f.fanout, "fanout", 10, "reminders per scheduling batch: subscribers per update on the full path, starts launched together on the baselines")
+	fs.IntVar(&f.concurrency, "concurrency", 80, "workflow starts in flight on every path (concurrency/fanout batches at once)")
+	fs.BoolVar(&f.viaAPI, "api", true, "burst: also schedule through the tracker API (POST /v1/updates to an in-process server over loopback HTTP) and compare its scheduling rate with the starter's")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&f.out, "out", "", "also write the JSON report to this file (capacity reads it)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the benchmark's mirror schema")
+	fs.StringVar(&f.merge, "merge", "", "run nothing: merge these reports (comma-separated; make bench writes one per workload) into one, comparisons and targets recomputed")
+	fs.StringVar(&f.ceilingFrom, "ceiling-from", "", "--rate auto: a report whose lean burst drain rate sets the steady rate when this run has no burst")
+	fs.StringVar(&f.temporalAddress, "temporal-address", "", "the Temporal frontend to run against (default: TEMPORAL_ADDRESS)")
+	fs.StringVar(&f.engine, "engine", "", "what the workloads run on, for the report (default: Temporal at the address)")
+	fs.StringVar(&f.serverPIDFile, "server-pid-file", "", "the Temporal server's pid file, to report its CPU (none: \"-\")")
+	fs.StringVar(&f.postgresPIDFile, "postgres-pid-file", "", "PostgreSQL's postmaster.pid, to report its CPU (none: \"-\")")
+	fs.DurationVar(&f.idleGap, "idle-gap", 5*time.Second, "how long every queue must stay empty before the next run (the server caches backlog counts for 5 s, so less proves little)")
+	fs.DurationVar(&f.minSlack, "min-slack", 2*time.Second, "a run whose starts' work (scheduling, each reminder's first workflow task) ends closer than this to its first due time is left out")
+	f.workers.register(fs)
 	if err := parseFlags(fs, e, args); err != nil {
-		return err
+		return f, err
 	}
-	if *n < 1 || *rateFlag <= 0 || *duration <= 0 || *holdN < 1 || *fanout < 1 || *concurrency < 1 || *repeat < 1 {
-		return usagef("--n, --rate, --duration, --hold-n, --fanout, --concurrency and --repeat must be positive")
+	if f.merge != "" {
+		return f, nil
 	}
-	for _, w := range strings.Split(*workloads, ",") {
+	if f.n < 1 || f.duration <= 0 || f.holdN < 1 || f.fanout < 1 || f.concurrency < 1 || f.pairs < 1 || f.idleGap < 0 || f.minSlack < 0 {
+		return f, usagef("--n, --duration, --hold-n, --fanout, --concurrency and --pairs must be positive")
+	}
+	if f.rate != "auto" {
+		if r, err := strconv.ParseFloat(f.rate, 64); err != nil || r <= 0 {
+			return f, usagef("--rate: want auto or a positive number of reminders a second")
+		}
+	}
+	for _, w := range strings.Split(f.workloads, ",") {
 		switch w {
 		case "steady", "burst", "catchup", "hold":
 		default:
-			return usagef("--workloads: unknown workload %q", w)
+			return f, usagef("--workloads: unknown workload %q", w)
 		}
 	}
-	d, err := newDeps(e)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	runID := randomHex(4)
-	schema := "bench_" + runID
-	dbURL, err := withSearchPath(d.cfg.DatabaseURL, schema)
-	if err != nil {
-		return usageError{fmt.Errorf("DATABASE_URL: %w", err)}
-	}
-	admin, err := d.mirror(ctx, 2)
-	if err != nil {
-		return err
-	}
-	if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return fmt.Errorf("error creating the benchmark schema: %w", err)
-	}
-	if !*keep {
-		defer func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
-	}
-	d.cfg.DatabaseURL = dbURL
-	st, err := d.starter(ctx)
-	if err != nil {
-		return err
-	}
-	if err := migrations.Up(ctx, st.Mirror.Pool(), d.logger); err != nil {
-		return err
-	}
-	const apiKey = "SG.bench"
-	mail, err := sink.StartMail("", apiKey)
-	if err != nil {
-		return err
-	}
-	defer mail.Close()
+	return f, f.workers.check()
+}
 
-	st.TaskQueue = "bench-full-" + runID
-	st.Concurrency = *fanout
-	workers := &processWorkers{
-		env: append(os.Environ(),
-			"DATABASE_URL="+dbURL, "SENDGRID_API_KEY="+apiKey, "SENDGRID_BASE_URL="+mail.URL(),
-			"SHIPNOTIFY_TASK_QUEUE="+st.TaskQueue, "SHIPNOTIFY_LOG_LEVEL=warn"),
-		args: map[bench.Kind][]string{
-			bench.Full: {"worker"},
-			bench.Bare: {"bench-worker", "--task-queue", "bench-bare-" + runID},
-		},
-		procs: map[bench.Kind]*exec.Cmd{},
+func runBench(ctx context.Context, e env, args []string) error {
+	f, err := parseBenchFlags(e, args)
+	if err != nil {
+		return err
 	}
-	defer workers.stopAll()
-	for _, k := range []bench.Kind{bench.Bare, bench.Full} {
-		if err := workers.Start(k); err != nil {
+	var report BenchReport
+	if f.merge != "" {
+		if report, err = mergeReports(strings.Split(f.merge, ",")); err != nil {
+			return err
+		}
+	} else if report, err = measure(ctx, e, f); err != nil {
+		return err
+	}
+	report.judge()
+	if f.out != "" {
+		if err := writeJSON(f.out, report); err != nil {
 			return err
 		}
 	}
-	r := &bench.Runner{
-		Temporal: st.Temporal, Namespace: d.cfg.Temporal.Namespace, Starter: st, Mirror: st.Mirror, Mail: mail,
-		BareQueue: "bench-bare-" + runID, Workers: workers, RunID: runID,
-		Fanout: *fanout, Concurrency: *concurrency, Progress: e.stderr,
-	}
-	if *viaAPI {
-		stop, err := benchAPI(r, st, d)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	report := BenchReport{Machine: machine(), At: time.Now().UTC(), Options: map[string]any{
-		"workloads": *workloads, "n": *n, "rate": *rateFlag, "duration": duration.String(), "hold_n": *holdN,
-		"fanout": *fanout, "concurrency": *concurrency, "repeat": *repeat, "api": *viaAPI,
-	}}
-	// Each repetition alternates which path runs first, so neither always
-	// meets a colder or a busier server.
-	paths := func(rep int) []bench.Kind {
-		if rep%2 == 1 {
-			return []bench.Kind{bench.Full, bench.Bare}
-		}
-		return []bench.Kind{bench.Bare, bench.Full}
-	}
-	run := func(res bench.Result, err error) {
-		report.Results = append(report.Results, res)
-		if err != nil {
-			report.Errors = append(report.Errors, fmt.Sprintf("%s/%s: %v", res.Workload, res.Kind, err))
-		}
-		fmt.Fprintf(e.stderr, "bench: %s %s done: n=%d delivered=%d p99=%s drain=%.1f/s sched=%.0f/s in %s\n",
-			res.Workload, res.Kind, res.N, res.Delivered, res.LagP99, res.DrainRate, res.ScheduleRate, res.Elapsed.Round(time.Second))
-	}
-	for _, w := range strings.Split(*workloads, ",") {
-		if ctx.Err() != nil {
-			break
-		}
-		switch w {
-		case "steady":
-			count := int(*rateFlag * duration.Seconds())
-			for rep := range *repeat {
-				for _, k := range paths(rep) {
-					run(r.Steady(ctx, k, count, *rateFlag))
-				}
-			}
-		case "burst":
-			for rep := range *repeat {
-				kinds := paths(rep)
-				if *viaAPI {
-					// Each path goes first once every three runs.
-					kinds = []bench.Kind{bench.Bare, bench.Full, bench.API}
-					kinds = append(kinds[rep%3:], kinds[:rep%3]...)
-				}
-				for _, k := range kinds {
-					run(r.Burst(ctx, k, *n))
-				}
-			}
-		case "catchup":
-			for rep := range *repeat {
-				for _, k := range paths(rep) {
-					run(r.Catchup(ctx, k, *n))
-				}
-			}
-		case "hold":
-			run(r.Hold(ctx, *holdN, 1000))
-		}
-	}
-	report.Ratios = bench.Ratios(report.Results)
-	report.APIRatios = bench.APIRatios(report.Results)
-	if *out != "" {
-		if err := writeJSON(*out, report); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
+	if f.asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(report); err != nil {
 			return err
 		}
-	} else if err := bench.WriteTable(e.stdout, report.Results); err != nil {
-		return err
+	} else {
+		fmt.Fprintf(e.stdout, "%s, %s\n\n", report.Engine, report.Machine)
+		if err := bench.WriteTable(e.stdout, report.Results, report.Comparisons, report.Targets); err != nil {
+			return err
+		}
 	}
 	if len(report.Errors) > 0 {
-		return fmt.Errorf("bench: %s", strings.Join(report.Errors, "; "))
+		return fmt.Errorf("bench: %d run(s) failed: %s", len(report.Errors), strings.Join(report.Errors, "; "))
 	}
 	return nil
+}
+
+// measure runs the workloads and returns their results.
+func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
+	d, err := newDeps(e)
+	if err != nil {
+		return BenchReport{}, err
+	}
+	defer d.close()
+	if f.temporalAddress != "" {
+		d.cfg.Temporal.HostPort = f.temporalAddress
+	}
+	runID := randomHex(4)
+	schema := "bench_" + runID
+	dbURL, err := withSearchPath(d.cfg.DatabaseURL, schema)
+	if err != nil {
+		return BenchReport{}, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+	}
+	admin, err := d.mirror(ctx, 2)
+	if err != nil {
+		return BenchReport{}, err
+	}
+	if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return BenchReport{}, fmt.Errorf("error creating the benchmark schema: %w", err)
+	}
+	if !f.keep {
+		defer func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
+	}
+	d.cfg.DatabaseURL = dbURL
+	st, err := d.starter(ctx)
+	if err != nil {
+		return BenchReport{}, err
+	}
+	if err := migrations.Up(ctx, st.Mirror.Pool(), d.logger); err != nil {
+		return BenchReport{}, err
+	}
+	const apiKey = "SG.bench"
+	mail, err := sink.StartMail("", apiKey)
+	if err != nil {
+		return BenchReport{}, err
+	}
+	defer mail.Close()
+
+	queues := map[bench.Kind]string{
+		bench.Naive: "bench-naive-" + runID, bench.Lean: "bench-lean-" + runID, bench.Full: "bench-full-" + runID,
+	}
+	st.TaskQueue = queues[bench.Full]
+	// One update's fan-out starts together, as a baseline batch does.
+	st.Concurrency = f.fanout
+	args := map[bench.Kind][]string{}
+	for k, q := range queues {
+		args[k] = append([]string{"bench-worker", "--path", string(k), "--task-queue", q}, f.workers.args()...)
+	}
+	workers := newProcessWorkers(workerEnv(os.Environ(),
+		"DATABASE_URL="+dbURL, "SENDGRID_API_KEY="+apiKey, "SENDGRID_BASE_URL="+mail.URL(),
+		"SHIPNOTIFY_TASK_QUEUE="+st.TaskQueue, "SHIPNOTIFY_LOG_LEVEL=warn", "SHIPNOTIFY_METRICS_ADDR=off",
+		"TEMPORAL_ADDRESS="+d.cfg.Temporal.HostPort), args)
+	defer workers.stopAll()
+	for _, k := range []bench.Kind{bench.Naive, bench.Lean, bench.Full} {
+		if _, err := workers.Start(k); err != nil {
+			return BenchReport{}, err
+		}
+	}
+	r := &bench.Runner{
+		Temporal: st.Temporal, Namespace: d.cfg.Temporal.Namespace, Starter: st, Mirror: st.Mirror, Mail: mail,
+		Queues: queues, Workers: workers, RunID: runID, Fanout: f.fanout, Concurrency: f.concurrency,
+		Progress: e.stderr, IdleGap: f.idleGap, MinSlack: f.minSlack,
+		ServerCPU: pidCPU(e, f.serverPIDFile), PostgresCPU: pidCPU(e, f.postgresPIDFile),
+	}
+	if f.viaAPI {
+		stop, err := benchAPI(r, st, d)
+		if err != nil {
+			return BenchReport{}, err
+		}
+		defer stop()
+	}
+	engine := f.engine
+	if engine == "" {
+		engine = "Temporal at " + d.cfg.Temporal.HostPort
+	}
+	report := BenchReport{Machine: machine(), At: time.Now().UTC(), Engine: engine}
+	options := map[string]any{
+		"n": f.n, "pairs": f.pairs, "rate": f.rate, "duration": f.duration.String(), "hold_n": f.holdN,
+		"fanout": f.fanout, "concurrency": f.concurrency, "api": f.viaAPI, "idle_gap": f.idleGap.String(),
+		"min_slack": f.minSlack.String(), "temporal_address": d.cfg.Temporal.HostPort, "workers": map[string]int{
+			"activity_slots": f.workers.activities, "workflow_task_slots": f.workers.workflowTasks,
+			"local_activity_slots": f.workers.localActivities, "pollers": f.workers.pollers, "cache_size": f.workers.cache,
+		},
+	}
+	report.Runs = []BenchRun{{At: report.At, Workloads: f.workloads, Options: options}}
+	record := func(res bench.Result) {
+		report.Results = append(report.Results, res)
+		if res.Error != "" {
+			report.Errors = append(report.Errors, fmt.Sprintf("%s %s round %d: %s", res.Workload, res.Kind, res.Round, res.Error))
+		}
+		left := ""
+		if res.Invalid != "" {
+			left = " [left out: " + res.Invalid + "]"
+		}
+		fmt.Fprintf(e.stderr, "bench: %s %s round %d: n=%d delivered=%d drain=%.1f/s sched=%.0f/s slack=%s p99=%s in %s%s\n",
+			res.Workload, res.Kind, res.Round, res.N, res.Delivered, res.DrainRate, res.ScheduleRate,
+			res.Slack.Round(time.Millisecond), res.Lag.P99.Round(time.Millisecond), res.Elapsed.Round(time.Second), left)
+	}
+	if err := r.Settle(ctx, 2*time.Minute); err != nil {
+		return BenchReport{}, err
+	}
+	paths := []bench.Kind{bench.Naive, bench.Lean, bench.Full}
+	for _, w := range strings.Split(f.workloads, ",") {
+		if ctx.Err() != nil {
+			break
+		}
+		switch w {
+		case "burst":
+			kinds := paths
+			if f.viaAPI {
+				kinds = append(kinds, bench.API)
+			}
+			for _, s := range bench.Order(kinds, f.pairs) {
+				res := r.Burst(ctx, s.Kind, f.n)
+				res.Round = s.Round
+				record(res)
+			}
+		case "catchup":
+			for _, s := range bench.Order(paths, f.pairs) {
+				res := r.Catchup(ctx, s.Kind, f.n)
+				res.Round = s.Round
+				record(res)
+			}
+		case "steady":
+			perSecond, from, err := steadyRate(ctx, f, r, &report, record)
+			if err != nil {
+				// The other workloads' results still count.
+				report.Errors = append(report.Errors, "steady: "+err.Error())
+				fmt.Fprintf(e.stderr, "bench: steady left out: %v\n", err)
+				continue
+			}
+			options["steady_rate"], options["steady_rate_from"] = perSecond, from
+			count := int(perSecond * f.duration.Seconds())
+			for _, s := range bench.Order(paths, f.pairs) {
+				res := r.Steady(ctx, s.Kind, count, perSecond)
+				res.Round = s.Round
+				record(res)
+			}
+		case "hold":
+			record(r.Hold(ctx, f.holdN, 1000))
+		}
+	}
+	return report, nil
+}
+
+// steadyShare is the share of the lean ceiling the steady workload runs at.
+const steadyShare = 0.8
+
+// steadyRate is the steady workload's reminders a second: the --rate
+// given, or steadyShare of the lean baseline's burst drain rate, measured
+// in this run, read from --ceiling-from, or measured now with a lean burst.
+func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *BenchReport, record func(bench.Result)) (float64, string, error) {
+	if f.rate != "auto" {
+		v, _ := strconv.ParseFloat(f.rate, 64)
+		return v, "--rate", nil
+	}
+	share := func(c float64, note, where string) string {
+		return fmt.Sprintf("%.0f%% of the lean burst drain rate %.1f/s %s%s", steadyShare*100, c, where, note)
+	}
+	if c, note, ok := leanCeiling(report.Results); ok {
+		return steadyShare * c, share(c, note, "of this run"), nil
+	}
+	if f.ceilingFrom != "" {
+		prev, err := readReport(f.ceilingFrom)
+		if err != nil {
+			return 0, "", usageError{fmt.Errorf("--ceiling-from: %w", err)}
+		}
+		if c, note, ok := leanCeiling(prev.Results); ok {
+			return steadyShare * c, share(c, note, "in "+f.ceilingFrom), nil
+		}
+	}
+	res := r.Burst(ctx, bench.Lean, f.n)
+	res.Workload = ceilingWorkload
+	record(res)
+	if c, note, ok := leanCeiling([]bench.Result{res}); ok {
+		return steadyShare * c, share(c, note, "measured for it"), nil
+	}
+	return 0, "", fmt.Errorf("--rate auto: the lean burst that measures the ceiling did not deliver everything (%s); pass --rate", res.Invalid)
+}
+
+// ceilingWorkload names the lean burst --rate auto runs when it has no
+// other to go by.
+const ceilingWorkload = "ceiling"
+
+// leanCeiling is the lean baseline's median burst drain rate over its
+// compared runs; when none of them was valid, over the lean bursts that
+// delivered everything (left out for another reason, such as a short
+// slack, which matters less to a ceiling), and note says so.
+func leanCeiling(results []bench.Result) (rate float64, note string, ok bool) {
+	drain := func(r bench.Result) (float64, bool) { return r.DrainRate, r.DrainRate > 0 }
+	if v, ok := bench.MedianOf(results, "burst", bench.Lean, drain); ok {
+		return v, "", true
+	}
+	var rates []float64
+	for _, r := range results {
+		if r.Kind == bench.Lean && (r.Workload == "burst" || r.Workload == ceilingWorkload) && r.Error == "" && r.Lost == 0 && r.DrainRate > 0 {
+			rates = append(rates, r.DrainRate)
+		}
+	}
+	if len(rates) == 0 {
+		return 0, "", false
+	}
+	return bench.Median(rates), " (no lean burst was valid for comparison: the median of those that delivered everything)", true
+}
+
+// pidCPU reads the CPU of the process tree named by a pid file; nil (the
+// report says "-") without one.
+func pidCPU(e env, path string) func() (float64, error) {
+	if path == "" {
+		return nil
+	}
+	if _, err := bench.PIDFromFile(path); err != nil {
+		fmt.Fprintf(e.stderr, "bench: %v; its CPU is not reported\n", err)
+		return nil
+	}
+	return func() (float64, error) {
+		pid, err := bench.PIDFromFile(path)
+		if err != nil {
+			return 0, err
+		}
+		return bench.TreeCPU("/proc", pid)
+	}
 }
 
 // benchAPI serves the tracker API over the runner's starter on a loopback
@@ -243,92 +386,6 @@ func benchAPI(r *bench.Runner, st *starter.Starter, d *deps) (stop func(), err e
 	return func() { _ = srv.Close() }, nil
 }
 
-func runBenchWorker(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "bench-worker", "bench-worker --task-queue Q")
-	queue := fs.String("task-queue", "", "the baseline's task queue")
-	if err := parseFlags(fs, e, args); err != nil {
-		return err
-	}
-	if *queue == "" {
-		return usagef("--task-queue is required")
-	}
-	return withTemporal(ctx, e, func(d *deps, tc client.Client) error {
-		worker.SetCacheSize(d.cfg.WorkerCacheSize) // as the real worker, for a fair comparison
-		w := sdkworker.New(tc, *queue, sdkworker.Options{})
-		bench.RegisterBare(w)
-		if err := w.Start(); err != nil {
-			return err
-		}
-		<-ctx.Done()
-		w.Stop()
-		return nil
-	})
-}
-
-// processWorkers runs each kind's worker as a child process of this binary,
-// so its memory can be read on its own.
-type processWorkers struct {
-	env   []string
-	args  map[bench.Kind][]string
-	mu    sync.Mutex
-	procs map[bench.Kind]*exec.Cmd
-}
-
-func (p *processWorkers) Start(k bench.Kind) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(self, p.args[k]...)
-	cmd.Env, cmd.Stderr = p.env, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("error starting the %s worker: %w", k, err)
-	}
-	p.mu.Lock()
-	p.procs[k] = cmd
-	p.mu.Unlock()
-	return nil
-}
-
-func (p *processWorkers) Stop(k bench.Kind) {
-	p.mu.Lock()
-	cmd := p.procs[k]
-	delete(p.procs, k)
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Wait()
-}
-
-func (p *processWorkers) stopAll() {
-	for _, k := range []bench.Kind{bench.Bare, bench.Full} {
-		p.Stop(k)
-	}
-}
-
-// RSS reads VmRSS from /proc.
-func (p *processWorkers) RSS(k bench.Kind) int64 {
-	p.mu.Lock()
-	cmd := p.procs[k]
-	p.mu.Unlock()
-	if cmd == nil {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 func withSearchPath(dbURL, schema string) (string, error) {
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -353,15 +410,4 @@ func machine() string {
 		cpus = strings.Count(string(b), "processor\t:")
 	}
 	return fmt.Sprintf("%s, %d CPUs", host, cpus)
-}
-
-func writeJSON(path string, v any) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
 }

@@ -384,13 +384,37 @@ func TestCapacityCommand(t *testing.T) {
 	for _, want := range []string{"120,000", "1.39/s", "13.9/s", "30,000 deliveries", "15m0s"} {
 		require.Contains(t, stdout, want)
 	}
-	// Without --drain-rate: the last benchmark's catch-up rate.
+	require.NotContains(t, stdout, "actions", "no actions known: none printed")
+	// Without --drain-rate: the last benchmark's catch-up rate (the median
+	// of the compared runs; warm-ups and left-out runs do not count), and
+	// the actions it counted in the full path's history.
 	report := filepath.Join(t.TempDir(), "bench.json")
-	require.NoError(t, os.WriteFile(report, []byte(`{"results":[{"workload":"catchup","kind":"full","drain_rate":50}]}`), 0o600))
+	require.NoError(t, os.WriteFile(report, []byte(`{"results":[
+		{"workload":"catchup","kind":"full","round":0,"drain_rate":5},
+		{"workload":"catchup","kind":"full","round":1,"drain_rate":40},
+		{"workload":"catchup","kind":"full","round":2,"drain_rate":50},
+		{"workload":"catchup","kind":"full","round":3,"drain_rate":60},
+		{"workload":"catchup","kind":"full","round":4,"drain_rate":1,"invalid":"partly drained"},
+		{"workload":"burst","kind":"full","round":1,"actions":{"total":3}},
+		{"workload":"burst","kind":"naive","round":1,"actions":{"total":9}}]}`), 0o600))
 	code, stdout, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3", "--bench-results", report)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "50.0/s")
 	require.Contains(t, stdout, "10m0s", "30,000 at 50/s")
+	require.Contains(t, stdout, "360,000\n", "120,000 deliveries a day at 3 actions each")
+	require.Contains(t, stdout, "10,800,000 (30 days)")
+	require.NotContains(t, stdout, "cost", "no price given, no cost line")
+	// A price of your own, and actions given: a cost line.
+	code, stdout, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3",
+		"--drain-rate", "50", "--actions-per-reminder", "4", "--price-per-million-actions", "25", "--bench-results", report)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "14,400,000 (30 days)")
+	require.Regexp(t, `actions cost per month +360\.00 \(at 25 per million actions\)`, stdout)
+	// A price with nothing to price is a mistake.
+	code, _, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3",
+		"--drain-rate", "50", "--price-per-million-actions", "25", "--bench-results", "/nonexistent")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--actions-per-reminder")
 	code, _, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3", "--bench-results", "/nonexistent")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--drain-rate")

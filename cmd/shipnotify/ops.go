@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/shipnotify/shipnotify/bench"
 	"github.com/shipnotify/shipnotify/capacity"
 	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/mirror"
@@ -54,24 +54,37 @@ func runConfig(_ context.Context, e env, args []string) error {
 }
 
 func runCapacity(_ context.Context, e env, args []string) error {
-	fs := newFlags(e, "capacity", "capacity --updates-per-day N --subscribers-per-update N --peak-factor N [--drain-rate R] [--outage D]")
+	fs := newFlags(e, "capacity", "capacity --updates-per-day N --subscribers-per-update N --peak-factor N [--drain-rate R] [--outage D] "+
+		"[--actions-per-reminder A] [--price-per-million-actions P]")
 	var in capacity.Input
 	fs.Float64Var(&in.UpdatesPerDay, "updates-per-day", 0, "shipment updates a day")
 	fs.Float64Var(&in.SubscribersPerUpdate, "subscribers-per-update", 0, "subscribers each update fans out to")
 	fs.Float64Var(&in.PeakFactor, "peak-factor", 10, "peak rate over the average")
 	fs.Float64Var(&in.DrainRate, "drain-rate", 0, "deliveries a second the system drains; default: the last benchmark's catch-up rate")
 	fs.DurationVar(&in.Outage, "outage", 6*time.Hour, "how long nothing is delivered")
+	fs.Float64Var(&in.ActionsPerDelivery, "actions-per-reminder", 0, "Temporal Cloud actions one delivered reminder costs; default: what the last benchmark counted in the full path's history")
+	price := fs.Float64("price-per-million-actions", 0, "your Temporal Cloud price per million actions, for a cost line (none is built in)")
 	benchFile := fs.String("bench-results", "out/bench.json", "where the last benchmark's report is (make bench writes it)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
+	if *price < 0 {
+		return usagef("--price-per-million-actions must not be negative")
+	}
+	measured, readErr := readBenchFigures(*benchFile)
 	source := "--drain-rate"
 	if in.DrainRate == 0 {
-		rate, err := measuredDrainRate(*benchFile)
-		if err != nil {
-			return usagef("--drain-rate: not given, and no benchmark result to take it from (%v); run make bench or pass it", err)
+		if measured.drainRate == 0 {
+			return usagef("--drain-rate: not given, and no benchmark result to take it from (%v); run make bench or pass it", cmpErr(readErr, "no catch-up result"))
 		}
-		in.DrainRate, source = rate, "the catch-up drain rate measured in "+*benchFile
+		in.DrainRate, source = measured.drainRate, "the catch-up drain rate measured in "+*benchFile
+	}
+	actionsSource := "--actions-per-reminder"
+	if in.ActionsPerDelivery == 0 && measured.actions > 0 {
+		in.ActionsPerDelivery, actionsSource = measured.actions, "counted in "+*benchFile
+	}
+	if *price > 0 && in.ActionsPerDelivery == 0 {
+		return usagef("--price-per-million-actions: no actions per reminder to price (%v); pass --actions-per-reminder or run make bench", cmpErr(readErr, "no actions counted"))
 	}
 	p, err := capacity.Compute(in)
 	if err != nil {
@@ -90,26 +103,53 @@ func runCapacity(_ context.Context, e env, args []string) error {
 	} else {
 		fmt.Fprintf(tw, " (never, while new ones keep arriving faster than the drain)\n")
 	}
+	if in.ActionsPerDelivery > 0 {
+		fmt.Fprintf(tw, "Temporal actions per reminder\t%g (%s)\n", in.ActionsPerDelivery, actionsSource)
+		fmt.Fprintf(tw, "Temporal actions per day\t%s\n", thousands(p.ActionsPerDay))
+		fmt.Fprintf(tw, "Temporal actions per month\t%s (%d days)\n", thousands(p.ActionsPerMonth), capacity.DaysPerMonth)
+		if *price > 0 {
+			fmt.Fprintf(tw, "actions cost per month\t%.2f (at %g per million actions)\n", capacity.Cost(p.ActionsPerMonth, *price), *price)
+		}
+	}
 	return tw.Flush()
 }
 
-// measuredDrainRate reads the full path's catch-up drain rate from a
-// benchmark report.
-func measuredDrainRate(path string) (float64, error) {
-	b, err := os.ReadFile(path)
+// benchFigures are what capacity takes from a benchmark report: the full
+// path's catch-up drain rate and its actions per delivered reminder
+// (medians over the compared runs; 0 when absent).
+type benchFigures struct {
+	drainRate, actions float64
+}
+
+func readBenchFigures(path string) (benchFigures, error) {
+	var f benchFigures
+	report, err := readReport(path)
 	if err != nil {
-		return 0, err
+		return f, err
 	}
-	var report BenchReport
-	if err := json.Unmarshal(b, &report); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	for _, r := range report.Results {
-		if r.Workload == "catchup" && r.Kind == "full" && r.DrainRate > 0 {
-			return r.DrainRate, nil
+	f.drainRate, _ = bench.MedianOf(report.Results, "catchup", bench.Full, func(r bench.Result) (float64, bool) {
+		return r.DrainRate, r.DrainRate > 0
+	})
+	for _, w := range []string{"burst", "steady"} {
+		if v, ok := bench.MedianOf(report.Results, w, bench.Full, func(r bench.Result) (float64, bool) {
+			if r.Actions == nil {
+				return 0, false
+			}
+			return float64(r.Actions.Total), true
+		}); ok {
+			f.actions = v
+			break
 		}
 	}
-	return 0, errors.New(path + " has no catch-up result")
+	return f, nil
+}
+
+// cmpErr is err, or a plain error saying what was missing.
+func cmpErr(err error, missing string) error {
+	if err != nil {
+		return err
+	}
+	return errors.New(missing)
 }
 
 func thousands(f float64) string {

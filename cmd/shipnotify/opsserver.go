@@ -41,6 +41,21 @@ func opsRegistry(d *deps) (reg *prometheus.Registry, close func(), err error) {
 	return reg, func() { _ = closer.Close() }, nil
 }
 
+// opsTemporal is a long-lived process's registry and its Temporal client,
+// in the order that sends the SDK's metrics to the registry; close
+// flushes them.
+func opsTemporal(ctx context.Context, d *deps) (reg *prometheus.Registry, tc client.Client, closeMetrics func(), err error) {
+	reg, closeMetrics, err = opsRegistry(d)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if tc, err = d.temporal(ctx); err != nil {
+		closeMetrics()
+		return nil, nil, nil, err
+	}
+	return reg, tc, closeMetrics, nil
+}
+
 // readiness checks, in order, what a process needs: the checks given
 // first, then PostgreSQL, then Temporal. The probe's body names what is
 // down; the driver's detail goes to the log only.

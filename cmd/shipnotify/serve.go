@@ -47,14 +47,12 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err := requireMigrated(ctx, st.Mirror); err != nil {
 		return err
 	}
-	reg, closeMetrics, err := opsRegistry(d)
+	reg, tc, closeMetrics, err := opsTemporal(ctx, d)
 	if err != nil {
 		return err
 	}
 	defer closeMetrics()
-	if st.Temporal, err = d.temporal(ctx); err != nil {
-		return err
-	}
+	st.Temporal = tc
 	handler, err := api.New(api.Options{
 		Starter: st, Keys: d.cfg.APIKeys,
 		Rate: rate.Limit(d.cfg.APIRate), Burst: d.cfg.APIBurst,

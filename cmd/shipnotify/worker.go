@@ -28,25 +28,34 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer d.close()
+	worker.SetCacheSize(d.cfg.WorkerCacheSize)
+	o := worker.Options{
+		MaxConcurrentActivities: d.cfg.WorkerMaxActivities,
+		ActivitiesPerSecond:     d.cfg.WorkerActivitiesPerSecond,
+	}
+	return serveWorker(ctx, d, o, nil)
+}
+
+// serveWorker runs the reminder worker with o until ctx ends; ready, when
+// set, hears when its pollers have started. The benchmark runs its full
+// path through here with every option pinned. o.MaxConcurrentActivities
+// must be set: the PostgreSQL pool is sized to it.
+func serveWorker(ctx context.Context, d *deps, o worker.Options, ready func()) error {
 	if err := d.cfg.RequireSender(); err != nil {
 		return usageError{err}
 	}
-	store, err := d.mirror(ctx, int32(d.cfg.WorkerMaxActivities)+4)
+	store, err := d.mirror(ctx, int32(o.MaxConcurrentActivities)+4)
 	if err != nil {
 		return err
 	}
 	if err := requireMigrated(ctx, store); err != nil {
 		return err
 	}
-	reg, closeMetrics, err := opsRegistry(d)
+	reg, tc, closeMetrics, err := opsTemporal(ctx, d)
 	if err != nil {
 		return err
 	}
 	defer closeMetrics()
-	tc, err := d.temporal(ctx)
-	if err != nil {
-		return err
-	}
 	acts := newActivities(d.cfg, store)
 	acts.Metrics = metrics.New(reg)
 	metrics.WatchCredentials(reg, "sendgrid", acts.Email)
@@ -67,13 +76,12 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		defer stop()
 	}
 
-	worker.SetCacheSize(d.cfg.WorkerCacheSize)
-	w := worker.New(tc, d.cfg.TaskQueue, acts, worker.Options{
-		MaxConcurrentActivities: d.cfg.WorkerMaxActivities,
-		ActivitiesPerSecond:     d.cfg.WorkerActivitiesPerSecond,
-	})
+	w := worker.New(tc, d.cfg.TaskQueue, acts, o)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
+	}
+	if ready != nil {
+		ready()
 	}
 	d.logger.Info("worker started", "task_queue", d.cfg.TaskQueue, "namespace", d.cfg.Temporal.Namespace,
 		"decision_links", acts.Links != nil)

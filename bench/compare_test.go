@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func run(workload string, kind Kind, round int, drain float64) Result {
+	return Result{Workload: workload, Kind: kind, Round: round, N: 100, Delivered: 100, DrainRate: drain, ScheduleRate: 200}
+}
+
+func TestCompareRatiosPerRoundLeavingOutWarmUpsAndInvalidRuns(t *testing.T) {
+	t.Parallel()
+	bad := run("burst", Naive, 2, 40)
+	bad.Invalid = "partly drained: 90 of 100 delivered"
+	results := []Result{
+		run("burst", Naive, 0, 10), run("burst", Full, 0, 90), // warm-ups: never compared
+		run("burst", Naive, 1, 40), run("burst", Full, 1, 80),
+		run("burst", Full, 2, 60), bad,
+		run("burst", Full, 3, 60), run("burst", Naive, 3, 40),
+		run("burst", Full, 4, 0), run("burst", Naive, 4, 40), // no drain rate: no silent fallback
+	}
+	c := Compare("burst", results, MetricDrainRate, Full, Naive)
+	require.Equal(t, []float64{2, 1.5}, c.Ratios)
+	require.InDelta(t, 1.75, c.Median, 1e-12)
+	require.Equal(t, 2, c.N)
+	require.Equal(t, []string{
+		"burst round 2: naive: partly drained: 90 of 100 delivered",
+		"burst round 4: full: no drain_rate",
+	}, c.Excluded)
+
+	c = Compare("burst", results, MetricDrainRate, Full, Lean)
+	require.Zero(t, c.N)
+	require.Len(t, c.Excluded, 4)
+	require.Contains(t, c.Excluded[0], "no lean run")
+}
+
+func TestComparisonsNameTheirMetric(t *testing.T) {
+	t.Parallel()
+	var results []Result
+	for round := 1; round <= 2; round++ {
+		for _, k := range []Kind{Naive, Lean, Full} {
+			results = append(results, run("burst", k, round, 50))
+			s := run("steady", k, round, 0)
+			s.Lag.P99 = 300 * time.Millisecond
+			results = append(results, s)
+		}
+	}
+	got := map[string]Metric{}
+	for _, c := range Comparisons(results) {
+		got[c.Workload+" "+string(c.Of)+"/"+string(c.Over)+" "+string(c.Metric)] = c.Metric
+		want := 2
+		if c.Workload == PooledWorkloads {
+			want = 4 // both workloads' rounds
+		}
+		require.Equal(t, want, c.N, c.label())
+	}
+	for _, want := range []string{
+		"burst full/naive drain_rate", "burst full/lean drain_rate", "burst lean/naive drain_rate",
+		"burst full/naive schedule_rate", "steady full/naive lag_p99", "steady full/lean lag_p99",
+		"all full/naive schedule_rate",
+	} {
+		require.Contains(t, got, want)
+	}
+	require.NotContains(t, got, "steady full/naive drain_rate")
+	require.NotContains(t, got, "burst api/full schedule_rate", "no API runs, no comparison")
+}
+
+// A target is met only when the interval's lower bound clears the bar: a
+// median that clears it on noisy pairs is not enough.
+func TestTargetsJudgeByTheInterval(t *testing.T) {
+	t.Parallel()
+	comps := func(ratios ...float64) []Comparison {
+		return []Comparison{{Workload: "burst", Metric: MetricDrainRate, Of: Full, Over: Naive, Ratios: ratios, Estimate: estimate(ratios)}}
+	}
+	verdict := func(ts []Target, name string) Target {
+		for _, tg := range ts {
+			if tg.Name == name {
+				return tg
+			}
+		}
+		t.Fatalf("no target %q in %v", name, ts)
+		return Target{}
+	}
+	steady := verdict(Targets(nil, comps(1.4, 1.4, 1.5, 1.4, 1.45)), "burst drain, full/naive")
+	require.Equal(t, Met, steady.Verdict)
+	noisy := verdict(Targets(nil, comps(1.0, 1.2, 1.4, 1.6, 1.8)), "burst drain, full/naive")
+	require.Equal(t, Missed, noisy.Verdict, "median 1.4 clears 1.3, the interval's lower bound 1.0 does not")
+	require.Equal(t, "1.40 [1.00, 1.80] (n=5)", noisy.Measured)
+	require.Equal(t, NotMeasured, verdict(Targets(nil, comps()), "burst drain, full/naive").Verdict)
+
+	// A bar to stay under: the interval's upper bound must.
+	var results []Result
+	for i, p99 := range []time.Duration{500, 600, 700, 800, 1200} {
+		r := Result{Workload: "steady", Kind: Full, Round: i + 1, N: 10, Delivered: 10, Rate: 40}
+		r.Lag.P99 = p99 * time.Millisecond
+		results = append(results, r)
+	}
+	require.Equal(t, Missed, verdict(Targets(results, nil), "steady p99 lag, full (s)").Verdict)
+	results[4].Lag.P99 = 900 * time.Millisecond
+	require.Equal(t, Met, verdict(Targets(results, nil), "steady p99 lag, full (s)").Verdict)
+}
+
+func TestHistoryAndLossTargets(t *testing.T) {
+	t.Parallel()
+	full := run("burst", Full, 1, 50)
+	full.HistoryEvents, full.Actions = 17, &Actions{Total: 4}
+	naive := run("burst", Naive, 1, 50)
+	naive.HistoryEvents, naive.Actions = 16, &Actions{Total: 3}
+	warm := run("catchup", Lean, 0, 50)
+	warm.Duplicates = 1 // a warm-up's duplicate counts: nothing may be sent twice
+	ts := Targets([]Result{full, naive, warm}, nil)
+	byName := map[string]Target{}
+	for _, tg := range ts {
+		byName[tg.Name] = tg
+	}
+	require.Equal(t, Missed, byName["history events per delivered reminder, full"].Verdict, "17 > 12")
+	require.Contains(t, byName["history events per delivered reminder, full"].Note, "naive 16")
+	require.Equal(t, Met, byName["actions per delivered reminder, full"].Verdict, "4 ≤ today's 4")
+	require.Equal(t, Met, byName["lost and duplicates, burst"].Verdict)
+	require.Equal(t, Missed, byName["lost and duplicates, catchup"].Verdict)
+	require.Equal(t, "0 and 1", byName["lost and duplicates, catchup"].Measured)
+}

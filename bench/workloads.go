@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
+	"github.com/shipnotify/shipnotify/mirror"
+)
+
+// Lead arithmetic: the first due time is put far enough ahead that the
+// starts' work (scheduling, and each reminder's first workflow task), at
+// leadMargin of the path's last measured rate of it, finishes leadFloor
+// before it. A path not yet measured is assumed to do assumedStartRate
+// starts a second (only its warm-up runs so).
+const (
+	leadMargin       = 0.6
+	leadFloor        = 3 * time.Second
+	assumedStartRate = 100.0
+)
+
+// How long a run may take before what is missing counts as lost, and how
+// long the queues may take to settle after it.
+const (
+	resultsGrace = 5 * time.Minute
+	drainWithin  = 10 * time.Minute
+	settleWithin = 2 * time.Minute
+	// outageTail is how long a catch-up's worker stays down after the last
+	// reminder came due.
+	outageTail = 3 * time.Second
+)
+
+// slack is what was left before the first due time when the starts' work
+// was done (0: not done by then).
+func slack(done, due time.Time) time.Duration {
+	if done.IsZero() || done.After(due) {
+		return 0
+	}
+	return due.Sub(done)
+}
+
+// leadFor is the lead for n starts at rate a second.
+func leadFor(n int, rate float64) time.Duration {
+	return time.Duration(float64(n)/(rate*leadMargin)*float64(time.Second)) + leadFloor
+}
+
+// learnStartRate keeps the rate of a run's starts' work for its path's
+// next lead: n over the time from the start of scheduling until that work
+// was done, or, when it was not done by the due time, until then (a rate
+// it did not reach, so the next lead grows).
+func (r *Runner) learnStartRate(kind Kind, n int, b *batch, done, due time.Time) {
+	end := done
+	if end.IsZero() {
+		end = due
+	}
+	if took := end.Sub(b.started); took > 0 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.startRates == nil {
+			r.startRates = map[Kind]float64{}
+		}
+		r.startRates[kind] = float64(n) / took.Seconds()
+	}
+}
+
+func (r *Runner) lead(kind Kind, n int) time.Duration {
+	r.mu.Lock()
+	rate := r.startRates[kind]
+	r.mu.Unlock()
+	if rate <= 0 {
+		rate = assumedStartRate
+	}
+	return leadFor(n, rate)
+}
+
+// Step is one run in a workload's order.
+type Step struct {
+	Kind  Kind
+	Round int
+}
+
+// Order is a workload's runs: each path's warm-up (round 0, discarded),
+// then rounds 1..pairs alternately in the given order and reversed, so any
+// two paths meet as A B, B A, A B, ...: a server that speeds up or slows
+// down over the workload favours neither.
+func Order(kinds []Kind, pairs int) []Step {
+	var out []Step
+	for round := 0; round <= pairs; round++ {
+		ks := slices.Clone(kinds)
+		if round%2 == 0 && round > 0 {
+			slices.Reverse(ks)
+		}
+		for _, k := range ks {
+			out = append(out, Step{Kind: k, Round: round})
+		}
+	}
+	return out
+}
+
+// run measures one run: body does the work; run adds the CPU each process
+// used, waits for the queues to settle (inside the run, so its tail is
+// its own), and decides whether the run may be compared.
+func (r *Runner) run(ctx context.Context, res *Result, body func() error) Result {
+	r.mu.Lock()
+	unsettled := r.unsettled
+	r.unsettled = ""
+	r.mu.Unlock()
+	before := r.cpuNow(res.Kind)
+	begin := time.Now()
+	if err := body(); err != nil {
+		res.Error = err.Error()
+	}
+	if err := r.Settle(ctx, settleWithin); err != nil {
+		r.logf("%v; the next run is left out of the comparisons", err)
+		r.mu.Lock()
+		r.unsettled = "the queues had not settled after the run before: " + err.Error()
+		r.mu.Unlock()
+	}
+	res.CPU = r.cpuNow(res.Kind).since(before)
+	res.Elapsed = time.Since(begin)
+	res.Invalid = invalidReason(*res, unsettled, r.MinSlack)
+	return *res
+}
+
+// invalidReason says why a run cannot be compared, or "".
+func invalidReason(res Result, unsettled string, minSlack time.Duration) string {
+	switch {
+	case res.Error != "":
+		return "error: " + res.Error
+	case res.Lost > 0:
+		return fmt.Sprintf("partly drained: %d of %d delivered", res.Delivered, res.N)
+	case res.Lead > 0 && res.Slack <= 0:
+		return "the starts' work (scheduling, each reminder's first workflow task) was not done by the first due time"
+	case res.Lead > 0 && res.Slack < minSlack:
+		return fmt.Sprintf("the starts' work was done %s before the first due time (less than %s)", res.Slack.Round(time.Millisecond), minSlack)
+	case unsettled != "":
+		return unsettled
+	}
+	return ""
+}
+
+// Steady runs n reminders due at rate per second.
+func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Result {
+	res := Result{Workload: "steady", Kind: kind, Rate: rate}
+	return r.run(ctx, &res, func() error {
+		step := time.Duration(float64(time.Second) / rate)
+		b, first, err := r.scheduleAhead(ctx, &res, n, func(i int) time.Duration { return time.Duration(i) * step })
+		if err != nil {
+			return err
+		}
+		outs, err := r.results(ctx, b, time.Until(first)+time.Duration(n)*step+resultsGrace)
+		r.measure(ctx, &res, b, outs)
+		return err
+	})
+}
+
+// Burst runs n reminders due at one instant: the morning peak.
+func (r *Runner) Burst(ctx context.Context, kind Kind, n int) Result {
+	res := Result{Workload: "burst", Kind: kind}
+	return r.run(ctx, &res, func() error {
+		b, due, err := r.scheduleAhead(ctx, &res, n, func(int) time.Duration { return 0 })
+		if err != nil {
+			return err
+		}
+		return r.drain(ctx, &res, b, time.Until(due)+drainWithin, due)
+	})
+}
+
+// scheduleAhead schedules n reminders of res's path, the i-th due at the
+// first due time plus offset(i), the first due time a lead ahead; it waits
+// for the starts' work, learns its rate and records the lead, the schedule
+// rate and the slack.
+func (r *Runner) scheduleAhead(ctx context.Context, res *Result, n int, offset func(i int) time.Duration) (*batch, time.Time, error) {
+	res.Lead = r.lead(res.Kind, n)
+	first := time.Now().Add(res.Lead)
+	b, schedRate, err := r.schedule(ctx, res.Kind, n, func(i int) time.Time { return first.Add(offset(i)) })
+	res.ScheduleRate = schedRate
+	if err != nil {
+		return b, first, err
+	}
+	done := r.firstTasksDone(ctx, b, first)
+	r.learnStartRate(res.Kind, n, b, done, first)
+	res.Slack = slack(done, first)
+	return b, first, nil
+}
+
+// Catchup stops the worker while n reminders come due, then starts it:
+// the seed article's rehearsal. The drain is timed from the restarted
+// worker's first poll.
+func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
+	res := Result{Workload: "catchup", Kind: kind}
+	return r.run(ctx, &res, func() (err error) {
+		r.Workers.Stop(kind)
+		restarted := false
+		defer func() {
+			if !restarted {
+				if _, serr := r.Workers.Start(kind); serr != nil && err == nil {
+					err = serr
+				}
+			}
+		}()
+		due := time.Now().Add(time.Second)
+		b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return due.Add(time.Duration(i) * time.Millisecond) })
+		res.ScheduleRate = schedRate
+		if err != nil {
+			return err
+		}
+		// The outage: everything comes due while no worker runs.
+		end := b.planned[len(b.planned)-1]
+		if b.scheduled.After(end) {
+			end = b.scheduled
+		}
+		select {
+		case <-time.After(time.Until(end.Add(outageTail))):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		restarted = true
+		firstPoll, err := r.Workers.Start(kind)
+		if err != nil {
+			return err
+		}
+		return r.drain(ctx, &res, b, drainWithin, firstPoll)
+	})
+}
+
+// drain waits for a batch's results and fills in its figures, the drain
+// timed from ref.
+func (r *Runner) drain(ctx context.Context, res *Result, b *batch, within time.Duration, ref time.Time) error {
+	outs, err := r.results(ctx, b, within)
+	starts := r.measure(ctx, res, b, outs)
+	res.DrainRate = DrainRate(starts)
+	d := TimeToDrain(starts, ref)
+	res.Drain = &d
+	return err
+}
+
+// Hold schedules n reminders far in the future, then reads the worker's
+// memory and times the mirror's "due between" query.
+func (r *Runner) Hold(ctx context.Context, n int, queries int) Result {
+	res := Result{Workload: "hold", Kind: Full, N: n, Round: 1}
+	return r.run(ctx, &res, func() error {
+		from := time.Now().Add(24 * time.Hour)
+		span := 30 * 24 * time.Hour
+		b, schedRate, err := r.schedule(ctx, Full, n, func(i int) time.Time {
+			return from.Add(time.Duration(float64(span) * float64(i) / float64(n)))
+		})
+		res.ScheduleRate = schedRate
+		if err != nil {
+			return err
+		}
+		// Let the worker take every reminder's first workflow task.
+		if err := r.Settle(ctx, 45*time.Minute); err != nil {
+			return err
+		}
+		res.WorkerRSS = r.Workers.RSS(Full)
+		lat := make([]time.Duration, 0, queries)
+		for range queries {
+			t := from.Add(time.Duration(rand.Int64N(int64(span))))
+			q := time.Now()
+			if _, err := r.Mirror.List(ctx, mirror.Filter{DueFrom: t, DueTo: t.Add(time.Hour), Limit: 1000}); err != nil {
+				return err
+			}
+			lat = append(lat, time.Since(q))
+		}
+		slices.Sort(lat)
+		res.QueryP99 = quantile(lat, 0.99)
+		res.HistoryEvents, res.Actions, err = r.history(ctx, b.ids[0])
+		return err
+	})
+}
+
+// measure fills a finished batch's figures from its outcomes and returns
+// the notify starts.
+func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outcome) []time.Time {
+	res.N = len(b.planned)
+	var starts []time.Time
+	var lags []time.Duration
+	delivered := -1
+	for i, o := range outs {
+		if o.start.IsZero() {
+			continue
+		}
+		starts = append(starts, o.start)
+		lags = append(lags, o.start.Sub(b.dueAt[i]))
+		if o.executions > 1 {
+			res.Duplicates++
+		}
+		if delivered < 0 && o.err == nil {
+			delivered = i
+		}
+	}
+	res.Lag = LagPercentiles(lags)
+	res.Delivered = len(starts)
+	if b.kind.Worker() == Full {
+		// What the provider received: distinct keys, and keys received twice.
+		counts := map[string]int{}
+		for _, m := range r.Mail.Mails() {
+			if k := m.CustomArgs["delivery_key"]; b.keys[k] {
+				counts[k]++
+			}
+		}
+		res.Delivered, res.Duplicates = len(counts), 0
+		for _, c := range counts {
+			if c > 1 {
+				res.Duplicates++
+			}
+		}
+	}
+	res.Lost = res.N - res.Delivered
+	res.WorkerRSS = r.Workers.RSS(b.kind.Worker())
+	if delivered >= 0 {
+		var err error
+		if res.HistoryEvents, res.Actions, err = r.history(ctx, b.ids[delivered]); err != nil {
+			r.logf("%v", err)
+		}
+	}
+	return starts
+}
+
+// history reads a finished workflow's history: its length and its
+// billable actions.
+func (r *Runner) history(ctx context.Context, workflowID string) (int, *Actions, error) {
+	it := r.Temporal.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return 0, nil, fmt.Errorf("error reading the history of %s: %w", workflowID, err)
+		}
+		events = append(events, ev)
+	}
+	a := CountActions(events)
+	return len(events), &a, nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/bench"
+)
+
+// make bench runs each workload on its own server and merges the reports:
+// results gathered, comparisons and targets computed again over all of
+// them, a failed run's error kept (and the exit status says so).
+func TestBenchMerge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string, rep BenchReport) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, writeJSON(path, rep))
+		return path
+	}
+	burst := BenchReport{Engine: "dev server", Runs: []BenchRun{{Workloads: "burst"}}}
+	for round, naive := range []float64{40, 50} {
+		for kind, drain := range map[bench.Kind]float64{bench.Naive: naive, bench.Lean: 60, bench.Full: 56} {
+			burst.Results = append(burst.Results, bench.Result{Workload: "burst", Kind: kind, Round: round + 1, N: 10,
+				Delivered: 10, DrainRate: drain, ScheduleRate: 200})
+		}
+	}
+	catchup := BenchReport{Engine: "dev server", Runs: []BenchRun{{Workloads: "catchup"}}, Errors: []string{"catchup full round 1: boom"},
+		Results: []bench.Result{{Workload: "catchup", Kind: bench.Full, Round: 1, N: 10, Error: "boom", Invalid: "error: boom"},
+			{Workload: "catchup", Kind: bench.Naive, Round: 1, N: 10, Delivered: 10, DrainRate: 40}}}
+	out := filepath.Join(dir, "bench.json")
+	code, stdout, stderr := cli{env: map[string]string{}}.run(t, "", "bench", "--merge",
+		write("burst.json", burst)+","+write("catchup.json", catchup), "--out", out)
+	require.Equal(t, 1, code, "a failed run fails the merge too")
+	require.Contains(t, stderr, "catchup full round 1: boom")
+	require.Contains(t, stdout, "drain rate full/naive")
+	require.Contains(t, stdout, "catchup full round 1: error: boom", "left out, and said so")
+
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep BenchReport
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Len(t, rep.Runs, 2)
+	require.Len(t, rep.Results, 8)
+	require.Equal(t, "dev server", rep.Engine)
+	byName := map[string]bench.Target{}
+	for _, tg := range rep.Targets {
+		byName[tg.Name] = tg
+	}
+	require.Equal(t, bench.Missed, byName["burst drain, full/naive"].Verdict, "1.4 and 1.12: one pair falls short of 1.3")
+	require.Equal(t, bench.Met, byName["burst drain, full/lean"].Verdict, "0.93 ≥ 0.9")
+	require.Equal(t, bench.NotMeasured, byName["catchup drain, full/naive"].Verdict, "its one pair was left out")
+}
+
+func TestBenchFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--rate", "fast"}, {"--rate", "-3"}, {"--workloads", "burst,nap"}, {"--pairs", "0"}, {"--pollers", "1"},
+	} {
+		code, _, stderr := cli{env: map[string]string{}}.run(t, "", append([]string{"bench"}, args...)...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+	}
+}
+
+// A worker's environment: the settings that would set one worker apart
+// from another are cleared (they come as flags, the same for all), and
+// the bench's own values replace the inherited ones.
+func TestWorkerEnv(t *testing.T) {
+	t.Parallel()
+	got := workerEnv([]string{"PATH=/bin", "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=5", "SHIPNOTIFY_WORKER_MAX_ACTIVITIES=7",
+		"SHIPNOTIFY_METRICS_ADDR=:9090", "TEMPORAL_ADDRESS=a:1", "DATABASE_URL=postgres://x"},
+		"TEMPORAL_ADDRESS=b:2", "SHIPNOTIFY_METRICS_ADDR=off")
+	require.Equal(t, []string{"PATH=/bin", "DATABASE_URL=postgres://x", "TEMPORAL_ADDRESS=b:2", "SHIPNOTIFY_METRICS_ADDR=off"}, got)
+}
+
+// --rate auto goes by the lean bursts that were compared; when none was
+// valid, by those that delivered everything; never by one that lost.
+func TestLeanCeiling(t *testing.T) {
+	t.Parallel()
+	lean := func(round int, drain float64, invalid string, lost int) bench.Result {
+		return bench.Result{Workload: "burst", Kind: bench.Lean, Round: round, N: 10, Delivered: 10 - lost, Lost: lost,
+			DrainRate: drain, Invalid: invalid}
+	}
+	rate, note, ok := leanCeiling([]bench.Result{lean(0, 10, "", 0), lean(1, 60, "", 0), lean(2, 70, "", 0), lean(3, 1, "slack", 0)})
+	require.True(t, ok)
+	require.InDelta(t, 65, rate, 1e-9)
+	require.Empty(t, note)
+
+	rate, note, ok = leanCeiling([]bench.Result{lean(0, 40, "slack", 0), lean(1, 50, "slack", 0), lean(2, 5, "partly drained", 3)})
+	require.True(t, ok)
+	require.InDelta(t, 45, rate, 1e-9)
+	require.Contains(t, note, "no lean burst was valid")
+
+	_, _, ok = leanCeiling([]bench.Result{lean(1, 5, "partly drained", 3), {Workload: "burst", Kind: bench.Full, Round: 1, DrainRate: 50}})
+	require.False(t, ok)
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shipnotify/shipnotify/bench"
+)
+
+// BenchReport is what bench writes with --json and to --out.
+type BenchReport struct {
+	Machine string    `json:"machine"`
+	At      time.Time `json:"at"`
+	// Engine is what the workloads ran on.
+	Engine string `json:"engine"`
+	// Runs are the invocations gathered here: one, or one per workload
+	// when make bench merges them (each on a fresh server).
+	Runs        []BenchRun         `json:"runs"`
+	Results     []bench.Result     `json:"results"`
+	Comparisons []bench.Comparison `json:"comparisons"`
+	Targets     []bench.Target     `json:"targets"`
+	Errors      []string           `json:"errors,omitempty"`
+}
+
+// BenchRun is one invocation of bench and its options.
+type BenchRun struct {
+	At        time.Time      `json:"at"`
+	Workloads string         `json:"workloads"`
+	Options   map[string]any `json:"options"`
+}
+
+// judge fills in the comparisons and targets from the results.
+func (rep *BenchReport) judge() {
+	rep.Comparisons = bench.Comparisons(rep.Results)
+	rep.Targets = bench.Targets(rep.Results, rep.Comparisons)
+}
+
+// readReport reads a report bench wrote.
+func readReport(path string) (BenchReport, error) {
+	var rep BenchReport
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return rep, err
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return rep, fmt.Errorf("error reading %s: %w", path, err)
+	}
+	return rep, nil
+}
+
+// mergeReports gathers per-workload reports into one.
+func mergeReports(paths []string) (BenchReport, error) {
+	var out BenchReport
+	var engines []string
+	for _, p := range paths {
+		rep, err := readReport(p)
+		if err != nil {
+			return out, usageError{fmt.Errorf("--merge: %w", err)}
+		}
+		if out.Machine == "" {
+			out.Machine, out.At = rep.Machine, rep.At
+		}
+		if rep.Engine != "" && !slices.Contains(engines, rep.Engine) {
+			engines = append(engines, rep.Engine)
+		}
+		out.Runs = append(out.Runs, rep.Runs...)
+		out.Results = append(out.Results, rep.Results...)
+		out.Errors = append(out.Errors, rep.Errors...)
+	}
+	out.Engine = strings.Join(engines, "; ")
+	return out, nil
+}
+
+func writeJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

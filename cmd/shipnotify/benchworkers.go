@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/worker"
+)
+
+func init() {
+	register("bench-worker", "run one of the benchmark's workers (started by bench)", runBenchWorker)
+}
+
+// workerSettings are the options every benchmark worker runs with, naive,
+// lean and full alike, so the workflows are all that differ.
+type workerSettings struct {
+	activities, workflowTasks, localActivities, pollers, cache int
+}
+
+func (s *workerSettings) register(fs *flag.FlagSet) {
+	fs.IntVar(&s.activities, "activity-slots", 200, "every worker: activities in flight (the product's default)")
+	fs.IntVar(&s.workflowTasks, "workflow-task-slots", 1000, "every worker: workflow tasks in flight (the SDK's default)")
+	fs.IntVar(&s.localActivities, "local-activity-slots", 1000, "every worker: local activities in flight (the SDK's default)")
+	fs.IntVar(&s.pollers, "pollers", 2, "every worker: workflow-task pollers and activity-task pollers, each (the SDK's default; at least 2)")
+	fs.IntVar(&s.cache, "cache-size", worker.DefaultCacheSize, "every worker: workflows kept in memory (the product's default)")
+}
+
+func (s workerSettings) check() error {
+	if s.activities < 1 || s.workflowTasks < 2 || s.localActivities < 1 || s.pollers < 2 || s.cache < 1 {
+		return usagef("--activity-slots, --local-activity-slots and --cache-size must be positive, --workflow-task-slots and --pollers at least 2 (the SDK's minimum)")
+	}
+	return nil
+}
+
+func (s workerSettings) args() []string {
+	return []string{
+		"--activity-slots", strconv.Itoa(s.activities), "--workflow-task-slots", strconv.Itoa(s.workflowTasks),
+		"--local-activity-slots", strconv.Itoa(s.localActivities), "--pollers", strconv.Itoa(s.pollers),
+		"--cache-size", strconv.Itoa(s.cache),
+	}
+}
+
+// options are the settings as worker options; no rate limit on any path.
+func (s workerSettings) options() worker.Options {
+	return worker.Options{
+		MaxConcurrentActivities: s.activities, MaxConcurrentWorkflowTasks: s.workflowTasks,
+		MaxConcurrentLocalActivities: s.localActivities,
+		WorkflowTaskPollers:          s.pollers, ActivityTaskPollers: s.pollers,
+	}
+}
+
+// readyLine starts the line a benchmark worker prints once its pollers
+// run, followed by that instant.
+const readyLine = "bench-worker polling since"
+
+func runBenchWorker(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "bench-worker", "bench-worker --path naive|lean|full --task-queue Q [worker settings]")
+	path := fs.String("path", "", "naive, lean or full")
+	queue := fs.String("task-queue", "", "the task queue to poll")
+	var s workerSettings
+	s.register(fs)
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if *queue == "" {
+		return usagef("--task-queue is required")
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	worker.SetCacheSize(s.cache)
+	ready := func() { fmt.Fprintf(e.stdout, "%s %s\n", readyLine, time.Now().UTC().Format(time.RFC3339Nano)) }
+	switch bench.Kind(*path) {
+	case bench.Full:
+		// The product's worker; its metrics served nowhere, as the baselines'.
+		d.cfg.TaskQueue, d.cfg.MetricsAddr = *queue, ""
+		return serveWorker(ctx, d, s.options(), ready)
+	case bench.Naive, bench.Lean:
+		// The same SDK metrics handler as the full worker's.
+		_, tc, closeMetrics, err := opsTemporal(ctx, d)
+		if err != nil {
+			return err
+		}
+		defer closeMetrics()
+		w := sdkworker.New(tc, *queue, worker.SDKOptions(s.options()))
+		bench.RegisterBare(w, bench.NewNoop())
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("error starting the %s worker: %w", *path, err)
+		}
+		ready()
+		<-ctx.Done()
+		w.Stop()
+		return nil
+	}
+	return usagef("--path: want naive, lean or full")
+}
+
+// workerStartTimeout bounds how long a worker process may take to poll.
+const workerStartTimeout = time.Minute
+
+// processWorkers runs each kind's worker as a child process of this binary,
+// so its memory and CPU are its own.
+type processWorkers struct {
+	env   []string
+	args  map[bench.Kind][]string
+	mu    sync.Mutex
+	procs map[bench.Kind]*process
+	// spent is the CPU seconds of each kind's stopped processes.
+	spent map[bench.Kind]float64
+}
+
+// process is a running worker; exited closes once it has been waited for.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func newProcessWorkers(env []string, args map[bench.Kind][]string) *processWorkers {
+	return &processWorkers{env: env, args: args, procs: map[bench.Kind]*process{}, spent: map[bench.Kind]float64{}}
+}
+
+// Start launches kind's worker and waits for its ready line.
+func (p *processWorkers) Start(k bench.Kind) (time.Time, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return time.Time{}, err
+	}
+	ready := &readyWriter{at: make(chan time.Time, 1)}
+	cmd := exec.Command(self, p.args[k]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, ready, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return time.Time{}, fmt.Errorf("error starting the %s worker: %w", k, err)
+	}
+	proc := &process{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(proc.exited)
+	}()
+	p.mu.Lock()
+	p.procs[k] = proc
+	p.mu.Unlock()
+	select {
+	case t := <-ready.at:
+		return t, nil
+	case <-proc.exited:
+		p.Stop(k)
+		return time.Time{}, fmt.Errorf("error starting the %s worker: it exited before polling", k)
+	case <-time.After(workerStartTimeout):
+		p.Stop(k)
+		return time.Time{}, fmt.Errorf("error starting the %s worker: not polling after %s", k, workerStartTimeout)
+	}
+}
+
+// readyWriter is a worker's stdout: it watches for the ready line.
+type readyWriter struct {
+	buf  []byte
+	once sync.Once
+	at   chan time.Time
+}
+
+func (w *readyWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		line, rest, ok := bytes.Cut(w.buf, []byte("\n"))
+		if !ok {
+			return len(b), nil
+		}
+		w.buf = rest
+		if stamp, ok := strings.CutPrefix(string(line), readyLine+" "); ok {
+			if t, err := time.Parse(time.RFC3339Nano, stamp); err == nil {
+				w.once.Do(func() { w.at <- t })
+			}
+		}
+	}
+}
+
+func (p *processWorkers) Stop(k bench.Kind) {
+	p.mu.Lock()
+	proc := p.procs[k]
+	delete(p.procs, k)
+	p.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	_ = proc.cmd.Process.Signal(syscall.SIGTERM)
+	<-proc.exited
+	if st := proc.cmd.ProcessState; st != nil {
+		p.mu.Lock()
+		p.spent[k] += (st.UserTime() + st.SystemTime()).Seconds()
+		p.mu.Unlock()
+	}
+}
+
+func (p *processWorkers) stopAll() {
+	for _, k := range []bench.Kind{bench.Naive, bench.Lean, bench.Full} {
+		p.Stop(k)
+	}
+}
+
+// CPU is the stopped processes' CPU plus the running one's.
+func (p *processWorkers) CPU(k bench.Kind) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total := p.spent[k]
+	if proc := p.procs[k]; proc != nil {
+		if s, err := bench.TreeCPU("/proc", proc.cmd.Process.Pid); err == nil {
+			total += s
+		}
+	}
+	return total
+}
+
+// RSS reads VmRSS from /proc.
+func (p *processWorkers) RSS(k bench.Kind) int64 {
+	p.mu.Lock()
+	proc := p.procs[k]
+	p.mu.Unlock()
+	if proc == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", proc.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// workerEnv is the environment a benchmark worker gets: this process's,
+// less what would set one worker apart (the rate limit, the slots, the
+// metrics address: settings come as flags, the same for all), plus extra.
+func workerEnv(base []string, extra ...string) []string {
+	var out []string
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "SHIPNOTIFY_WORKER_") || name == "SHIPNOTIFY_METRICS_ADDR" {
+			continue
+		}
+		drop := false
+		for _, x := range extra {
+			if xname, _, _ := strings.Cut(x, "="); xname == name {
+				drop = true
+			}
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
