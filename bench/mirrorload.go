@@ -1,0 +1,345 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/shipnotify/shipnotify/metrics"
+	"github.com/shipnotify/shipnotify/mirror"
+)
+
+// MirrorOptions configure MirrorLoad. Zero counts take the defaults the
+// issue's bars are stated for.
+type MirrorOptions struct {
+	// N is the reminders loaded (default 10,000,000: the seed's customer
+	// makes 44 million a year).
+	N int
+	// Windows is the "due between" queries timed, one random hour each
+	// (default 1,000); Lookups the by-shipment listings (1,000); Overdue
+	// the oldest-overdue reads (1,000); Scrapes the full /metrics
+	// scrapes, gauges refresh included (200).
+	Windows, Lookups, Overdue, Scrapes int
+	// SkipExport leaves out the export of every row.
+	SkipExport bool
+	// Trail also loads every reminder's events and deliveries. The timed
+	// queries read neither table, so it only adds load time.
+	Trail bool
+	// Keep keeps the schema (mirror_<id>) for a look afterwards.
+	Keep bool
+	Seed uint64
+	// Registry is the process's metrics registry as a worker builds it
+	// (nil: the Go and process collectors and the notify metrics); the
+	// mirror's gauges are added to it.
+	Registry *prometheus.Registry
+	Progress io.Writer
+}
+
+// MirrorResult is what MirrorLoad measured.
+type MirrorResult struct {
+	Workload string `json:"workload"`
+	N        int    `json:"n"`
+	Schema   string `json:"schema"`
+	Loaded   loaded `json:"loaded"`
+	// LoadRate is reminders (with their updates, and trail if asked)
+	// copied a second.
+	LoadRate      float64 `json:"load_reminders_per_second"`
+	LoadSeconds   float64 `json:"load_seconds"`
+	VacuumSeconds float64 `json:"vacuum_analyze_seconds"`
+	// Sizes are the tables' total sizes (indexes included), in bytes.
+	Sizes map[string]int64 `json:"sizes_bytes"`
+	// Indexes are the reminders table's index definitions, as measured.
+	Indexes       []string `json:"indexes"`
+	DueBetween    Latency  `json:"due_between"`
+	ByShipment    Latency  `json:"by_shipment"`
+	OldestOverdue Latency  `json:"oldest_overdue"`
+	// GaugesRefresh is the mirror gauges' read (what every
+	// SHIPNOTIFY_METRICS_REFRESH runs), Scrape one GET /metrics of the
+	// registry, and MetricsFull both, timed together.
+	GaugesRefresh Latency             `json:"gauges_refresh"`
+	Scrape        Latency             `json:"scrape"`
+	MetricsFull   Latency             `json:"metrics_full"`
+	Export        *ExportResult       `json:"export,omitempty"`
+	Bars          []Bar               `json:"bars"`
+	Plans         map[string][]string `json:"plans"`
+	Elapsed       time.Duration       `json:"elapsed_ns"`
+}
+
+// MirrorLoad loads o.N reminders with COPY into a private schema made by
+// the product's migrations (no Temporal: it measures PostgreSQL), then
+// times the mirror's reads at that size against the issue's bars. The
+// schema is dropped at the end unless o.Keep.
+func MirrorLoad(ctx context.Context, dbURL string, o MirrorOptions) (MirrorResult, error) {
+	o = o.withDefaults()
+	begin := time.Now()
+	res := MirrorResult{Workload: "mirror", N: o.N, Plans: map[string][]string{}}
+	logf := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "bench: mirror: "+format+"\n", args...)
+		}
+	}
+	s, err := newPrivateSchema(ctx, dbURL, "mirror")
+	if err != nil {
+		return res, err
+	}
+	defer s.Close(!o.Keep)
+	res.Schema = s.Name
+
+	now := time.Now()
+	f := fleet{Prefix: "SHP-", N: o.N, From: now.Add(-335 * 24 * time.Hour), To: now.Add(30 * 24 * time.Hour),
+		Now: now, Seed: o.Seed, Trail: o.Trail}
+	logf("loading %d reminders into %s", o.N, s.Name)
+	t := time.Now()
+	next := o.N / 10
+	res.Loaded, err = f.load(ctx, s.Pool, func(done int) {
+		if done >= next {
+			logf("%d reminders loaded (%.0f/s)", done, float64(done)/time.Since(t).Seconds())
+			next += o.N / 10
+		}
+	})
+	if err != nil {
+		return res, err
+	}
+	res.LoadSeconds = time.Since(t).Seconds()
+	res.LoadRate = float64(res.Loaded.Reminders) / res.LoadSeconds
+	// A mirror in service has been vacuumed and analysed by autovacuum;
+	// a fresh load has not.
+	t = time.Now()
+	if _, err := s.Pool.Exec(ctx, "VACUUM (ANALYZE) updates, reminders, reminder_events, deliveries"); err != nil {
+		return res, fmt.Errorf("error vacuuming the loaded mirror: %w", err)
+	}
+	res.VacuumSeconds = time.Since(t).Seconds()
+	if res.Sizes, res.Indexes, err = describe(ctx, s.Pool); err != nil {
+		return res, err
+	}
+	logf("loaded in %.0fs (%.0f reminders/s), vacuumed in %.0fs; reminders take %d MB",
+		res.LoadSeconds, res.LoadRate, res.VacuumSeconds, res.Sizes["reminders"]>>20)
+
+	m := &mirrorMeasure{store: mirror.New(s.Pool), pool: s.Pool, f: f, shipments: res.Loaded.Shipments,
+		rng: rand.New(rand.NewPCG(o.Seed, 0x9e7)), plans: res.Plans}
+	if err := m.reads(ctx, o, &res); err != nil {
+		return res, err
+	}
+	logf("due between p99 %s, by shipment p99 %s, oldest overdue p99 %s",
+		res.DueBetween.P99, res.ByShipment.P99, res.OldestOverdue.P99)
+	if err := m.scrapes(ctx, o, &res); err != nil {
+		return res, err
+	}
+	logf("gauges refresh p99 %s, scrape p99 %s, both p99 %s", res.GaugesRefresh.P99, res.Scrape.P99, res.MetricsFull.P99)
+	if !o.SkipExport {
+		logf("exporting %d reminders", res.Loaded.Reminders)
+		exp, err := m.export(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Export = &exp
+		logf("exported %d rows at %.0f/s, heap %d MB → peak %d MB", exp.Rows, exp.RowsPerSecond, exp.HeapBefore>>20, exp.HeapPeak>>20)
+	}
+	res.Bars = mirrorBars(res)
+	res.Elapsed = time.Since(begin)
+	return res, nil
+}
+
+func (o MirrorOptions) withDefaults() MirrorOptions {
+	if o.N <= 0 {
+		o.N = 10_000_000
+	}
+	for _, c := range []*int{&o.Windows, &o.Lookups, &o.Overdue} {
+		if *c <= 0 {
+			*c = 1000
+		}
+	}
+	if o.Scrapes <= 0 {
+		o.Scrapes = 200
+	}
+	return o
+}
+
+// describe reads the tables' sizes and the reminders' index definitions.
+func describe(ctx context.Context, pool *pgxpool.Pool) (map[string]int64, []string, error) {
+	sizes := map[string]int64{}
+	for _, table := range []string{"updates", "reminders", "reminder_events", "deliveries"} {
+		var n int64
+		if err := pool.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass)", table).Scan(&n); err != nil {
+			return nil, nil, fmt.Errorf("error reading the size of %s: %w", table, err)
+		}
+		sizes[table] = n
+	}
+	rows, err := pool.Query(ctx, `
+SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'reminders' ORDER BY indexname`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error reading the indexes: %w", err)
+	}
+	defer rows.Close()
+	var defs []string
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, nil, fmt.Errorf("error reading the indexes: %w", err)
+		}
+		defs = append(defs, d)
+	}
+	return sizes, defs, rows.Err()
+}
+
+// mirrorMeasure times the product's reads of a loaded mirror.
+type mirrorMeasure struct {
+	store     *mirror.Store
+	pool      *pgxpool.Pool
+	f         fleet
+	shipments int
+	rng       *rand.Rand
+	plans     map[string][]string
+}
+
+// reads times the three listings as `list` and the gauges run them:
+// List with a due window and list's default limit, List by shipment, and
+// the oldest-overdue query. Each is EXPLAINed once too.
+func (m *mirrorMeasure) reads(ctx context.Context, o MirrorOptions, res *MirrorResult) error {
+	span := m.f.To.Sub(m.f.From) - time.Hour
+	window := func() mirror.Filter {
+		from := m.f.From.Add(time.Duration(m.rng.Int64N(int64(span))))
+		return mirror.Filter{DueFrom: from, DueTo: from.Add(time.Hour), Limit: 1000}
+	}
+	shipment := func() mirror.Filter {
+		return mirror.Filter{ShipmentID: fmt.Sprintf("%s%09d", m.f.Prefix, 1+m.rng.IntN(m.shipments)), Limit: 1000}
+	}
+	found := 0
+	list := func(next func() mirror.Filter) func() error {
+		return func() error {
+			rows, err := m.store.List(ctx, next())
+			found += len(rows)
+			return err
+		}
+	}
+	var err error
+	if res.DueBetween, err = timeEach(o.Windows, list(window)); err != nil {
+		return err
+	}
+	if found == 0 {
+		return fmt.Errorf("no due window found a reminder: the load and the queries disagree")
+	}
+	found = 0
+	if res.ByShipment, err = timeEach(o.Lookups, list(shipment)); err != nil {
+		return err
+	}
+	if found < o.Lookups {
+		return fmt.Errorf("a shipment listing found nothing: the load and the queries disagree")
+	}
+	if res.OldestOverdue, err = timeEach(o.Overdue, func() error {
+		age, err := m.store.OldestOverdue(ctx)
+		if err == nil && age <= 0 {
+			err = fmt.Errorf("no overdue reminder found: the load has some")
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	for name, f := range map[string]mirror.Filter{"due_between": window(), "by_shipment": shipment()} {
+		q, args := mirror.ListQuery(f)
+		if m.plans[name], err = explain(ctx, m.pool, true, q, args...); err != nil {
+			return err
+		}
+	}
+	for name, q := range map[string]string{"oldest_overdue": mirror.OldestOverdueQuery, "count_by_state": mirror.CountByStateQuery} {
+		if m.plans[name], err = explain(ctx, m.pool, true, q); err != nil {
+			return err
+		}
+	}
+	q, args := mirror.ListQuery(mirror.Filter{})
+	m.plans["export"], err = explain(ctx, m.pool, false, q, args...)
+	return err
+}
+
+// scrapes times what one /metrics scrape costs in all: the gauges'
+// refresh (the mirror read WatchMirror runs every
+// SHIPNOTIFY_METRICS_REFRESH) and a GET /metrics of the process registry
+// served as the worker serves it.
+func (m *mirrorMeasure) scrapes(ctx context.Context, o MirrorOptions, res *MirrorResult) error {
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics.New(reg)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	// The background refresh stays out of the way; the loop below runs it.
+	metrics.WatchMirror(wctx, reg, m.store, metrics.MirrorOptions{Every: 24 * time.Hour})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("error listening for the metrics scrape: %w", err)
+	}
+	srv := metrics.NewServer(metrics.Handler(reg, func(context.Context) error { return nil }))
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	url := "http://" + ln.Addr().String() + "/metrics"
+	client := &http.Client{Timeout: metrics.ServerWriteTimeout}
+	var refresh, scrape, full []time.Duration
+	for range o.Scrapes {
+		t0 := time.Now()
+		if _, err := m.store.Gauges(ctx); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if err := get(ctx, client, url); err != nil {
+			return err
+		}
+		t2 := time.Now()
+		refresh, scrape, full = append(refresh, t1.Sub(t0)), append(scrape, t2.Sub(t1)), append(full, t2.Sub(t0))
+	}
+	res.GaugesRefresh, res.Scrape, res.MetricsFull = latencyOf(refresh), latencyOf(scrape), latencyOf(full)
+	return nil
+}
+
+func get(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("error scraping /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("error scraping /metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "shipnotify_reminders{") {
+		return fmt.Errorf("scraping /metrics: %d, without the mirror's gauges", resp.StatusCode)
+	}
+	return nil
+}
+
+// explain returns a statement's plan, run (ANALYZE, BUFFERS) when analyze
+// is set, as its lines.
+func explain(ctx context.Context, pool *pgxpool.Pool, analyze bool, q string, args ...any) ([]string, error) {
+	opts := "EXPLAIN "
+	if analyze {
+		opts = "EXPLAIN (ANALYZE, BUFFERS) "
+	}
+	rows, err := pool.Query(ctx, opts+q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("error explaining a query: %w", err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			return nil, fmt.Errorf("error explaining a query: %w", err)
+		}
+		lines = append(lines, l)
+	}
+	return lines, rows.Err()
+}
