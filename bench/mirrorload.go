@@ -29,8 +29,15 @@ type MirrorOptions struct {
 	// the oldest-overdue reads (1,000); Scrapes the full /metrics
 	// scrapes, gauges refresh included (200).
 	Windows, Lookups, Overdue, Scrapes int
+	// Pages is the pending-reminder pages read, no bar (100): reconcile
+	// --verify's PendingBefore, page after page, and `list --state pending`
+	// from a random due time.
+	Pages int
 	// SkipExport leaves out the export of every row.
 	SkipExport bool
+	// PruneFor, when set, ends the run with PruneLoad on the loaded mirror
+	// for this long (90 days: most of the load is old enough).
+	PruneFor time.Duration
 	// Trail also loads every reminder's events and deliveries. The timed
 	// queries read neither table, so it only adds load time.
 	Trail bool
@@ -62,16 +69,25 @@ type MirrorResult struct {
 	DueBetween    Latency  `json:"due_between"`
 	ByShipment    Latency  `json:"by_shipment"`
 	OldestOverdue Latency  `json:"oldest_overdue"`
+	// PendingBefore is one page of reconcile --verify's walk through the
+	// pending reminders, PendingList one page of `list --state pending
+	// --due-from T`; they have no bar.
+	PendingBefore Latency `json:"pending_before"`
+	PendingList   Latency `json:"pending_list"`
 	// GaugesRefresh is the mirror gauges' read (what every
 	// SHIPNOTIFY_METRICS_REFRESH runs), Scrape one GET /metrics of the
 	// registry, and MetricsFull both, timed together.
-	GaugesRefresh Latency             `json:"gauges_refresh"`
-	Scrape        Latency             `json:"scrape"`
-	MetricsFull   Latency             `json:"metrics_full"`
-	Export        *ExportResult       `json:"export,omitempty"`
-	Bars          []Bar               `json:"bars"`
-	Plans         map[string][]string `json:"plans"`
-	Elapsed       time.Duration       `json:"elapsed_ns"`
+	GaugesRefresh Latency       `json:"gauges_refresh"`
+	Scrape        Latency       `json:"scrape"`
+	MetricsFull   Latency       `json:"metrics_full"`
+	Export        *ExportResult `json:"export,omitempty"`
+	Prune         *PruneResult  `json:"prune,omitempty"`
+	Bars          []Bar         `json:"bars"`
+	// Failures are measurements that could not be taken (a query that
+	// timed out, say); their bars are missed.
+	Failures []string            `json:"failures,omitempty"`
+	Plans    map[string][]string `json:"plans"`
+	Elapsed  time.Duration       `json:"elapsed_ns"`
 }
 
 // MirrorLoad loads o.N reminders with COPY into a private schema made by
@@ -126,23 +142,40 @@ func MirrorLoad(ctx context.Context, dbURL string, o MirrorOptions) (MirrorResul
 
 	m := &mirrorMeasure{store: mirror.New(s.Pool), pool: s.Pool, f: f, shipments: res.Loaded.Shipments,
 		rng: rand.New(rand.NewPCG(o.Seed, 0x9e7)), plans: res.Plans}
-	if err := m.reads(ctx, o, &res); err != nil {
-		return res, err
+	// A measurement that fails is reported, and the others still run.
+	failed := func(what string, err error) bool {
+		if err != nil && ctx.Err() == nil {
+			res.Failures = append(res.Failures, what+": "+err.Error())
+			logf("%s failed: %v", what, err)
+		}
+		return err != nil
 	}
-	logf("due between p99 %s, by shipment p99 %s, oldest overdue p99 %s",
-		res.DueBetween.P99, res.ByShipment.P99, res.OldestOverdue.P99)
-	if err := m.scrapes(ctx, o, &res); err != nil {
-		return res, err
+	if !failed("reads", m.reads(ctx, o, &res)) {
+		logf("due between p99 %s, by shipment p99 %s, oldest overdue p99 %s, pending pages p99 %s and %s",
+			res.DueBetween.P99, res.ByShipment.P99, res.OldestOverdue.P99, res.PendingBefore.P99, res.PendingList.P99)
 	}
-	logf("gauges refresh p99 %s, scrape p99 %s, both p99 %s", res.GaugesRefresh.P99, res.Scrape.P99, res.MetricsFull.P99)
+	if !failed("metrics", m.scrapes(ctx, o, &res)) {
+		logf("gauges refresh p99 %s, scrape p99 %s, both p99 %s", res.GaugesRefresh.P99, res.Scrape.P99, res.MetricsFull.P99)
+	}
 	if !o.SkipExport {
 		logf("exporting %d reminders", res.Loaded.Reminders)
 		exp, err := m.export(ctx)
-		if err != nil {
-			return res, err
+		if !failed("export", err) {
+			res.Export = &exp
+			logf("exported %d rows at %.0f/s, heap %d MB → peak %d MB", exp.Rows, exp.RowsPerSecond, exp.HeapBefore>>20, exp.HeapPeak>>20)
 		}
-		res.Export = &exp
-		logf("exported %d rows at %.0f/s, heap %d MB → peak %d MB", exp.Rows, exp.RowsPerSecond, exp.HeapBefore>>20, exp.HeapPeak>>20)
+	}
+	if o.PruneFor > 0 {
+		logf("pruning for %s", o.PruneFor)
+		pctx, cancel := context.WithTimeout(ctx, o.PruneFor)
+		p, err := PruneLoad(pctx, s.Pool, PruneLoadOptions{Progress: o.Progress})
+		cancel()
+		if !failed("prune", err) {
+			res.Prune = &p
+		}
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
 	}
 	res.Bars = mirrorBars(res)
 	res.Elapsed = time.Since(begin)
@@ -157,6 +190,9 @@ func (o MirrorOptions) withDefaults() MirrorOptions {
 		if *c <= 0 {
 			*c = 1000
 		}
+	}
+	if o.Pages <= 0 {
+		o.Pages = 100
 	}
 	if o.Scrapes <= 0 {
 		o.Scrapes = 200
@@ -244,7 +280,25 @@ func (m *mirrorMeasure) reads(ctx context.Context, o MirrorOptions, res *MirrorR
 	}); err != nil {
 		return err
 	}
-	for name, f := range map[string]mirror.Filter{"due_between": window(), "by_shipment": shipment()} {
+	// Reconcile --verify's walk (pages of 500, as it reads them) from the
+	// start; then pending listings from random due times.
+	after := ""
+	if res.PendingBefore, err = timeEach(o.Pages, func() error {
+		rows, err := m.store.PendingBefore(ctx, m.f.Now, after, 500)
+		if len(rows) > 0 {
+			after = rows[len(rows)-1].ID
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	pending := func() mirror.Filter {
+		return mirror.Filter{State: mirror.Pending, DueFrom: m.f.From.Add(time.Duration(m.rng.Int64N(int64(span)))), Limit: 1000}
+	}
+	if res.PendingList, err = timeEach(o.Pages, list(pending)); err != nil {
+		return err
+	}
+	for name, f := range map[string]mirror.Filter{"due_between": window(), "by_shipment": shipment(), "pending_list": pending()} {
 		q, args := mirror.ListQuery(f)
 		if m.plans[name], err = explain(ctx, m.pool, true, q, args...); err != nil {
 			return err
@@ -254,6 +308,9 @@ func (m *mirrorMeasure) reads(ctx context.Context, o MirrorOptions, res *MirrorR
 		if m.plans[name], err = explain(ctx, m.pool, true, q); err != nil {
 			return err
 		}
+	}
+	if m.plans["pending_before"], err = explain(ctx, m.pool, true, mirror.PendingBeforeQuery, m.f.Now, after, 500); err != nil {
+		return err
 	}
 	q, args := mirror.ListQuery(mirror.Filter{})
 	m.plans["export"], err = explain(ctx, m.pool, false, q, args...)

@@ -22,9 +22,10 @@ func TestMirrorLoadSmall(t *testing.T) {
 	ctx := context.Background()
 	var progress bytes.Buffer
 	res, err := bench.MirrorLoad(ctx, db.URL, bench.MirrorOptions{
-		N: 10_000, Windows: 50, Lookups: 50, Overdue: 20, Scrapes: 5, Trail: true, Seed: 1, Progress: &progress,
+		N: 10_000, Windows: 50, Lookups: 50, Overdue: 20, Scrapes: 5, Pages: 5, Trail: true, PruneFor: time.Minute, Seed: 1, Progress: &progress,
 	})
 	require.NoError(t, err, progress.String())
+	require.Empty(t, res.Failures)
 	require.EqualValues(t, 10_000, res.Loaded.Reminders)
 	require.InDelta(t, 1000, res.Loaded.Shipments, 250, "about ten reminders a shipment")
 	require.Greater(t, res.Loaded.Events, res.Loaded.Reminders, "a trail: at least an event a reminder")
@@ -42,7 +43,7 @@ SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablenam
 	require.NoError(t, rows.Err())
 	require.Equal(t, product, res.Indexes, "the workload measures the product's indexes, no more")
 
-	for _, l := range []bench.Latency{res.DueBetween, res.ByShipment, res.OldestOverdue, res.GaugesRefresh, res.Scrape, res.MetricsFull} {
+	for _, l := range []bench.Latency{res.DueBetween, res.ByShipment, res.OldestOverdue, res.PendingBefore, res.PendingList, res.GaugesRefresh, res.Scrape, res.MetricsFull} {
 		require.NotZero(t, l.N)
 		require.Positive(t, l.P99)
 		require.LessOrEqual(t, l.P50, l.P99)
@@ -50,12 +51,17 @@ SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablenam
 	require.NotNil(t, res.Export)
 	require.EqualValues(t, 10_000, res.Export.Rows)
 	require.Len(t, res.Bars, 5)
-	for _, name := range []string{"due_between", "by_shipment", "oldest_overdue", "count_by_state", "export"} {
+	for _, name := range []string{"due_between", "by_shipment", "oldest_overdue", "count_by_state", "pending_before", "pending_list", "export"} {
 		require.NotEmpty(t, res.Plans[name], name)
 	}
+	require.NotNil(t, res.Prune)
+	require.Greater(t, res.Prune.Stats.Reminders, int64(5_000), "most of a year is older than 90 days")
+	require.Positive(t, res.Prune.Stats.Events)
+	require.False(t, res.Prune.Interrupted)
 	var table bytes.Buffer
 	require.NoError(t, bench.WriteMirrorTable(&table, res))
 	require.Contains(t, table.String(), "list --shipment")
+	require.Contains(t, table.String(), "prune: ")
 
 	var left bool
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, res.Schema).Scan(&left))
@@ -69,7 +75,7 @@ func TestMirrorLoadSpread(t *testing.T) {
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	res, err := bench.MirrorLoad(ctx, db.URL, bench.MirrorOptions{
-		N: 5_000, Windows: 1, Lookups: 1, Overdue: 1, Scrapes: 1, SkipExport: true, Keep: true, Seed: 2,
+		N: 5_000, Windows: 1, Lookups: 1, Overdue: 1, Scrapes: 1, Pages: 1, SkipExport: true, Keep: true, Seed: 2,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = db.Pool.Exec(context.Background(), "DROP SCHEMA "+res.Schema+" CASCADE") })

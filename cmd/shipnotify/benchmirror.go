@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shipnotify/shipnotify/bench"
@@ -22,15 +24,17 @@ type MirrorBenchReport struct {
 }
 
 func runBenchMirror(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "bench-mirror", "bench-mirror [--n N] [--windows N] [--lookups N] [--overdue N] [--scrapes N] [--trail] [--no-export] [--keep] [--json] [--out FILE]")
+	fs := newFlags(e, "bench-mirror", "bench-mirror [--n N] [--windows N] [--lookups N] [--overdue N] [--scrapes N] [--pages N] [--trail] [--no-export] [--prune-for D] [--keep] [--json] [--out FILE]")
 	var o bench.MirrorOptions
 	fs.IntVar(&o.N, "n", 10_000_000, "reminders to load")
 	fs.IntVar(&o.Windows, "windows", 1000, "\"due between\" queries, one random hour each")
 	fs.IntVar(&o.Lookups, "lookups", 1000, "list --shipment queries, one random shipment each")
 	fs.IntVar(&o.Overdue, "overdue", 1000, "oldest-overdue queries")
 	fs.IntVar(&o.Scrapes, "scrapes", 200, "full /metrics scrapes, each with the gauges' refresh")
+	fs.IntVar(&o.Pages, "pages", 100, "pages of pending reminders read (reconcile --verify's walk, list --state pending)")
 	fs.BoolVar(&o.Trail, "trail", false, "also load every reminder's events and deliveries (no timed query reads them)")
 	noExport := fs.Bool("no-export", false, "skip the export of every row")
+	fs.DurationVar(&o.PruneFor, "prune-for", 0, "then prune the loaded mirror (--older-than 90d) for this long and report its rate (0: no prune)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the loaded schema (mirror_<id>)")
 	seed := fs.Uint64("seed", 1, "the generator's seed: one seed, one mirror")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -38,8 +42,11 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	if o.N < 1 || o.Windows < 1 || o.Lookups < 1 || o.Overdue < 1 || o.Scrapes < 1 {
-		return usagef("--n, --windows, --lookups, --overdue and --scrapes must be positive")
+	if o.N < 1 || o.Windows < 1 || o.Lookups < 1 || o.Overdue < 1 || o.Scrapes < 1 || o.Pages < 1 {
+		return usagef("--n, --windows, --lookups, --overdue, --scrapes and --pages must be positive")
+	}
+	if o.PruneFor < 0 {
+		return usagef("--prune-for must not be negative")
 	}
 	o.SkipExport, o.Seed, o.Progress = *noExport, *seed, e.stderr
 	d, err := newDeps(e)
@@ -61,8 +68,8 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	report := MirrorBenchReport{Machine: machine(), At: time.Now().UTC(), Mirror: &res, Options: map[string]any{
-		"n": o.N, "windows": o.Windows, "lookups": o.Lookups, "overdue": o.Overdue, "scrapes": o.Scrapes,
-		"trail": o.Trail, "export": !o.SkipExport, "seed": o.Seed,
+		"n": o.N, "windows": o.Windows, "lookups": o.Lookups, "overdue": o.Overdue, "scrapes": o.Scrapes, "pages": o.Pages,
+		"trail": o.Trail, "export": !o.SkipExport, "seed": o.Seed, "prune_for": o.PruneFor.String(),
 	}}
 	if *out != "" {
 		if err := writeJSON(*out, report); err != nil {
@@ -72,7 +79,12 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		err = enc.Encode(report)
+	} else {
+		err = bench.WriteMirrorTable(e.stdout, res)
 	}
-	return bench.WriteMirrorTable(e.stdout, res)
+	if err == nil && len(res.Failures) > 0 {
+		err = fmt.Errorf("bench-mirror: %d measurements failed: %s", len(res.Failures), strings.Join(res.Failures, "; "))
+	}
+	return err
 }
