@@ -33,6 +33,12 @@ type PruneOptions struct {
 	OlderThan time.Duration
 	// Batch is reminders per transaction; 0 means DefaultPruneBatch.
 	Batch int
+	// Updates also removes the update rows a batch leaves with no
+	// reminder. Kept, such a row makes a resubmission of its update a
+	// changed update (refused, nothing sent); removed, the resubmission is
+	// a new update, scheduled and sent again. It holds the message text and
+	// escalation address.
+	Updates bool
 	// DryRun counts what would go; nothing is locked or deleted.
 	DryRun bool
 	// Archive receives each batch's reminders inside its transaction,
@@ -52,7 +58,7 @@ type PruneStats struct {
 	Events     int64                    `json:"events"`
 	Deliveries int64                    `json:"deliveries"`
 	// Updates are update rows left with no reminder, removed with their
-	// last (a dry run does not count them).
+	// last when asked (a dry run does not count them).
 	Updates int64 `json:"updates"`
 	// Skipped are old finished reminders kept this time: one of their
 	// deliveries is 'sending' or recent, an event is recent, another
@@ -113,11 +119,11 @@ DELETE FROM updates u USING (SELECT DISTINCT * FROM unnest($1::text[], $2::text[
 const pruneLockTimeout = 2 * time.Second
 
 // Prune removes finished reminders older than o.OlderThan with their
-// events, deliveries, and the update rows they leave empty, in batches of
-// o.Batch reminders, each in a short transaction of its own that marks
-// itself as prune's (SET LOCAL shipnotify.prune = 'on', the one way the
-// audit trail's trigger lets events go). It runs until no candidate is left
-// or ctx ends, and returns what it removed.
+// events and deliveries (and, asked, the update rows they leave empty), in
+// batches of o.Batch reminders, each in a short transaction of its own that
+// marks itself as prune's (SET LOCAL shipnotify.prune = 'on', the one way
+// the audit trail's trigger lets events go). It runs until no candidate is
+// left or ctx ends, and returns what it removed.
 func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneStats, error) {
 	stats := PruneStats{ByState: map[reminder.State]int64{}}
 	if o.OlderThan < PruneMinAge {
@@ -206,7 +212,7 @@ func (s *Store) pruneBatch(ctx context.Context, o PruneOptions, cursor *pruneCur
 				return fmt.Errorf("error archiving reminders before pruning them: %w", err)
 			}
 		}
-		return deleteDoomed(ctx, tx, doomed, stats)
+		return deleteDoomed(ctx, tx, doomed, o.Updates, stats)
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
@@ -218,12 +224,12 @@ func (s *Store) pruneBatch(ctx context.Context, o PruneOptions, cursor *pruneCur
 
 // deleteDoomed removes the reminders' events first (the trigger checks
 // each event's reminder, which must still be there), then their
-// deliveries, the reminders, and the update rows left empty.
-func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, stats *PruneStats) error {
+// deliveries, the reminders, and, when asked, the update rows left empty.
+func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, updates bool, stats *PruneStats) error {
 	ids := make([]string, len(doomed))
-	shipments, updates := make([]string, len(doomed)), make([]string, len(doomed))
+	shipmentIDs, updateIDs := make([]string, len(doomed)), make([]string, len(doomed))
 	for i, r := range doomed {
-		ids[i], shipments[i], updates[i] = r.ID, r.ShipmentID, r.UpdateID
+		ids[i], shipmentIDs[i], updateIDs[i] = r.ID, r.ShipmentID, r.UpdateID
 	}
 	tag, err := tx.Exec(ctx, `DELETE FROM reminder_events WHERE reminder_id = ANY($1)`, ids)
 	if err != nil {
@@ -243,13 +249,17 @@ func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, stats *PruneStat
 	}); err != nil {
 		return fmt.Errorf("error pruning reminders: %w", err)
 	}
-	if tag, err = tx.Exec(ctx, pruneUpdates, shipments, updates); err != nil {
-		return fmt.Errorf("error pruning updates: %w", err)
+	var emptied int64
+	if updates {
+		if tag, err = tx.Exec(ctx, pruneUpdates, shipmentIDs, updateIDs); err != nil {
+			return fmt.Errorf("error pruning updates: %w", err)
+		}
+		emptied = tag.RowsAffected()
 	}
 	// Counted only once every statement of the batch went through.
 	stats.Events += events
 	stats.Deliveries += deliveries
-	stats.Updates += tag.RowsAffected()
+	stats.Updates += emptied
 	for st, n := range byState {
 		stats.ByState[st] += n
 		stats.Reminders += n

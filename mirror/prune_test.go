@@ -124,7 +124,7 @@ func TestPruneRemovesOnlyWhatIsOldFinishedAndQuiet(t *testing.T) {
 
 	var seen []mirror.PruneStats
 	stats, err := mirror.New(db.Pool).Prune(ctx, mirror.PruneOptions{
-		OlderThan: 90 * day, Batch: 2, OnBatch: func(s mirror.PruneStats) { seen = append(seen, s) },
+		OlderThan: 90 * day, Batch: 2, Updates: true, OnBatch: func(s mirror.PruneStats) { seen = append(seen, s) },
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{"k-awaiting", "k-cancelled-not-due", "k-disabled", "k-escalation-sending", "k-late-delivery",
@@ -193,6 +193,7 @@ func TestPruneArchivesBeforeDeleting(t *testing.T) {
 	slices.Sort(archived)
 	require.Equal(t, []string{"p-1", "p-2", "p-3"}, archived)
 	require.Empty(t, remaining(t, db.Pool))
+	require.Equal(t, 1, countRows(t, db.Pool, "updates"), "update rows stay unless asked")
 }
 
 // A reminder another transaction holds (here, one appending an event to
