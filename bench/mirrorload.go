@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -223,21 +224,13 @@ func describe(ctx context.Context, pool *pgxpool.Pool) (map[string]int64, []stri
 		}
 		sizes[table] = n
 	}
-	rows, err := pool.Query(ctx, `
+	rows, _ := pool.Query(ctx, `
 SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'reminders' ORDER BY indexname`)
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, nil, fmt.Errorf("error reading the indexes: %w", err)
 	}
-	defer rows.Close()
-	var defs []string
-	for rows.Next() {
-		var d string
-		if err := rows.Scan(&d); err != nil {
-			return nil, nil, fmt.Errorf("error reading the indexes: %w", err)
-		}
-		defs = append(defs, d)
-	}
-	return sizes, defs, rows.Err()
+	return sizes, defs, nil
 }
 
 // mirrorMeasure times the product's reads of a loaded mirror.
@@ -398,18 +391,10 @@ func explain(ctx context.Context, pool *pgxpool.Pool, analyze bool, q string, ar
 	if analyze {
 		opts = "EXPLAIN (ANALYZE, BUFFERS) "
 	}
-	rows, err := pool.Query(ctx, opts+q, args...)
+	rows, _ := pool.Query(ctx, opts+q, args...)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("error explaining a query: %w", err)
 	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			return nil, fmt.Errorf("error explaining a query: %w", err)
-		}
-		lines = append(lines, l)
-	}
-	return lines, rows.Err()
+	return lines, nil
 }

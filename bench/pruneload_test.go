@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/bench"
@@ -31,15 +32,9 @@ VALUES ('SHP-LIVE/u/s', 'SHP-LIVE', 'u', 's', 'email', 'a@b.example', now() - in
 	require.Equal(t, 4, res.Batch.N)
 	require.Positive(t, res.RowsPerSecond)
 	require.False(t, res.Interrupted)
-	var left []string
-	rows, err := db.Pool.Query(ctx, `SELECT id FROM reminders`)
+	rows, _ := db.Pool.Query(ctx, `SELECT id FROM reminders`)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		left = append(left, id)
-	}
-	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"SHP-LIVE/u/s"}, left)
 }
 

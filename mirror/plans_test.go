@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -15,15 +16,9 @@ import (
 // explain is the plan PostgreSQL picks for q, as one string.
 func explain(t *testing.T, db testenv.DB, q string, args ...any) string {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), "EXPLAIN "+q, args...)
+	rows, _ := db.Pool.Query(context.Background(), "EXPLAIN "+q, args...)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	var lines []string
-	for rows.Next() {
-		var l string
-		require.NoError(t, rows.Scan(&l))
-		lines = append(lines, l)
-	}
-	require.NoError(t, rows.Err())
 	return strings.Join(lines, "\n")
 }
 
