@@ -170,6 +170,8 @@ type pruneCursor struct {
 func (s *Store) pruneBatch(ctx context.Context, o PruneOptions, cursor *pruneCursor, stats *PruneStats) (int, error) {
 	age := o.OlderThan.Seconds()
 	var taken int
+	// The batch's counts join the totals only once it has committed.
+	batch := &PruneStats{ByState: map[reminder.State]int64{}}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT set_config('shipnotify.prune', 'on', true),
        set_config('lock_timeout', $1, true), set_config('statement_timeout', '60s', true)`,
@@ -200,31 +202,47 @@ func (s *Store) pruneBatch(ctx context.Context, o PruneOptions, cursor *pruneCur
 		if err != nil {
 			return fmt.Errorf("error reading reminders to prune: %w", err)
 		}
-		stats.Skipped += int64(taken - len(doomed))
+		batch.Skipped = int64(taken - len(doomed))
 		if len(doomed) == 0 {
 			return nil
 		}
 		if o.DryRun {
-			return countDoomed(ctx, tx, doomed, stats)
+			return countDoomed(ctx, tx, doomed, batch)
 		}
 		if o.Archive != nil {
 			if err := o.Archive(doomed); err != nil {
 				return fmt.Errorf("error archiving reminders before pruning them: %w", err)
 			}
 		}
-		return deleteDoomed(ctx, tx, doomed, o.Updates, stats)
+		return deleteDoomed(ctx, tx, doomed, o.Updates, batch)
 	})
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available
 		stats.Skipped += int64(taken)
 		return taken, nil
+	case err != nil:
+		return taken, err
 	}
-	return taken, err
+	stats.add(*batch)
+	return taken, nil
+}
+
+func (s *PruneStats) add(b PruneStats) {
+	s.Reminders += b.Reminders
+	s.Events += b.Events
+	s.Deliveries += b.Deliveries
+	s.Updates += b.Updates
+	s.Skipped += b.Skipped
+	for st, n := range b.ByState {
+		s.ByState[st] += n
+	}
 }
 
 // deleteDoomed removes the reminders' events first (the trigger checks
 // each event's reminder, which must still be there), then their
-// deliveries, the reminders, and, when asked, the update rows left empty.
+// deliveries, the reminders, and, when asked, the update rows left empty,
+// counting into the batch's stats.
 func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, updates bool, stats *PruneStats) error {
 	ids := make([]string, len(doomed))
 	shipmentIDs, updateIDs := make([]string, len(doomed)), make([]string, len(doomed))
@@ -235,34 +253,25 @@ func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, updates bool, st
 	if err != nil {
 		return fmt.Errorf("error pruning events: %w", err)
 	}
-	events := tag.RowsAffected()
+	stats.Events = tag.RowsAffected()
 	if tag, err = tx.Exec(ctx, `DELETE FROM deliveries WHERE reminder_id = ANY($1)`, ids); err != nil {
 		return fmt.Errorf("error pruning deliveries: %w", err)
 	}
-	deliveries := tag.RowsAffected()
+	stats.Deliveries = tag.RowsAffected()
 	rows, _ := tx.Query(ctx, `DELETE FROM reminders WHERE id = ANY($1) RETURNING state`, ids)
-	byState := map[reminder.State]int64{}
 	var state string
 	if _, err := pgx.ForEachRow(rows, []any{&state}, func() error {
-		byState[reminder.State(state)]++
+		stats.ByState[reminder.State(state)]++
+		stats.Reminders++
 		return nil
 	}); err != nil {
 		return fmt.Errorf("error pruning reminders: %w", err)
 	}
-	var emptied int64
 	if updates {
 		if tag, err = tx.Exec(ctx, pruneUpdates, shipmentIDs, updateIDs); err != nil {
 			return fmt.Errorf("error pruning updates: %w", err)
 		}
-		emptied = tag.RowsAffected()
-	}
-	// Counted only once every statement of the batch went through.
-	stats.Events += events
-	stats.Deliveries += deliveries
-	stats.Updates += emptied
-	for st, n := range byState {
-		stats.ByState[st] += n
-		stats.Reminders += n
+		stats.Updates = tag.RowsAffected()
 	}
 	return nil
 }
@@ -282,8 +291,7 @@ SELECT (SELECT count(*) FROM reminder_events WHERE reminder_id = ANY($1)),
 	if err != nil {
 		return fmt.Errorf("error counting what prune would remove: %w", err)
 	}
-	stats.Events += events
-	stats.Deliveries += deliveries
+	stats.Events, stats.Deliveries = events, deliveries
 	for _, r := range doomed {
 		stats.ByState[r.State]++
 		stats.Reminders++

@@ -224,3 +224,25 @@ func TestPruneRefusesAnAgeUnderTheFloor(t *testing.T) {
 	_, err := mirror.New(nil).Prune(context.Background(), mirror.PruneOptions{OlderThan: 3 * day})
 	require.ErrorIs(t, err, mirror.ErrPruneTooYoung)
 }
+
+// A batch that would wait on a row lock past its timeout (a delivery row
+// another transaction holds) is given up and left for the next run; the
+// batches after it go on.
+func TestPruneLeavesABatchThatWaitsTooLong(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	seedAged(t, db.Pool, old("p-1", "u1", "sent"), old("p-2", "u1", "sent"), old("p-3", "u1", "sent"))
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM deliveries WHERE reminder_id = 'p-2' FOR UPDATE`)
+	require.NoError(t, err)
+
+	stats, err := mirror.New(db.Pool).Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day, Batch: 1})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p-2"}, remaining(t, db.Pool))
+	require.EqualValues(t, 2, stats.Reminders)
+	require.EqualValues(t, 1, stats.Skipped)
+	require.EqualValues(t, 4, stats.Events, "the given-up batch's deletes are not counted")
+}
