@@ -196,6 +196,21 @@ func TestPruneArchivesBeforeDeleting(t *testing.T) {
 	require.Equal(t, 1, countRows(t, db.Pool, "updates"), "update rows stay unless asked")
 }
 
+// threeOldOneHeld seeds three old sent reminders, p-1 to p-3, and runs
+// hold in a transaction left open until the test ends: it holds a lock on
+// something of p-2's.
+func threeOldOneHeld(t *testing.T, db testenv.DB, hold string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	seedAged(t, db.Pool, old("p-1", "u1", "sent"), old("p-2", "u1", "sent"), old("p-3", "u1", "sent"))
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, hold)
+	require.NoError(t, err)
+	return tx
+}
+
 // A reminder another transaction holds (here, one appending an event to
 // it, uncommitted) is passed over, not waited for: the rest of its batch
 // goes.
@@ -203,12 +218,7 @@ func TestPruneSkipsRowsOthersHold(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	seedAged(t, db.Pool, old("p-1", "u1", "sent"), old("p-2", "u1", "sent"), old("p-3", "u1", "sent"))
-	tx, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type) VALUES ('p-2', 'cancel_requested')`)
-	require.NoError(t, err)
+	tx := threeOldOneHeld(t, db, `INSERT INTO reminder_events (reminder_id, type) VALUES ('p-2', 'cancel_requested')`)
 
 	stats, err := mirror.New(db.Pool).Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day, Batch: 10})
 	require.NoError(t, err)
@@ -232,12 +242,7 @@ func TestPruneLeavesABatchThatWaitsTooLong(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	seedAged(t, db.Pool, old("p-1", "u1", "sent"), old("p-2", "u1", "sent"), old("p-3", "u1", "sent"))
-	tx, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT 1 FROM deliveries WHERE reminder_id = 'p-2' FOR UPDATE`)
-	require.NoError(t, err)
+	threeOldOneHeld(t, db, `SELECT 1 FROM deliveries WHERE reminder_id = 'p-2' FOR UPDATE`)
 
 	stats, err := mirror.New(db.Pool).Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day, Batch: 1})
 	require.NoError(t, err)
