@@ -49,6 +49,9 @@ type Config struct {
 	// MigrateDatabaseURL reaches the mirror as the owner of its tables, for
 	// migrations; the rest of the product runs on DatabaseURL.
 	MigrateDatabaseURL string
+	// PruneDatabaseURL reaches it as a role that may delete old rows
+	// (shipnotify_pruner's member, or the owner), for prune only.
+	PruneDatabaseURL string
 
 	SendGridAPIKey  string
 	SendGridBaseURL string
@@ -146,6 +149,13 @@ func Load(lookup Lookup) (Config, error) {
 		c.MigrateDatabaseURL = c.DatabaseURL
 	} else if u, err := url.Parse(c.MigrateDatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_MIGRATE_DATABASE_URL: want a postgres:// URL")
+	}
+
+	c.PruneDatabaseURL = get("SHIPNOTIFY_PRUNE_DATABASE_URL")
+	if c.PruneDatabaseURL == "" {
+		c.PruneDatabaseURL = c.MigrateDatabaseURL
+	} else if u, err := url.Parse(c.PruneDatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_PRUNE_DATABASE_URL: want a postgres:// URL")
 	}
 
 	c.SendGridAPIKey = get("SENDGRID_API_KEY")

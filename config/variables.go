@@ -44,6 +44,7 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_TASK_QUEUE", Default: workflows.DefaultTaskQueue, Meaning: "task queue the worker polls and the starter starts on"},
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default); in production a member of shipnotify_runtime", Secret: true, DatabaseURL: true},
 	{Name: "SHIPNOTIFY_MIGRATE_DATABASE_URL", Meaning: "the mirror as its owner, for `shipnotify migrate` only (default: DATABASE_URL)", Secret: true, DatabaseURL: true},
+	{Name: "SHIPNOTIFY_PRUNE_DATABASE_URL", Meaning: "the mirror as a member of shipnotify_pruner (or its owner), for `shipnotify prune` only (default: SHIPNOTIFY_MIGRATE_DATABASE_URL)", Secret: true, DatabaseURL: true},
 	{Name: "SENDGRID_API_KEY", Meaning: "SendGrid API key; the worker requires it", Secret: true},
 	{Name: "SENDGRID_BASE_URL", Default: email.DefaultBaseURL, Meaning: "mail API base URL; https, or plain http to loopback only, since it carries the API key (the demo and tests use a local sink)"},
 	{Name: "SHIPNOTIFY_FROM_EMAIL", Default: DefaultFromEmail, Meaning: "sender address"},

@@ -103,18 +103,25 @@ type Filter struct {
 // List returns the reminders matching f, ordered by due time, then id (so
 // reminders due at one instant, as a burst's are, keep a total order).
 func (s *Store) List(ctx context.Context, f Filter) ([]Row, error) {
-	where, args := f.sql()
-	q := `SELECT ` + rowColumns + ` FROM reminders` + where + ` ORDER BY due_at, id`
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		q += " LIMIT $" + strconv.Itoa(len(args))
-	}
+	q, args := ListQuery(f)
 	rows, _ := s.pool.Query(ctx, q, args...)
 	out, err := pgx.CollectRows(rows, scanRow)
 	if err != nil {
 		return nil, fmt.Errorf("error listing reminders: %w", err)
 	}
 	return out, nil
+}
+
+// ListQuery is the statement List (and, without a limit, Export) runs for
+// f, with its arguments, for EXPLAIN: the benchmark shows its plans.
+func ListQuery(f Filter) (string, []any) {
+	where, args := f.sql()
+	q := `SELECT ` + rowColumns + ` FROM reminders` + where + ` ORDER BY due_at, id`
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += " LIMIT $" + strconv.Itoa(len(args))
+	}
+	return q, args
 }
 
 func (f Filter) sql() (string, []any) {

@@ -19,12 +19,23 @@ type Gauges struct {
 	OldestOverdue time.Duration
 }
 
+// The gauges' two queries, exported for EXPLAIN: reminders by state, and
+// how late the oldest reminder is that is due, scheduled and not yet sent
+// (NULL when none is). The counts are the tallies the reminders' triggers
+// keep (migration 00006): counting the table itself took seconds at ten
+// million rows.
+const (
+	CountByStateQuery  = `SELECT state, sum(n)::bigint FROM reminder_tallies GROUP BY state HAVING sum(n) <> 0`
+	OldestOverdueQuery = `SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at < now()`
+)
+
 // GaugesStatementTimeout bounds each statement Gauges runs: counting a
 // large mirror must not hold a connection the deliveries need.
 const GaugesStatementTimeout = 5 * time.Second
 
-// Gauges reads reminders by state (a count over the table) and the oldest
-// overdue undelivered reminder (an index range scan on (state, due_at)),
+// Gauges reads reminders by state (the triggers' tallies, a few dozen
+// rows) and the oldest overdue undelivered reminder (the first entry of an
+// index range on (state, due_at)),
 // in one read-only transaction on one connection, each statement bounded
 // by GaugesStatementTimeout. Callers read it periodically, not per scrape
 // (see metrics.WatchMirror).
@@ -35,7 +46,7 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 			strconv.FormatInt(GaugesStatementTimeout.Milliseconds(), 10)); err != nil {
 			return fmt.Errorf("error setting the statement timeout: %w", err)
 		}
-		rows, _ := tx.Query(ctx, `SELECT state, count(*) FROM reminders GROUP BY state`)
+		rows, _ := tx.Query(ctx, CountByStateQuery)
 		var state string
 		var n int64
 		if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
@@ -44,21 +55,34 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 		}); err != nil {
 			return fmt.Errorf("error counting reminders: %w", err)
 		}
-		var age *time.Duration
-		err := tx.QueryRow(ctx, `
-SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at < now()`).Scan(&age)
-		if err != nil {
-			return fmt.Errorf("error reading the oldest overdue reminder: %w", err)
-		}
-		if age != nil {
-			g.OldestOverdue = *age
-		}
-		return nil
+		var err error
+		g.OldestOverdue, err = readOldestOverdue(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return Gauges{}, err
 	}
 	return g, nil
+}
+
+// OldestOverdue is how far past its due time the oldest reminder is that is
+// scheduled, due, and not yet sent (0 when none is): the gauges' query, for
+// operators' tools and the benchmark.
+func (s *Store) OldestOverdue(ctx context.Context) (time.Duration, error) {
+	return readOldestOverdue(ctx, s.pool)
+}
+
+func readOldestOverdue(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (time.Duration, error) {
+	var age *time.Duration
+	if err := q.QueryRow(ctx, OldestOverdueQuery).Scan(&age); err != nil {
+		return 0, fmt.Errorf("error reading the oldest overdue reminder: %w", err)
+	}
+	if age == nil {
+		return 0, nil
+	}
+	return *age, nil
 }
 
 // Pending is a Filter state that selects the reminders not yet finished:
@@ -68,8 +92,9 @@ const Pending reminder.State = "pending"
 // Export streams every reminder matching f, ordered by due time, to fn, one
 // row at a time: memory stays flat however large the schedule of record is.
 func (s *Store) Export(ctx context.Context, f Filter, fn func(Row) error) error {
-	where, args := f.sql()
-	rows, err := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM reminders`+where+` ORDER BY due_at, id`, args...)
+	f.Limit = 0
+	q, args := ListQuery(f)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("error exporting reminders: %w", err)
 	}

@@ -11,15 +11,20 @@ import (
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
+// PendingBeforeQuery is PendingBefore's statement, exported for EXPLAIN. The
+// partial index on the pending reminders' ids (migration 00006) makes a page
+// read only pending rows, however many finished ones the mirror holds.
+const PendingBeforeQuery = `
+SELECT ` + rowColumns + ` FROM reminders
+ WHERE state IN ('scheduled', 'awaiting_approval') AND updated_at < $1 AND id > $2
+ ORDER BY id
+ LIMIT $3`
+
 // PendingBefore returns up to limit pending reminders (scheduled or awaiting
 // approval) last changed before the given time, with ids after afterID, in
 // id order: a keyset page, so checking millions of rows never holds them all.
 func (s *Store) PendingBefore(ctx context.Context, before time.Time, afterID string, limit int) ([]Row, error) {
-	rows, _ := s.pool.Query(ctx, `
-SELECT `+rowColumns+` FROM reminders
- WHERE state IN ('scheduled', 'awaiting_approval') AND updated_at < $1 AND id > $2
- ORDER BY id
- LIMIT $3`, before, afterID, limit)
+	rows, _ := s.pool.Query(ctx, PendingBeforeQuery, before, afterID, limit)
 	out, err := pgx.CollectRows(rows, scanRow)
 	if err != nil {
 		return nil, fmt.Errorf("error listing pending reminders: %w", err)

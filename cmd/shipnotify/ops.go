@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"text/tabwriter"
@@ -178,49 +176,16 @@ func runExport(ctx context.Context, e env, args []string) error {
 		}
 		f.State = s
 	}
-	write, flush, err := exporter(e.stdout, *format)
+	w, err := mirror.NewRowWriter(e.stdout, *format)
 	if err != nil {
-		return err
+		return usagef("--format: %v", err)
 	}
 	return withMirror(ctx, e, 2, func(_ *deps, store *mirror.Store) error {
-		if err := store.Export(ctx, f, write); err != nil {
+		if err := store.Export(ctx, f, w.Write); err != nil {
 			return err
 		}
-		return flush()
+		return w.Flush()
 	})
-}
-
-// exporter writes rows in a format, one at a time.
-func exporter(w io.Writer, format string) (write func(mirror.Row) error, flush func() error, err error) {
-	switch format {
-	case "jsonl":
-		enc := json.NewEncoder(w)
-		return func(r mirror.Row) error { return enc.Encode(r) }, func() error { return nil }, nil
-	case "csv":
-		cw := csv.NewWriter(w)
-		header := []string{"reminder_id", "shipment_id", "update_id", "subscriber_id", "channel", "due_at", "state",
-			"delivery_key", "workflow_id", "sent_at", "created_at", "updated_at"}
-		wroteHeader := false
-		return func(r mirror.Row) error {
-				if !wroteHeader {
-					wroteHeader = true
-					if err := cw.Write(header); err != nil {
-						return err
-					}
-				}
-				sent := ""
-				if r.SentAt != nil {
-					sent = r.SentAt.UTC().Format(time.RFC3339Nano)
-				}
-				return cw.Write([]string{r.ID, r.ShipmentID, r.UpdateID, r.SubscriberID, string(r.Channel),
-					r.DueAt.UTC().Format(time.RFC3339Nano), string(r.State), r.DeliveryKey, r.WorkflowID, sent,
-					r.CreatedAt.UTC().Format(time.RFC3339Nano), r.UpdatedAt.UTC().Format(time.RFC3339Nano)})
-			}, func() error {
-				cw.Flush()
-				return cw.Error()
-			}, nil
-	}
-	return nil, nil, usagef("--format: want jsonl or csv")
 }
 
 func init() {

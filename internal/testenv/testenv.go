@@ -189,11 +189,25 @@ func randomHex(n int) string {
 // dropped when the test ends.
 func RuntimeRole(t testing.TB, db DB) string {
 	t.Helper()
+	return memberOf(t, db, "shipnotify_runtime", "t_app_")
+}
+
+// PrunerRole is RuntimeRole for shipnotify_pruner, the role migrations
+// grant prune's deletes to.
+func PrunerRole(t testing.TB, db DB) string {
+	t.Helper()
+	return memberOf(t, db, "shipnotify_pruner", "t_prune_")
+}
+
+// memberOf creates a login role in group, dropped when the test ends, and
+// returns a URL that reaches db's schema as it.
+func memberOf(t testing.TB, db DB, group, prefix string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	role := "t_app_" + randomHex(6)
-	if _, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN IN ROLE shipnotify_runtime"); err != nil {
-		t.Fatalf("creating runtime role: %v", err)
+	role := prefix + randomHex(6)
+	if _, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN IN ROLE "+group); err != nil {
+		t.Fatalf("creating a member of %s: %v", group, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/metrics"
+)
+
+func init() {
+	register("bench-mirror", "the mirror at the seed's scale: COPY N reminders into a private schema, time its reads, scrape and export (PostgreSQL only)", runBenchMirror)
+}
+
+// MirrorBenchReport is what bench-mirror writes with --json and to --out.
+type MirrorBenchReport struct {
+	Machine string              `json:"machine"`
+	At      time.Time           `json:"at"`
+	Options map[string]any      `json:"options"`
+	Mirror  *bench.MirrorResult `json:"mirror"`
+}
+
+func runBenchMirror(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "bench-mirror", "bench-mirror [--n N] [--windows N] [--lookups N] [--overdue N] [--scrapes N] [--pages N] [--trail] [--no-export] [--prune-for D] [--keep] [--json] [--out FILE]")
+	var o bench.MirrorOptions
+	fs.IntVar(&o.N, "n", 10_000_000, "reminders to load")
+	fs.IntVar(&o.Windows, "windows", 1000, "\"due between\" queries, one random hour each")
+	fs.IntVar(&o.Lookups, "lookups", 1000, "list --shipment queries, one random shipment each")
+	fs.IntVar(&o.Overdue, "overdue", 1000, "oldest-overdue queries")
+	fs.IntVar(&o.Scrapes, "scrapes", 200, "full /metrics scrapes, each with the gauges' refresh")
+	fs.IntVar(&o.Pages, "pages", 100, "pages of pending reminders read (reconcile --verify's walk, list --state pending)")
+	fs.BoolVar(&o.Trail, "trail", false, "also load every reminder's events and deliveries (no timed query reads them)")
+	noExport := fs.Bool("no-export", false, "skip the export of every row")
+	fs.DurationVar(&o.PruneFor, "prune-for", 0, "then prune the loaded mirror (--older-than 90d) for this long and report its rate (0: no prune)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the loaded schema (mirror_<id>)")
+	seed := fs.Uint64("seed", 1, "the generator's seed: one seed, one mirror")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	out := fs.String("out", "", "also write the JSON report to this file")
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if o.N < 1 || o.Windows < 1 || o.Lookups < 1 || o.Overdue < 1 || o.Scrapes < 1 || o.Pages < 1 {
+		return usagef("--n, --windows, --lookups, --overdue, --scrapes and --pages must be positive")
+	}
+	if o.PruneFor < 0 {
+		return usagef("--prune-for must not be negative")
+	}
+	o.SkipExport, o.Seed, o.Progress = *noExport, *seed, e.stderr
+	d, err := newDeps(e)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	// The registry a worker serves, so the scrape is the worker's.
+	reg, closeMetrics, err := opsRegistry(d)
+	if err != nil {
+		return err
+	}
+	defer closeMetrics()
+	metrics.New(reg)
+	metrics.WatchCredentials(reg, "sendgrid", newActivities(d.cfg, nil).Email)
+	o.Registry = reg
+	res, err := bench.MirrorLoad(ctx, d.cfg.DatabaseURL, o)
+	if err != nil {
+		return err
+	}
+	report := MirrorBenchReport{Machine: machine(), At: time.Now().UTC(), Mirror: &res, Options: map[string]any{
+		"n": o.N, "windows": o.Windows, "lookups": o.Lookups, "overdue": o.Overdue, "scrapes": o.Scrapes, "pages": o.Pages,
+		"trail": o.Trail, "export": !o.SkipExport, "seed": o.Seed, "prune_for": o.PruneFor.String(),
+	}}
+	if *out != "" {
+		if err := writeJSON(*out, report); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(report)
+	} else {
+		err = bench.WriteMirrorTable(e.stdout, res)
+	}
+	if err == nil && len(res.Failures) > 0 {
+		err = fmt.Errorf("bench-mirror: %d measurements failed: %s", len(res.Failures), strings.Join(res.Failures, "; "))
+	}
+	return err
+}
