@@ -29,12 +29,15 @@ const (
 	// /v1/updates over real HTTP) instead of the starter called in process:
 	// the same reminders and worker, plus the API's own cost.
 	API Kind = "api"
+	// Pruning is the full path's steady workload while `prune` runs beside
+	// it: what retention does to delivery lag.
+	Pruning Kind = "full+prune"
 )
 
 // Worker is the worker process a kind's reminders run on: the API
 // schedules onto the full path.
 func (k Kind) Worker() Kind {
-	if k == API {
+	if k == API || k == Pruning {
 		return Full
 	}
 	return k

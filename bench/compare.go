@@ -156,10 +156,11 @@ func Comparisons(results []Result) []Comparison {
 			scheduling = append(scheduling, rs...)
 		}
 		metric := MetricDrainRate
-		if w == "steady" {
+		if w == "steady" || w == SteadyPruneWorkload {
 			metric = MetricLagP99
 		}
 		for _, c := range []Comparison{
+			Compare(w, rs, metric, Pruning, Full),
 			Compare(w, rs, metric, Full, Naive),
 			Compare(w, rs, metric, Full, Lean),
 			Compare(w, rs, metric, Lean, Naive),
@@ -176,6 +177,10 @@ func Comparisons(results []Result) []Comparison {
 	}
 	return out
 }
+
+// SteadyPruneWorkload is the steady workload's prune pairs: the full path
+// alone, and with prune running beside it.
+const SteadyPruneWorkload = "steady-prune"
 
 // PooledWorkloads labels a comparison over every workload's rounds.
 const PooledWorkloads = "all"

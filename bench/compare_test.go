@@ -123,3 +123,33 @@ func TestHistoryAndLossTargets(t *testing.T) {
 	require.Equal(t, Missed, byName["lost and duplicates, catchup"].Verdict)
 	require.Equal(t, "0 and 1", byName["lost and duplicates, catchup"].Measured)
 }
+
+// Steady's prune pairs compare the full path's p99 lag with prune beside
+// it over the full path alone, round by round, and judge the lag while
+// prune runs against the steady bar; they stay out of the scheduling pool.
+func TestPrunePairsCompareTheLag(t *testing.T) {
+	t.Parallel()
+	var results []Result
+	for round, p99 := range [][2]time.Duration{{400, 440}, {500, 450}, {420, 504}} {
+		for i, k := range []Kind{Full, Pruning} {
+			r := run(SteadyPruneWorkload, k, round+1, 0)
+			r.Lag.P99 = p99[i] * time.Millisecond
+			results = append(results, r)
+		}
+	}
+	comps := Comparisons(results)
+	c, ok := find(comps, SteadyPruneWorkload, MetricLagP99, Pruning, Full)
+	require.True(t, ok, "%v", comps)
+	require.InDeltaSlice(t, []float64{1.1, 0.9, 1.2}, c.Ratios, 1e-9)
+	require.InDelta(t, 1.1, c.Median, 1e-9)
+	_, pooled := find(comps, PooledWorkloads, MetricScheduleRate, Full, Naive)
+	require.False(t, pooled)
+	var lag Target
+	for _, tg := range Targets(results, comps) {
+		if tg.Name == "steady p99 lag while prune runs (s)" {
+			lag = tg
+		}
+	}
+	require.Equal(t, Met, lag.Verdict)
+	require.Contains(t, lag.Note, "median 1.10")
+}

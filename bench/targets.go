@@ -91,6 +91,13 @@ func Targets(results []Result, comps []Comparison) []Target {
 		}
 		out = append(out, t)
 	}
+	if p99 := runValues(results, SteadyPruneWorkload, Pruning, lag99); len(p99) > 0 {
+		t := atMost("steady p99 lag while prune runs (s)", estimate(p99), BarSteadyP99, "%.3f")
+		if c, ok := find(comps, SteadyPruneWorkload, MetricLagP99, Pruning, Full); ok && c.N > 0 {
+			t.Note = fmt.Sprintf("p99 with prune / without, per pair: median %.2f [%.2f, %.2f]", c.Median, c.Low, c.High)
+		}
+		out = append(out, t)
+	}
 	ratio("scheduling, starter/bare starts", PooledWorkloads, MetricScheduleRate, Full, Naive, BarScheduling)
 	ratio("scheduling, API/starter", "burst", MetricScheduleRate, API, Full, BarAPIScheduling)
 	out = append(out, historyTargets(results)...)

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 engine=false
 if [ "${1:-}" = --engine ]; then engine=true; shift; fi
-workloads=burst,catchup,steady,hold
+workloads=burst,catchup,steady,hold,mirror
 args=()
 print=()
 while [ $# -gt 0 ]; do

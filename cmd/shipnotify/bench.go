@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -45,13 +46,17 @@ type benchFlags struct {
 	postgresPIDFile   string
 	idleGap, minSlack time.Duration
 	workers           workerSettings
+	// prunePairs and pruneSeed: steady's prune pairs (full alone, full
+	// with prune beside it) and the old finished reminders each prune gets.
+	prunePairs, pruneSeed int
+	mirrorN               int
 }
 
 func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	var f benchFlags
 	fs := newFlags(e, "bench", "bench [--workloads burst,catchup,steady,hold] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
 		"       bench --merge FILE,FILE,... [--out FILE] [--json]")
-	fs.StringVar(&f.workloads, "workloads", "burst,catchup,steady,hold", "which workloads to run, in order")
+	fs.StringVar(&f.workloads, "workloads", "burst,catchup,steady,hold", "which workloads to run, in order (also: mirror, ten million rows in PostgreSQL alone)")
 	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
 	fs.IntVar(&f.pairs, "pairs", 5, "alternating rounds after each path's warm-up: every two paths meet as A B, B A, A B, ...")
 	fs.StringVar(&f.rate, "rate", "auto", "steady: reminders due a second, or auto: 0.8 × the lean baseline's burst drain rate (from this run's burst, --ceiling-from, or a quick lean burst)")
@@ -71,6 +76,9 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	fs.StringVar(&f.postgresPIDFile, "postgres-pid-file", "", "PostgreSQL's postmaster.pid, to report its CPU (none: \"-\")")
 	fs.DurationVar(&f.idleGap, "idle-gap", 5*time.Second, "how long every queue must stay empty before the next run (the server caches backlog counts for 5 s, so less proves little)")
 	fs.DurationVar(&f.minSlack, "min-slack", 2*time.Second, "a run whose starts' work (scheduling, each reminder's first workflow task) ends closer than this to its first due time is left out")
+	fs.IntVar(&f.prunePairs, "prune-pairs", 2, "steady: then this many pairs of the full path alone and with `prune` running beside it, to show what retention does to the lag (0: none)")
+	fs.IntVar(&f.pruneSeed, "prune-seed", 600_000, "steady's prune pairs: old finished reminders (with their events and deliveries) loaded for each prune, before its run")
+	fs.IntVar(&f.mirrorN, "mirror-n", 10_000_000, "mirror: reminders COPYed into a private schema (PostgreSQL only; see bench-mirror for its other settings)")
 	f.workers.register(fs)
 	if err := parseFlags(fs, e, args); err != nil {
 		return f, err
@@ -81,6 +89,9 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	if f.n < 1 || f.duration <= 0 || f.holdN < 1 || f.fanout < 1 || f.concurrency < 1 || f.pairs < 1 || f.idleGap < 0 || f.minSlack < 0 {
 		return f, usagef("--n, --duration, --hold-n, --fanout, --concurrency and --pairs must be positive")
 	}
+	if f.prunePairs < 0 || f.pruneSeed < 1 || f.mirrorN < 1 {
+		return f, usagef("--prune-pairs must not be negative; --prune-seed and --mirror-n must be positive")
+	}
 	if f.rate != "auto" {
 		if r, err := strconv.ParseFloat(f.rate, 64); err != nil || r <= 0 {
 			return f, usagef("--rate: want auto or a positive number of reminders a second")
@@ -88,7 +99,7 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	}
 	for _, w := range strings.Split(f.workloads, ",") {
 		switch w {
-		case "steady", "burst", "catchup", "hold":
+		case "steady", "burst", "catchup", "hold", "mirror":
 		default:
 			return f, usagef("--workloads: unknown workload %q", w)
 		}
@@ -125,6 +136,17 @@ func runBench(ctx context.Context, e env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s, %s\n\n", report.Engine, report.Machine)
 		if err := bench.WriteTable(e.stdout, report.Results, report.Comparisons, report.Targets); err != nil {
 			return err
+		}
+		for _, p := range report.Prune {
+			fmt.Fprintf(e.stdout, "\nprune beside steady: %d reminders (%d rows) at %.0f reminders/s, %.0f rows/s; batch p99 %s\n",
+				p.Stats.Reminders, p.Stats.Reminders+p.Stats.Events+p.Stats.Deliveries+p.Stats.Updates,
+				p.RemindersPerSecond, p.RowsPerSecond, p.Batch.P99)
+		}
+		if report.Mirror != nil {
+			fmt.Fprintln(e.stdout)
+			if err := bench.WriteMirrorTable(e.stdout, *report.Mirror); err != nil {
+				return err
+			}
 		}
 	}
 	if len(report.Errors) > 0 {
@@ -274,11 +296,62 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 				res.Round = s.Round
 				record(res)
 			}
+			for _, s := range bench.Order([]bench.Kind{bench.Full, bench.Pruning}, f.prunePairs) {
+				res, pruned, err := steadyBesidePrune(ctx, r, s.Kind, count, perSecond, f.pruneSeed, e)
+				if err != nil {
+					report.Errors = append(report.Errors, "steady-prune: "+err.Error())
+					break
+				}
+				res.Workload, res.Kind, res.Round = bench.SteadyPruneWorkload, s.Kind, s.Round
+				record(res)
+				if pruned != nil {
+					report.Prune = append(report.Prune, *pruned)
+				}
+			}
+		case "mirror":
+			res, err := mirrorWorkload(ctx, e, d, admin.Pool().Config().ConnString(), bench.MirrorOptions{N: f.mirrorN})
+			report.Mirror = &res
+			if err != nil {
+				report.Errors = append(report.Errors, "mirror: "+err.Error())
+			}
 		case "hold":
 			record(r.Hold(ctx, f.holdN, 1000))
 		}
 	}
 	return report, nil
+}
+
+// steadyBesidePrune runs one full-path steady run; for the Pruning kind,
+// with `prune` (the product's Store.Prune, unthrottled) working beside it
+// through the run on seed old finished reminders loaded first.
+func steadyBesidePrune(ctx context.Context, r *bench.Runner, kind bench.Kind, n int, perSecond float64, seed int, e env) (bench.Result, *bench.PruneResult, error) {
+	if kind != bench.Pruning {
+		return r.Steady(ctx, bench.Full, n, perSecond), nil, nil
+	}
+	pool := r.Mirror.Pool()
+	if _, err := bench.SeedPrunable(ctx, pool, seed); err != nil {
+		return bench.Result{}, nil, fmt.Errorf("error seeding prune's rows: %w", err)
+	}
+	if err := r.Settle(ctx, 2*time.Minute); err != nil {
+		return bench.Result{}, nil, err
+	}
+	pctx, stop := context.WithCancel(ctx)
+	type outcome struct {
+		res bench.PruneResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := bench.PruneLoad(pctx, pool, bench.PruneLoadOptions{Progress: e.stderr})
+		done <- outcome{res, err}
+	}()
+	res := r.Steady(ctx, bench.Full, n, perSecond)
+	stop()
+	o := <-done
+	if o.err != nil && !errors.Is(o.err, context.Canceled) {
+		return res, nil, fmt.Errorf("prune beside the steady run: %w", o.err)
+	}
+	return res, &o.res, nil
 }
 
 // steadyShare is the share of the lean ceiling the steady workload runs at.

@@ -54,16 +54,7 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer d.close()
-	// The registry a worker serves, so the scrape is the worker's.
-	reg, closeMetrics, err := opsRegistry(d)
-	if err != nil {
-		return err
-	}
-	defer closeMetrics()
-	metrics.New(reg)
-	metrics.WatchCredentials(reg, "sendgrid", newActivities(d.cfg, nil).Email)
-	o.Registry = reg
-	res, err := bench.MirrorLoad(ctx, d.cfg.DatabaseURL, o)
+	res, err := mirrorWorkload(ctx, e, d, d.cfg.DatabaseURL, o)
 	if err != nil {
 		return err
 	}
@@ -87,4 +78,21 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 		err = fmt.Errorf("bench-mirror: %d measurements failed: %s", len(res.Failures), strings.Join(res.Failures, "; "))
 	}
 	return err
+}
+
+// mirrorWorkload loads and measures the mirror at scale (bench.MirrorLoad)
+// with the registry a worker serves, so the timed scrape is the worker's.
+func mirrorWorkload(ctx context.Context, e env, d *deps, dbURL string, o bench.MirrorOptions) (bench.MirrorResult, error) {
+	reg, closeMetrics, err := opsRegistry(d)
+	if err != nil {
+		return bench.MirrorResult{}, err
+	}
+	defer closeMetrics()
+	metrics.New(reg)
+	metrics.WatchCredentials(reg, "sendgrid", newActivities(d.cfg, nil).Email)
+	o.Registry = reg
+	if o.Progress == nil {
+		o.Progress = e.stderr
+	}
+	return bench.MirrorLoad(ctx, dbURL, o)
 }

@@ -24,7 +24,11 @@ type BenchReport struct {
 	Results     []bench.Result     `json:"results"`
 	Comparisons []bench.Comparison `json:"comparisons"`
 	Targets     []bench.Target     `json:"targets"`
-	Errors      []string           `json:"errors,omitempty"`
+	// Prune is each prune that ran beside a steady run (--prune-pairs).
+	Prune []bench.PruneResult `json:"prune,omitempty"`
+	// Mirror is the mirror workload (PostgreSQL alone, no Temporal).
+	Mirror *bench.MirrorResult `json:"mirror,omitempty"`
+	Errors []string            `json:"errors,omitempty"`
 }
 
 // BenchRun is one invocation of bench and its options.
@@ -70,6 +74,10 @@ func mergeReports(paths []string) (BenchReport, error) {
 		}
 		out.Runs = append(out.Runs, rep.Runs...)
 		out.Results = append(out.Results, rep.Results...)
+		out.Prune = append(out.Prune, rep.Prune...)
+		if rep.Mirror != nil {
+			out.Mirror = rep.Mirror
+		}
 		out.Errors = append(out.Errors, rep.Errors...)
 	}
 	out.Engine = strings.Join(engines, "; ")
