@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -306,11 +307,7 @@ func tryAgainAsActivity(err error) bool {
 	if err == nil {
 		return false
 	}
-	switch errorType(err) {
-	case activities.ErrTypePermanentDelivery, activities.ErrTypeReminderNotFound, activities.ErrTypeReminderFinished:
-		return false
-	}
-	return true
+	return !slices.Contains(notifyPermanentErrors, errorType(err))
 }
 
 // sentAs is the provider's message id a failed attempt sent under, if it
@@ -608,19 +605,24 @@ func (r *run) setState(ctx workflow.Context, to reminder.State, event string, de
 
 // --- shared helpers ---
 
+// notifyPermanentErrors are the notify's refusals no retry changes: the
+// activity does not retry them, nor does a failed local first attempt
+// hand them to the activity.
+var notifyPermanentErrors = []string{
+	activities.ErrTypePermanentDelivery,
+	activities.ErrTypeReminderNotFound,
+	activities.ErrTypeReminderFinished,
+}
+
 func notifyOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    notifyAttemptTimeout,
 		ScheduleToCloseTimeout: notifyRetryBudget,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    notifyInitialInterval,
-			BackoffCoefficient: 2,
-			MaximumInterval:    10 * time.Minute,
-			NonRetryableErrorTypes: []string{
-				activities.ErrTypePermanentDelivery,
-				activities.ErrTypeReminderNotFound,
-				activities.ErrTypeReminderFinished,
-			},
+			InitialInterval:        notifyInitialInterval,
+			BackoffCoefficient:     2,
+			MaximumInterval:        10 * time.Minute,
+			NonRetryableErrorTypes: notifyPermanentErrors,
 		},
 	})
 }
