@@ -68,7 +68,7 @@ var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "
 var idParam = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 var listStates = []reminder.State{
-	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent,
+	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent, reminder.Delivered, reminder.Undeliverable,
 	reminder.Failed, reminder.Cancelled, reminder.Expired, mirror.Pending,
 }
 

@@ -72,7 +72,7 @@ const claimDelivery = `
 WITH refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
-       AND (state IN ('cancelled', 'expired', 'failed') OR (state = 'sent' AND delivery_key <> $1))
+       AND (state IN ('cancelled', 'expired', 'failed') OR (state IN ('sent', 'delivered', 'undeliverable') AND delivery_key <> $1))
 ), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
     SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
@@ -182,15 +182,28 @@ WITH d AS (
      WHERE delivery_key = $1 AND status = 'sending'
     RETURNING reminder_id, purpose, attempts
 ), r AS (
-    UPDATE reminders SET state = 'sent', sent_at = now(), updated_at = now()
+    UPDATE reminders
+       SET state = reminder_state_after_send(channel, delivered_at, undeliverable_at),
+           sent_at = now(),
+           delivered_at = CASE WHEN channel = 'webhook' THEN coalesce(delivered_at, now()) ELSE delivered_at END,
+           awaiting_outcome_since = CASE WHEN channel = 'email' AND delivered_at IS NULL AND undeliverable_at IS NULL
+                                         THEN now() END,
+           updated_at = now()
      WHERE id IN (SELECT reminder_id FROM d WHERE purpose = 'reminder')
        AND state IN ('scheduled', 'awaiting_approval')
+    RETURNING id, state, channel
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
 SELECT reminder_id,
        CASE purpose WHEN 'reminder' THEN 'sent' ELSE purpose || '_sent' END,
        jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts) || $3
-  FROM d`
+  FROM d
+UNION ALL
+-- A webhook's 2xx is its delivery; an email may have been reported
+-- delivered (or bounced) before its send was recorded.
+SELECT id, state, jsonb_build_object('delivery_key', $1::text, 'by',
+       CASE channel WHEN 'webhook' THEN 'the receiver answered 2xx' ELSE 'the provider reported it before the send was recorded' END)
+  FROM r WHERE state <> 'sent'`
 
 // RecordSent records that the provider accepted the delivery; detail is
 // added to its event.

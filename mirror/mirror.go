@@ -44,7 +44,7 @@ func (s *Store) Transition(ctx context.Context, reminderID string, to reminder.S
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET state = $2, updated_at = now()
-     WHERE id = $1 AND state NOT IN ('sent', 'failed', 'cancelled', 'expired') AND state <> $2
+     WHERE id = $1 AND state NOT IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired') AND state <> $2
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)

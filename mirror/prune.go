@@ -83,7 +83,7 @@ const (
 SELECT id, due_at FROM reminders
  WHERE due_at < now() - make_interval(secs => $1)
    AND (due_at, id) > ($2, $3)
-   AND state IN ('sent', 'failed', 'cancelled', 'expired')
+   AND state IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired')
    AND updated_at < now() - make_interval(secs => $1)
  ORDER BY due_at, id
  LIMIT $4`
@@ -96,7 +96,7 @@ SELECT id, due_at FROM reminders
 	pruneDoomed = `
 SELECT ` + rowColumns + ` FROM reminders r
  WHERE r.id = ANY($2)
-   AND r.state IN ('sent', 'failed', 'cancelled', 'expired')
+   AND r.state IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired')
    AND r.updated_at < now() - make_interval(secs => $1)
    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.reminder_id = r.id
                       AND (d.status = 'sending' OR d.created_at >= now() - make_interval(secs => $1)

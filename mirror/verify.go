@@ -98,7 +98,7 @@ type Repair struct {
 const repairRow = `
 WITH r AS (
     UPDATE reminders
-       SET state = $4,
+       SET state = CASE WHEN $4 = 'sent' THEN reminder_state_after_send(channel, delivered_at, undeliverable_at) ELSE $4 END,
            due_at = coalesce($5, due_at),
            delivery_key = coalesce(nullif($6, ''), delivery_key),
            sent_at = CASE WHEN $4 = 'sent' THEN coalesce(sent_at, now()) ELSE sent_at END,

@@ -29,9 +29,15 @@ const (
 	Scheduled        State = "scheduled"
 	AwaitingApproval State = "awaiting_approval"
 	Sent             State = "sent"
-	Failed           State = "failed"
-	Cancelled        State = "cancelled"
-	Expired          State = "expired"
+	// Delivered: the mail provider reported it delivered, or the webhook
+	// receiver answered 2xx.
+	Delivered State = "delivered"
+	// Undeliverable: the mail provider bounced or dropped it after
+	// accepting it.
+	Undeliverable State = "undeliverable"
+	Failed        State = "failed"
+	Cancelled     State = "cancelled"
+	Expired       State = "expired"
 )
 
 // Purpose is what a delivery is for. Each purpose has its own delivery keys,
@@ -48,14 +54,57 @@ const (
 	PurposeEscalation Purpose = "escalation"
 )
 
-// Terminal reports whether no further transition can leave the state.
+// Terminal reports whether the reminder's workflow is done with it: no
+// transition of the workflow leaves the state. (A sent reminder still takes
+// the provider's outcome: delivered or undeliverable.)
 func (s State) Terminal() bool {
 	switch s {
-	case Sent, Failed, Cancelled, Expired:
+	case Sent, Delivered, Undeliverable, Failed, Cancelled, Expired:
 		return true
 	}
 	return false
 }
+
+// Handed reports whether the reminder was handed to its provider: sent,
+// and whatever the provider reported since.
+func (s State) Handed() bool {
+	return s == Sent || s == Delivered || s == Undeliverable
+}
+
+// Outcome is what the mail provider reported about a delivery after it
+// accepted it: SendGrid's Event Webhook event types that shipnotify keeps.
+type Outcome string
+
+const (
+	OutcomeProcessed   Outcome = "processed"
+	OutcomeDeferred    Outcome = "deferred"
+	OutcomeDelivered   Outcome = "delivered"
+	OutcomeBounce      Outcome = "bounce"
+	OutcomeDropped     Outcome = "dropped"
+	OutcomeSpamReport  Outcome = "spamreport"
+	OutcomeUnsubscribe Outcome = "unsubscribe"
+)
+
+// Outcomes is every outcome kept, in the order a delivery meets them; the
+// mirror's CHECK constraint holds the same list.
+var Outcomes = []Outcome{
+	OutcomeProcessed, OutcomeDeferred, OutcomeDelivered, OutcomeBounce,
+	OutcomeDropped, OutcomeSpamReport, OutcomeUnsubscribe,
+}
+
+// Rank orders outcomes reported at the same second: later in a delivery's
+// life ranks higher. Unknown outcomes rank 0.
+func (o Outcome) Rank() int {
+	for i, k := range Outcomes {
+		if k == o {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// Hard reports whether the outcome means the subscriber will not get it.
+func (o Outcome) Hard() bool { return o == OutcomeBounce || o == OutcomeDropped }
 
 // Reminder is the unit of delivery: one shipment update for one subscriber.
 // A partially delivered fan-out resumes per reminder without re-notifying the

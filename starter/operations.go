@@ -97,7 +97,7 @@ func (s *Starter) cancelOne(ctx context.Context, row mirror.Row, who Actor) (Out
 	case reminder.Failed, reminder.Expired:
 		out.Status = StatusNothingToCancel
 		return out, nil
-	case reminder.Sent:
+	case reminder.Sent, reminder.Delivered, reminder.Undeliverable:
 		return s.compensate(ctx, row, who)
 	}
 	if row.WorkflowStartedAt == nil {
@@ -191,7 +191,7 @@ func (s *Starter) cancelGone(ctx context.Context, reminderID string, who Actor) 
 	}
 	out.State = fresh.State
 	switch fresh.State {
-	case reminder.Sent:
+	case reminder.Sent, reminder.Delivered, reminder.Undeliverable:
 		return s.compensate(ctx, fresh, who)
 	case reminder.Cancelled:
 		out.Status = StatusAlreadyCancelled

@@ -16,7 +16,7 @@ func init() {
 }
 
 var knownStates = []reminder.State{
-	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent,
+	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent, reminder.Delivered, reminder.Undeliverable,
 	reminder.Failed, reminder.Cancelled, reminder.Expired,
 }
 

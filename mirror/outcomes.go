@@ -1,0 +1,453 @@
+package mirror
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// ProviderEvent is one report of the mail provider about a delivery it
+// accepted (one SendGrid Event Webhook event).
+type ProviderEvent struct {
+	// ID is the provider's event id (SendGrid's sg_event_id): a repeated id
+	// changes nothing.
+	ID          string
+	DeliveryKey string
+	Outcome     reminder.Outcome
+	// At is the provider's timestamp of the event.
+	At time.Time
+	// Reason is a reason code (an SMTP status, SendGrid's drop reason),
+	// never an address or a message's text.
+	Reason string
+}
+
+// Escalation reasons a provider's outcome gives.
+const (
+	ReasonUndeliverable    = "undeliverable"
+	ReasonDeliveryDeferred = "delivery_deferred"
+)
+
+// AppliedEvents is what applying a batch of provider events did.
+type AppliedEvents struct {
+	// Applied events were new and recorded; Duplicate ones were applied
+	// before (their id was seen); Unknown ones name no delivery shipnotify
+	// made and were dropped.
+	Applied, Duplicate, Unknown int
+	// ByOutcome counts the applied events by outcome.
+	ByOutcome map[reminder.Outcome]int
+	// Escalations is how many escalations the batch newly owes.
+	Escalations int
+	// Delivered are the reminders the batch moved to delivered.
+	Delivered []DeliveredReminder
+}
+
+// DeliveredReminder is a reminder that reached its subscriber: the delivery
+// SLO is DeliveredAt minus DueAt.
+type DeliveredReminder struct {
+	ReminderID  string
+	Channel     reminder.Channel
+	DueAt       time.Time
+	DeliveredAt time.Time
+}
+
+// outcomeRow is a reminder's outcome columns, locked while a batch applies.
+type outcomeRow struct {
+	id, deliveryKey, workflowID string
+	state                       reminder.State
+	channel                     reminder.Channel
+	dueAt                       time.Time
+	outcome                     *string
+	outcomeAt, deliveredAt      *time.Time
+	undeliverableAt, awaiting   *time.Time
+	changed                     bool
+}
+
+// stateAfterSend is reminder_state_after_send (migration 00007).
+func (r *outcomeRow) stateAfterSend() reminder.State {
+	switch {
+	case r.undeliverableAt != nil:
+		return reminder.Undeliverable
+	case r.channel == reminder.Webhook || r.deliveredAt != nil:
+		return reminder.Delivered
+	}
+	return reminder.Sent
+}
+
+// newer reports whether an event at with outcome o is the latest report.
+func (r *outcomeRow) newer(at time.Time, o reminder.Outcome) bool {
+	if r.outcomeAt == nil || at.After(*r.outcomeAt) {
+		return true
+	}
+	return at.Equal(*r.outcomeAt) && o.Rank() >= reminder.Outcome(*r.outcome).Rank()
+}
+
+type knownKey struct {
+	reminderID string
+	purpose    reminder.Purpose
+}
+
+// ApplyProviderEvents records a batch of provider events, in one
+// transaction: each new event (by id) is appended to its reminder's audit
+// trail with the provider's timestamp and reason code; a reminder's own
+// delivery takes the last outcome reported, moves sent → delivered on
+// delivered and to undeliverable on a bounce or drop, and owes an
+// escalation for a bounce or drop (due at once) or a deferral (due
+// deferAfter after it, settled if it is delivered first). An event for a
+// delivery shipnotify never made is counted and dropped; a repeated event
+// changes nothing. Events of other deliveries of a reminder (its
+// escalation, its cancellation notice) are recorded on its trail only.
+func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent, deferAfter time.Duration) (AppliedEvents, error) {
+	res := AppliedEvents{ByOutcome: map[reminder.Outcome]int{}}
+	if len(events) == 0 {
+		return res, nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		known, err := knownKeys(ctx, tx, events)
+		if err != nil {
+			return err
+		}
+		fresh, err := firstSeen(ctx, tx, events, known)
+		if err != nil {
+			return err
+		}
+		var applied []ProviderEvent
+		for _, e := range events {
+			switch _, ok := known[e.DeliveryKey]; {
+			case !ok:
+				res.Unknown++
+			case fresh[e.ID]:
+				delete(fresh, e.ID) // a repeat within the batch is a duplicate
+				applied = append(applied, e)
+			default:
+				res.Duplicate++
+			}
+		}
+		res.Applied = len(applied)
+		if len(applied) == 0 {
+			return nil
+		}
+		rows, err := lockOutcomeRows(ctx, tx, applied, known)
+		if err != nil {
+			return err
+		}
+		w := outcomeWrites{deferAfter: deferAfter}
+		// In the provider's order: the last report wins, whatever the
+		// order the batches came in.
+		slices.SortStableFunc(applied, func(a, b ProviderEvent) int {
+			return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Outcome.Rank(), b.Outcome.Rank()))
+		})
+		for _, e := range applied {
+			k := known[e.DeliveryKey]
+			res.ByOutcome[e.Outcome]++
+			w.apply(e, k, rows[k.reminderID])
+		}
+		for _, r := range rows {
+			if r.changed && r.state == reminder.Delivered && r.deliveredAt != nil && w.deliveredNow[r.id] {
+				res.Delivered = append(res.Delivered, DeliveredReminder{
+					ReminderID: r.id, Channel: r.channel, DueAt: r.dueAt, DeliveredAt: *r.deliveredAt})
+			}
+		}
+		res.Escalations, err = w.write(ctx, tx, rows)
+		return err
+	})
+	if err != nil {
+		return AppliedEvents{}, fmt.Errorf("error applying provider events: %w", err)
+	}
+	return res, nil
+}
+
+// knownKeys finds the deliveries the events name.
+func knownKeys(ctx context.Context, tx pgx.Tx, events []ProviderEvent) (map[string]knownKey, error) {
+	keys := make([]string, 0, len(events))
+	for _, e := range events {
+		keys = append(keys, e.DeliveryKey)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	rows, _ := tx.Query(ctx, `SELECT delivery_key, reminder_id, purpose FROM deliveries WHERE delivery_key = ANY($1)`, keys)
+	known := map[string]knownKey{}
+	var key, id, purpose string
+	_, err := pgx.ForEachRow(rows, []any{&key, &id, &purpose}, func() error {
+		known[key] = knownKey{reminderID: id, purpose: reminder.Purpose(purpose)}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error reading deliveries: %w", err)
+	}
+	return known, nil
+}
+
+// firstSeen records the ids of the events of known deliveries and returns
+// those seen for the first time.
+func firstSeen(ctx context.Context, tx pgx.Tx, events []ProviderEvent, known map[string]knownKey) (map[string]bool, error) {
+	var ids, reminderIDs []string
+	for _, e := range events {
+		if k, ok := known[e.DeliveryKey]; ok {
+			ids, reminderIDs = append(ids, e.ID), append(reminderIDs, k.reminderID)
+		}
+	}
+	fresh := map[string]bool{}
+	if len(ids) == 0 {
+		return fresh, nil
+	}
+	rows, _ := tx.Query(ctx, `
+INSERT INTO provider_events (event_id, reminder_id)
+SELECT * FROM unnest($1::text[], $2::text[])
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id`, ids, reminderIDs)
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { fresh[id] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("error recording provider event ids: %w", err)
+	}
+	return fresh, nil
+}
+
+// lockOutcomeRows reads and locks, in id order (so two batches never
+// deadlock), the reminders the events are about.
+func lockOutcomeRows(ctx context.Context, tx pgx.Tx, events []ProviderEvent, known map[string]knownKey) (map[string]*outcomeRow, error) {
+	ids := make([]string, 0, len(events))
+	for _, e := range events {
+		ids = append(ids, known[e.DeliveryKey].reminderID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	rows, _ := tx.Query(ctx, `
+SELECT id, state, channel, delivery_key, workflow_id, due_at, provider_outcome, provider_outcome_at,
+       delivered_at, undeliverable_at, awaiting_outcome_since
+  FROM reminders WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	out := map[string]*outcomeRow{}
+	for rows.Next() {
+		r := &outcomeRow{}
+		var state, channel string
+		if err := rows.Scan(&r.id, &state, &channel, &r.deliveryKey, &r.workflowID, &r.dueAt, &r.outcome, &r.outcomeAt,
+			&r.deliveredAt, &r.undeliverableAt, &r.awaiting); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("error reading reminders: %w", err)
+		}
+		r.state, r.channel = reminder.State(state), reminder.Channel(channel)
+		out[r.id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading reminders: %w", err)
+	}
+	return out, nil
+}
+
+// outcomeWrites gathers a batch's writes, made in a few statements.
+type outcomeWrites struct {
+	deferAfter time.Duration
+	// The audit trail's rows.
+	evReminder, evType []string
+	evDetail           []map[string]any
+	// Escalations owed, and reminders whose pending deferral is settled.
+	escReminder, escReason, escDetail []string
+	escDue                            []time.Time
+	settle                            []string
+	deliveredNow                      map[string]bool
+}
+
+func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
+	detail := map[string]any{"delivery_key": e.DeliveryKey, "event_id": e.ID, "provider_at": e.At.UTC().Format(time.RFC3339)}
+	if e.Reason != "" {
+		detail["reason"] = e.Reason
+	}
+	w.evReminder, w.evType = append(w.evReminder, k.reminderID), append(w.evType, "provider_"+string(e.Outcome))
+	w.evDetail = append(w.evDetail, detail)
+	if k.purpose != reminder.PurposeReminder || r == nil || r.deliveryKey != e.DeliveryKey {
+		// Another delivery of the reminder (its escalation, its notice, or
+		// its own under an earlier due time): on the trail only.
+		detail["purpose"] = string(k.purpose)
+		return
+	}
+	r.changed = true
+	if r.newer(e.At, e.Outcome) {
+		o, at := string(e.Outcome), e.At
+		r.outcome, r.outcomeAt = &o, &at
+	}
+	// Escalations are owed only while the reminder still stands: a
+	// cancelled shipment's bounce is recorded, not escalated.
+	stands := r.state.Handed() || r.state == reminder.Scheduled || r.state == reminder.AwaitingApproval
+	final := r.deliveredAt != nil || r.undeliverableAt != nil
+	switch {
+	case e.Outcome == reminder.OutcomeDelivered && r.deliveredAt == nil:
+		at := e.At
+		r.deliveredAt = &at
+		if !final {
+			w.settle = append(w.settle, r.id)
+		}
+	case e.Outcome.Hard() && r.undeliverableAt == nil:
+		at := e.At
+		r.undeliverableAt = &at
+		w.settle = append(w.settle, r.id)
+		if stands {
+			w.owe(r.id, ReasonUndeliverable, e.At,
+				fmt.Sprintf("SendGrid reported %s (%s) at %s", e.Outcome, cmp.Or(e.Reason, "no reason code"), e.At.UTC().Format(time.RFC3339)))
+		}
+	case e.Outcome == reminder.OutcomeDeferred && !final && stands:
+		w.owe(r.id, ReasonDeliveryDeferred, e.At.Add(w.deferAfter),
+			fmt.Sprintf("SendGrid deferred it at %s (%s) and had not delivered it %s later",
+				e.At.UTC().Format(time.RFC3339), cmp.Or(e.Reason, "no reason code"), w.deferAfter))
+	}
+	if r.deliveredAt != nil || r.undeliverableAt != nil {
+		r.awaiting = nil
+	}
+	if r.state.Handed() {
+		if to := r.stateAfterSend(); to != r.state {
+			detail["state"] = string(to)
+			if to == reminder.Delivered {
+				if w.deliveredNow == nil {
+					w.deliveredNow = map[string]bool{}
+				}
+				w.deliveredNow[r.id] = true
+			}
+			r.state = to
+		}
+	}
+}
+
+func (w *outcomeWrites) owe(reminderID, reason string, due time.Time, detail string) {
+	w.escReminder, w.escReason = append(w.escReminder, reminderID), append(w.escReason, reason)
+	w.escDue, w.escDetail = append(w.escDue, due), append(w.escDetail, detail)
+}
+
+// write makes the batch's writes and returns how many escalations it
+// newly owes.
+func (w *outcomeWrites) write(ctx context.Context, tx pgx.Tx, rows map[string]*outcomeRow) (int, error) {
+	var (
+		ids, states, outcomes             []string
+		outcomeAt, delivered, undeliv, aw []*time.Time
+	)
+	for _, r := range rows {
+		if !r.changed {
+			continue
+		}
+		ids, states = append(ids, r.id), append(states, string(r.state))
+		outcomes, outcomeAt = append(outcomes, *r.outcome), append(outcomeAt, r.outcomeAt)
+		delivered, undeliv, aw = append(delivered, r.deliveredAt), append(undeliv, r.undeliverableAt), append(aw, r.awaiting)
+	}
+	if len(ids) > 0 {
+		_, err := tx.Exec(ctx, `
+UPDATE reminders r
+   SET state = u.state, provider_outcome = u.outcome, provider_outcome_at = u.outcome_at,
+       delivered_at = u.delivered_at, undeliverable_at = u.undeliverable_at,
+       awaiting_outcome_since = u.awaiting, updated_at = now()
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
+       AS u(id, state, outcome, outcome_at, delivered_at, undeliverable_at, awaiting)
+ WHERE r.id = u.id`, ids, states, outcomes, outcomeAt, delivered, undeliv, aw)
+		if err != nil {
+			return 0, fmt.Errorf("error recording outcomes: %w", err)
+		}
+	}
+	_, err := tx.Exec(ctx, `
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])`, w.evReminder, w.evType, w.evDetail)
+	if err != nil {
+		return 0, fmt.Errorf("error recording provider events: %w", err)
+	}
+	if len(w.settle) > 0 {
+		_, err := tx.Exec(ctx, `
+UPDATE outcome_escalations SET settled_at = now()
+ WHERE reminder_id = ANY($1) AND reason = 'delivery_deferred' AND started_at IS NULL AND settled_at IS NULL`, w.settle)
+		if err != nil {
+			return 0, fmt.Errorf("error settling deferred escalations: %w", err)
+		}
+	}
+	if len(w.escReminder) == 0 {
+		return 0, nil
+	}
+	// A deferral owed after the same batch settled it is not owed.
+	tag, err := tx.Exec(ctx, `
+INSERT INTO outcome_escalations (reminder_id, reason, due_at, detail)
+SELECT e.* FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS e(reminder_id, reason, due_at, detail)
+ WHERE NOT (e.reason = 'delivery_deferred' AND e.reminder_id = ANY($5))
+ON CONFLICT (reminder_id, reason) DO NOTHING`, w.escReminder, w.escReason, w.escDue, w.escDetail, w.settle)
+	if err != nil {
+		return 0, fmt.Errorf("error recording escalations owed: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// OwedEscalation is an escalation a provider's outcome gave, due now.
+type OwedEscalation struct {
+	ReminderID   string
+	SubscriberID string
+	// WorkflowID is the reminder's workflow's id; the escalation's derives
+	// from it.
+	WorkflowID string
+	Reason     string
+	Detail     string
+	DueAt      time.Time
+}
+
+// StartDueEscalations takes up to limit escalations that are due, calls
+// start for each and marks those it started, in one transaction that
+// holds them (others pass them over), so two servers never start one
+// twice at once; start must be idempotent all the same (a crash after it
+// and before the commit starts it again). An escalation of a reminder
+// cancelled, failed or expired meanwhile is settled instead. It returns
+// how many it started and the first error start gave.
+func (s *Store) StartDueEscalations(ctx context.Context, limit int, start func(context.Context, OwedEscalation) error) (int, error) {
+	var started int
+	var startErr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		started, startErr = 0, nil
+		rows, _ := tx.Query(ctx, `
+SELECT e.reminder_id, r.subscriber_id, r.workflow_id, e.reason, e.detail, e.due_at, r.state
+  FROM outcome_escalations e JOIN reminders r ON r.id = e.reminder_id
+ WHERE e.due_at <= now() AND e.started_at IS NULL AND e.settled_at IS NULL
+ ORDER BY e.due_at
+ LIMIT $1
+   FOR UPDATE OF e SKIP LOCKED`, limit)
+		var owed, moot []OwedEscalation
+		var o OwedEscalation
+		var state string
+		_, err := pgx.ForEachRow(rows, []any{&o.ReminderID, &o.SubscriberID, &o.WorkflowID, &o.Reason, &o.Detail, &o.DueAt, &state}, func() error {
+			switch reminder.State(state) {
+			case reminder.Cancelled, reminder.Failed, reminder.Expired:
+				moot = append(moot, o)
+			default:
+				owed = append(owed, o)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("error reading escalations owed: %w", err)
+		}
+		var doneIDs, doneReasons []string
+		for _, o := range owed {
+			if err := start(ctx, o); err != nil {
+				startErr = cmp.Or(startErr, err)
+				continue
+			}
+			doneIDs, doneReasons = append(doneIDs, o.ReminderID), append(doneReasons, o.Reason)
+		}
+		for _, m := range moot {
+			if _, err := tx.Exec(ctx, `
+UPDATE outcome_escalations SET settled_at = now() WHERE reminder_id = $1 AND reason = $2`, m.ReminderID, m.Reason); err != nil {
+				return fmt.Errorf("error settling an escalation: %w", err)
+			}
+		}
+		if len(doneIDs) == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `
+UPDATE outcome_escalations e SET started_at = now()
+  FROM unnest($1::text[], $2::text[]) AS d(reminder_id, reason)
+ WHERE e.reminder_id = d.reminder_id AND e.reason = d.reason`, doneIDs, doneReasons)
+		if err != nil {
+			return fmt.Errorf("error marking escalations started: %w", err)
+		}
+		started = len(doneIDs)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return started, startErr
+}
