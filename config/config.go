@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -106,6 +108,19 @@ type Config struct {
 	APIBurst int
 	// APIRequestTimeout is the deadline of one API request.
 	APIRequestTimeout time.Duration
+
+	// SendGridEventKey verifies the Event Webhook's batches (nil: serve
+	// takes none).
+	SendGridEventKey *ecdsa.PublicKey
+	// SendGridEventTolerance bounds a batch's signed timestamp's distance
+	// from serve's clock.
+	SendGridEventTolerance time.Duration
+	// DeferredEscalateAfter: a deferral not delivered this long after
+	// escalates once.
+	DeferredEscalateAfter time.Duration
+	// OutcomeGrace: the oldest-unconfirmed gauge counts only emails
+	// accepted longer ago than this.
+	OutcomeGrace time.Duration
 }
 
 // MinAPIRequestTimeout is the shortest request deadline the API accepts:
@@ -198,6 +213,9 @@ func Load(lookup Lookup) (Config, error) {
 		return Config{}, err
 	}
 	c.ConsoleKeysFile = get("SHIPNOTIFY_CONSOLE_KEYS_FILE")
+	if err := c.loadOutcomes(get); err != nil {
+		return Config{}, err
+	}
 	if err := c.loadAPI(get); err != nil {
 		return Config{}, err
 	}
@@ -270,6 +288,37 @@ func (c *Config) loadLinks(get func(key string) string) error {
 	}
 	c.LinkTTL = ttl
 	return nil
+}
+
+// loadOutcomes reads what the provider-outcome path needs.
+func (c *Config) loadOutcomes(get func(string) string) error {
+	if raw := get("SHIPNOTIFY_SENDGRID_EVENT_KEY"); raw != "" {
+		k, err := outcome.ParseVerificationKey(raw)
+		if err != nil {
+			return fmt.Errorf("SHIPNOTIFY_SENDGRID_EVENT_KEY: %w", err)
+		}
+		c.SendGridEventKey = k
+	}
+	var err error
+	if c.SendGridEventTolerance, err = durationIn(get("SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE"), 10*time.Second, time.Hour); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE: %w", err)
+	}
+	if c.DeferredEscalateAfter, err = durationIn(get("SHIPNOTIFY_DEFERRED_ESCALATE_AFTER"), time.Second, 72*time.Hour); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_DEFERRED_ESCALATE_AFTER: %w", err)
+	}
+	if c.OutcomeGrace, err = durationIn(get("SHIPNOTIFY_OUTCOME_GRACE"), 0, 30*24*time.Hour); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_OUTCOME_GRACE: %w", err)
+	}
+	return nil
+}
+
+// durationIn parses a duration between lo and hi.
+func durationIn(s string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < lo || d > hi {
+		return 0, fmt.Errorf("want a duration from %s to %s, like 4h", lo, hi)
+	}
+	return d, nil
 }
 
 // Links returns the signer of the escalation email's decision links, or
