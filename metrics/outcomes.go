@@ -1,0 +1,81 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DeliverySLOBuckets span a webhook's second to a deferred email's days.
+var DeliverySLOBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 72 * 3600}
+
+// deliverySLOOpts is the delivery SLO's histogram: serve observes it for
+// email (SendGrid's delivered event), the worker for webhooks (the
+// receiver's 2xx); Prometheus sums the two.
+var deliverySLOOpts = prometheus.HistogramOpts{
+	Name:    "shipnotify_delivery_slo_seconds",
+	Help:    "Due time to delivered, by channel: SendGrid's delivered timestamp for email, the receiver's 2xx for webhooks. The delivery SLO.",
+	Buckets: DeliverySLOBuckets,
+}
+
+// Outcomes records what serve's provider-event path does. A nil *Outcomes
+// records nothing.
+type Outcomes struct {
+	batches     *prometheus.CounterVec
+	events      *prometheus.CounterVec
+	deliverySLO *prometheus.HistogramVec
+	escalations *prometheus.CounterVec
+}
+
+// NewOutcomes registers the provider-event path's metrics on reg.
+func NewOutcomes(reg prometheus.Registerer) *Outcomes {
+	m := &Outcomes{
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shipnotify_provider_batches_total",
+			Help: "Event Webhook batches by result: accepted, not_json, too_large, unsigned, bad_signature, stale, invalid, error.",
+		}, []string{"result"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shipnotify_provider_events_total",
+			Help: "Provider events by outcome and result: applied, duplicate (seen before), unknown_key (dropped), ignored (a type shipnotify does not keep).",
+		}, []string{"outcome", "result"}),
+		deliverySLO: prometheus.NewHistogramVec(deliverySLOOpts, []string{"channel"}),
+		escalations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shipnotify_outcome_escalations_started_total",
+			Help: "Escalations a provider's outcome gave, started, by reason (undeliverable, delivery_deferred).",
+		}, []string{"reason"}),
+	}
+	reg.MustRegister(m.batches, m.events, m.deliverySLO, m.escalations)
+	return m
+}
+
+// Batch counts one batch by its result.
+func (m *Outcomes) Batch(result string) {
+	if m == nil {
+		return
+	}
+	m.batches.WithLabelValues(result).Inc()
+}
+
+// Events counts n events of an outcome by their result.
+func (m *Outcomes) Events(outcome, result string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.events.WithLabelValues(outcome, result).Add(float64(n))
+}
+
+// Delivered records one reminder's due-to-delivered time.
+func (m *Outcomes) Delivered(channel string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.deliverySLO.WithLabelValues(channel).Observe(max(took, 0).Seconds())
+}
+
+// EscalationStarted counts one escalation started.
+func (m *Outcomes) EscalationStarted(reason string) {
+	if m == nil {
+		return
+	}
+	m.escalations.WithLabelValues(reason).Inc()
+}
