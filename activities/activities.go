@@ -83,7 +83,8 @@ type NotifyInput struct {
 	ReminderID   string
 	SubscriberID string
 	DueAt        time.Time
-	// Reason names an escalation: "approval_timeout" or "delivery_failed".
+	// Reason names an escalation: "approval_timeout", "delivery_failed",
+	// or a provider's outcome: "undeliverable", "delivery_deferred".
 	Reason string
 	// Detail explains an escalation to its contact; ids and provider
 	// answers only, never a subscriber's address.
@@ -365,6 +366,8 @@ func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string,
 			return "the update names no escalation contact", nil
 		case in.Reason == "approval_timeout" && state != reminder.AwaitingApproval:
 			return "the reminder no longer awaits approval (" + string(state) + ")", nil
+		case in.Reason == "delivery_deferred" && state != reminder.Sent:
+			return "the reminder is no longer deferred (" + string(state) + ")", nil
 		}
 	}
 	return "", nil

@@ -67,6 +67,9 @@ func escalationMessage(in NotifyInput, t mirror.Target, links DecisionLinks) (su
 	what := map[string]string{
 		"approval_timeout": "is waiting for approval past its approval timeout",
 		"delivery_failed":  "could not be delivered and has failed",
+		// The provider accepted these, then reported on them.
+		"undeliverable":     "was bounced or dropped by the mail provider: the subscriber did not get it",
+		"delivery_deferred": "is still deferred by the mail provider: the subscriber has not got it yet",
 	}[in.Reason]
 	if what == "" {
 		what = "needs attention (" + in.Reason + ")"

@@ -36,7 +36,7 @@ func New(pool *pgxpool.Pool) *Store {
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Transition moves a reminder to state (unless it already is in a terminal
-// state) and appends an event of type with detail. It reports whether the
+// state, or to is empty: a note) and appends an event of type with detail. It reports whether the
 // state changed. Events are appended either way, so the trail shows late
 // arrivals too.
 func (s *Store) Transition(ctx context.Context, reminderID string, to reminder.State, eventType string, detail map[string]any) (bool, error) {
@@ -45,6 +45,7 @@ func (s *Store) Transition(ctx context.Context, reminderID string, to reminder.S
 WITH r AS (
     UPDATE reminders SET state = $2, updated_at = now()
      WHERE id = $1 AND state NOT IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired') AND state <> $2
+       AND $2 <> ''
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)

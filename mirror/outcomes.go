@@ -33,18 +33,25 @@ const (
 	ReasonDeliveryDeferred = "delivery_deferred"
 )
 
-// AppliedEvents is what applying a batch of provider events did.
+// AppliedEvents is what applying a batch of provider events did, by
+// outcome: Applied events were new and recorded; Duplicate ones were
+// applied before (their id was seen); Unknown ones name no delivery
+// shipnotify made and were dropped.
 type AppliedEvents struct {
-	// Applied events were new and recorded; Duplicate ones were applied
-	// before (their id was seen); Unknown ones name no delivery shipnotify
-	// made and were dropped.
-	Applied, Duplicate, Unknown int
-	// ByOutcome counts the applied events by outcome.
-	ByOutcome map[reminder.Outcome]int
+	Applied, Duplicate, Unknown map[reminder.Outcome]int
 	// Escalations is how many escalations the batch newly owes.
 	Escalations int
 	// Delivered are the reminders the batch moved to delivered.
 	Delivered []DeliveredReminder
+}
+
+// Count adds up one of the maps.
+func Count(m map[reminder.Outcome]int) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
 }
 
 // DeliveredReminder is a reminder that reached its subscriber: the delivery
@@ -103,7 +110,7 @@ type knownKey struct {
 // changes nothing. Events of other deliveries of a reminder (its
 // escalation, its cancellation notice) are recorded on its trail only.
 func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent, deferAfter time.Duration) (AppliedEvents, error) {
-	res := AppliedEvents{ByOutcome: map[reminder.Outcome]int{}}
+	res := AppliedEvents{Applied: map[reminder.Outcome]int{}, Duplicate: map[reminder.Outcome]int{}, Unknown: map[reminder.Outcome]int{}}
 	if len(events) == 0 {
 		return res, nil
 	}
@@ -120,15 +127,15 @@ func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent,
 		for _, e := range events {
 			switch _, ok := known[e.DeliveryKey]; {
 			case !ok:
-				res.Unknown++
+				res.Unknown[e.Outcome]++
 			case fresh[e.ID]:
 				delete(fresh, e.ID) // a repeat within the batch is a duplicate
 				applied = append(applied, e)
+				res.Applied[e.Outcome]++
 			default:
-				res.Duplicate++
+				res.Duplicate[e.Outcome]++
 			}
 		}
-		res.Applied = len(applied)
 		if len(applied) == 0 {
 			return nil
 		}
@@ -144,7 +151,6 @@ func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent,
 		})
 		for _, e := range applied {
 			k := known[e.DeliveryKey]
-			res.ByOutcome[e.Outcome]++
 			w.apply(e, k, rows[k.reminderID])
 		}
 		for _, r := range rows {
@@ -376,13 +382,12 @@ ON CONFLICT (reminder_id, reason) DO NOTHING`, w.escReminder, w.escReason, w.esc
 // OwedEscalation is an escalation a provider's outcome gave, due now.
 type OwedEscalation struct {
 	ReminderID   string
+	ShipmentID   string
+	UpdateID     string
 	SubscriberID string
-	// WorkflowID is the reminder's workflow's id; the escalation's derives
-	// from it.
-	WorkflowID string
-	Reason     string
-	Detail     string
-	DueAt      time.Time
+	Reason       string
+	Detail       string
+	DueAt        time.Time
 }
 
 // StartDueEscalations takes up to limit escalations that are due, calls
@@ -398,7 +403,7 @@ func (s *Store) StartDueEscalations(ctx context.Context, limit int, start func(c
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		started, startErr = 0, nil
 		rows, _ := tx.Query(ctx, `
-SELECT e.reminder_id, r.subscriber_id, r.workflow_id, e.reason, e.detail, e.due_at, r.state
+SELECT e.reminder_id, r.shipment_id, r.update_id, r.subscriber_id, e.reason, e.detail, e.due_at, r.state
   FROM outcome_escalations e JOIN reminders r ON r.id = e.reminder_id
  WHERE e.due_at <= now() AND e.started_at IS NULL AND e.settled_at IS NULL
  ORDER BY e.due_at
@@ -407,7 +412,7 @@ SELECT e.reminder_id, r.subscriber_id, r.workflow_id, e.reason, e.detail, e.due_
 		var owed, moot []OwedEscalation
 		var o OwedEscalation
 		var state string
-		_, err := pgx.ForEachRow(rows, []any{&o.ReminderID, &o.SubscriberID, &o.WorkflowID, &o.Reason, &o.Detail, &o.DueAt, &state}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&o.ReminderID, &o.ShipmentID, &o.UpdateID, &o.SubscriberID, &o.Reason, &o.Detail, &o.DueAt, &state}, func() error {
 			switch reminder.State(state) {
 			case reminder.Cancelled, reminder.Failed, reminder.Expired:
 				moot = append(moot, o)
@@ -450,4 +455,19 @@ UPDATE outcome_escalations e SET started_at = now()
 		return 0, err
 	}
 	return started, startErr
+}
+
+// NextEscalationDue is when the next owed escalation falls due (ok false
+// when none is owed).
+func (s *Store) NextEscalationDue(ctx context.Context) (next time.Time, ok bool, err error) {
+	var at *time.Time
+	err = s.pool.QueryRow(ctx, `
+SELECT min(due_at) FROM outcome_escalations WHERE started_at IS NULL AND settled_at IS NULL`).Scan(&at)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("error reading escalations owed: %w", err)
+	}
+	if at == nil {
+		return time.Time{}, false, nil
+	}
+	return *at, true, nil
 }

@@ -95,4 +95,5 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.ReminderWorkflow, workflow.RegisterOptions{Name: workflows.ReminderWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.CancellationNoticeWorkflow, workflow.RegisterOptions{Name: workflows.CancellationNoticeWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.DeliveryEscalationWorkflow, workflow.RegisterOptions{Name: workflows.DeliveryEscalationWorkflowName})
 }

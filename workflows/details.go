@@ -79,6 +79,20 @@ func CancellationNoticeDetails(in CancellationNoticeInput) string {
 	)
 }
 
+// DeliveryEscalationSummary is a DeliveryEscalationWorkflow's static summary.
+func DeliveryEscalationSummary(in DeliveryEscalationInput) string {
+	return summary("Escalation ("+in.Reason+") for reminder ", in.ReminderID, "")
+}
+
+// DeliveryEscalationDetails is a DeliveryEscalationWorkflow's static details.
+func DeliveryEscalationDetails(in DeliveryEscalationInput) string {
+	return detailLines(
+		ids(in.ShipmentID, in.UpdateID, in.SubscriberID),
+		"**Why:** "+in.Detail,
+		"**Escalation contact and the provider's events:** in the mirror only (`shipnotify show`)",
+	)
+}
+
 func ids(shipmentID, updateID, subscriberID string) string {
 	return "**Shipment:** " + shipmentID + " · **Update:** " + updateID + " · **Subscriber:** " + subscriberID
 }

@@ -20,6 +20,7 @@ const DefaultTaskQueue = "shipnotify"
 const (
 	ReminderWorkflowName           = "ReminderWorkflow"
 	CancellationNoticeWorkflowName = "CancellationNoticeWorkflow"
+	DeliveryEscalationWorkflowName = "DeliveryEscalationWorkflow"
 )
 
 // Update and query names of ReminderWorkflow.
@@ -65,6 +66,24 @@ func ReminderWorkflowID(shipmentID, updateID, subscriberID string) string {
 // reminder whose workflow had already finished when its shipment was cancelled.
 func CancellationNoticeWorkflowID(reminderID string) string {
 	return "cancellation/" + reminderID
+}
+
+// DeliveryEscalationWorkflowID names the one escalation of a reminder for a
+// reason a provider's outcome gave (undeliverable, delivery_deferred).
+func DeliveryEscalationWorkflowID(reminderID, reason string) string {
+	return "escalation/" + reason + "/" + reminderID
+}
+
+// DeliveryEscalationInput names a reminder the provider could not deliver
+// (or deferred too long) and why; Detail carries the provider's reason
+// codes, never an address.
+type DeliveryEscalationInput struct {
+	ReminderID   string
+	ShipmentID   string
+	UpdateID     string
+	SubscriberID string
+	Reason       string
+	Detail       string
 }
 
 // ReminderInput starts a reminder. It carries ids, the due time and the

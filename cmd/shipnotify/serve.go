@@ -8,10 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/metrics"
+	"github.com/shipnotify/shipnotify/outcome"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 func init() {
@@ -84,6 +88,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 		}
 		mux.Handle(console.Path, consoleHandler)
 	}
+	if err := serveOutcomes(ctx, d, mux, st, reg); err != nil {
+		return err
+	}
 	srv := api.NewServer(mux, d.cfg.APIRequestTimeout)
 	d.logger.Info("serving the API", "address", ln.Addr().String(), "keys", len(d.cfg.APIKeys))
 	err = api.Serve(ctx, srv, ln, d.cfg.APIRequestTimeout+shutdownMargin)
@@ -98,6 +105,29 @@ func serveMux(apiHandler http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", apiHandler)
 	return mux
+}
+
+// serveOutcomes mounts the SendGrid Event Webhook beside the API when its
+// key is configured, and runs the escalator that starts what provider
+// outcomes owe (always: outcomes recorded before a restart still owe theirs).
+func serveOutcomes(ctx context.Context, d *deps, mux *http.ServeMux, st *starter.Starter, reg prometheus.Registerer) error {
+	m := metrics.NewOutcomes(reg)
+	esc := outcome.NewEscalator(st.Mirror, st.Temporal, st.TaskQueue)
+	esc.Metrics, esc.Logger = m, d.logger
+	go esc.Run(ctx)
+	if d.cfg.SendGridEventKey == nil {
+		d.logger.Warn("the SendGrid Event Webhook is off: set SHIPNOTIFY_SENDGRID_EVENT_KEY, or emails stay sent, never delivered or undeliverable")
+		return nil
+	}
+	h, err := outcome.NewHandler(outcome.Options{
+		Key: d.cfg.SendGridEventKey, Store: st.Mirror, Tolerance: d.cfg.SendGridEventTolerance,
+		DeferAfter: d.cfg.DeferredEscalateAfter, Escalate: esc.Nudge, Metrics: m, Logger: d.logger,
+	})
+	if err != nil {
+		return err
+	}
+	mux.Handle(outcome.Path, h)
+	return nil
 }
 
 func runAPIKey(_ context.Context, e env, args []string) error {
