@@ -371,7 +371,7 @@ UPDATE outcome_escalations SET settled_at = now()
 	tag, err := tx.Exec(ctx, `
 INSERT INTO outcome_escalations (reminder_id, reason, due_at, detail)
 SELECT e.* FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS e(reminder_id, reason, due_at, detail)
- WHERE NOT (e.reason = 'delivery_deferred' AND e.reminder_id = ANY($5))
+ WHERE e.reason <> 'delivery_deferred' OR e.reminder_id <> ALL (coalesce($5::text[], '{}'))
 ON CONFLICT (reminder_id, reason) DO NOTHING`, w.escReminder, w.escReason, w.escDue, w.escDetail, w.settle)
 	if err != nil {
 		return 0, fmt.Errorf("error recording escalations owed: %w", err)
