@@ -174,3 +174,49 @@ func TestUnconfirmedAgesBetweenRefreshes(t *testing.T) {
 	require.Equal(t, (65 * time.Minute).Seconds(), gaugeOf(t, fams, "shipnotify_oldest_unconfirmed_seconds"))
 	require.Equal(t, (16 * time.Minute).Seconds(), gaugeOf(t, fams, "shipnotify_oldest_overdue_undelivered_seconds"))
 }
+
+// The worker's webhook deliveries and serve's email deliveries land in
+// one histogram: the same name, help and buckets, by channel.
+func TestWebhookDeliveriesJoinTheDeliverySLO(t *testing.T) {
+	t.Parallel()
+	worker, serve := prometheus.NewRegistry(), prometheus.NewRegistry()
+	metrics.New(worker).Delivered("webhook", 90*time.Second)
+	metrics.NewOutcomes(serve).Delivered("email", 20*time.Minute)
+	var nilMetrics *metrics.Metrics
+	nilMetrics.Delivered("webhook", time.Second) // records nothing, and does not panic
+
+	hist := func(reg *prometheus.Registry, channel string) (*dto.MetricFamily, *dto.Histogram) {
+		f := family(t, reg, "shipnotify_delivery_slo_seconds")
+		require.NotNil(t, f, "%s is served", channel)
+		m := labelled(f, map[string]string{"channel": channel})
+		require.NotNil(t, m, channel)
+		return f, m.GetHistogram()
+	}
+	wf, wh := hist(worker, "webhook")
+	sf, sh := hist(serve, "email")
+	require.Equal(t, uint64(1), wh.GetSampleCount())
+	require.Equal(t, 90.0, wh.GetSampleSum())
+	within := func(h *dto.Histogram, le float64) uint64 {
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == le {
+				return b.GetCumulativeCount()
+			}
+		}
+		require.Failf(t, "no bucket", "le=%v", le)
+		return 0
+	}
+	require.Equal(t, uint64(0), within(wh, 60))
+	require.Equal(t, uint64(1), within(wh, 600), "within the SLO's 10 minutes")
+	require.Equal(t, uint64(0), within(sh, 600), "20 minutes: outside it")
+
+	require.Equal(t, sf.GetHelp(), wf.GetHelp())
+	var wb, sb []float64
+	for _, b := range wh.GetBucket() {
+		wb = append(wb, b.GetUpperBound())
+	}
+	for _, b := range sh.GetBucket() {
+		sb = append(sb, b.GetUpperBound())
+	}
+	require.Equal(t, sb, wb)
+	require.Equal(t, metrics.DeliverySLOBuckets, wb)
+}
