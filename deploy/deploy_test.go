@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -204,6 +205,36 @@ func TestAlertRules(t *testing.T) {
 	for _, want := range []string{"ShipnotifySchedulingLagHigh", "ShipnotifyOldestOverdueReminder", "ShipnotifyDeliveryFailureRate",
 		"ShipnotifyProviderCredentialsRefused", "ShipnotifyDeliverySLOBreached", "ShipnotifyOldestUnconfirmedEmail", "ShipnotifyBounceRateHigh"} {
 		require.True(t, slices.Contains(alerts, want), want)
+	}
+}
+
+// promtool is Prometheus's rule checker (scripts/dev.sh installs it): CI
+// must have it; a developer without it skips.
+func promtool(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("promtool")
+	if err == nil {
+		return bin
+	}
+	msg := "promtool is not installed; scripts/dev.sh install installs it (Debian's prometheus package)"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// The alert rules are PromQL Prometheus loads, and the delivery-side ones
+// fire on what they are for and stay quiet otherwise, their annotations
+// rendered (prometheus/alerts_test.yml).
+func TestAlertRulesFire(t *testing.T) {
+	t.Parallel()
+	bin := promtool(t)
+	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = "prometheus"
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
 	}
 }
 
