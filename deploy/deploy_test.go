@@ -238,33 +238,75 @@ func TestAlertRulesFire(t *testing.T) {
 	}
 }
 
-// The dashboard is valid JSON whose shipnotify queries name real metrics.
-func TestGrafanaDashboard(t *testing.T) {
-	t.Parallel()
+// dashboard is the Grafana dashboard's panels.
+type dashboard struct {
+	Title  string `json:"title"`
+	Panels []struct {
+		Title   string `json:"title"`
+		GridPos struct {
+			X, Y int
+		} `json:"gridPos"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
 	b, err := os.ReadFile("grafana/shipnotify-dashboard.json")
 	require.NoError(t, err)
-	var dash struct {
-		Title  string `json:"title"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
+	var dash dashboard
 	require.NoError(t, json.Unmarshal(b, &dash))
 	require.NotEmpty(t, dash.Panels)
+	return dash
+}
+
+// The dashboard is valid JSON whose shipnotify queries name real metrics,
+// labels and bucket bounds, and shows the two SLOs side by side.
+func TestGrafanaDashboard(t *testing.T) {
+	t.Parallel()
+	dash := readDashboard(t)
 	known := ours(t)
 	seen := map[string]bool{}
+	row := map[string]int{}
 	for _, p := range dash.Panels {
 		for _, target := range p.Targets {
 			checkExpr(t, known, fmt.Sprintf("panel %q", p.Title), target.Expr)
 			for _, m := range metricName.FindAllString(target.Expr, -1) {
-				seen[strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_count")] = true
+				m = strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_count")
+				seen[m] = true
+				if _, ok := row[m]; !ok {
+					row[m] = p.GridPos.Y
+				}
 			}
 		}
 	}
-	for _, m := range []string{"shipnotify_scheduling_lag_seconds", "shipnotify_oldest_overdue_undelivered_seconds", "shipnotify_delivery_duration_seconds"} {
+	for _, m := range []string{"shipnotify_scheduling_lag_seconds", "shipnotify_oldest_overdue_undelivered_seconds", "shipnotify_delivery_duration_seconds",
+		"shipnotify_delivery_slo_seconds", "shipnotify_oldest_unconfirmed_seconds", "shipnotify_provider_events_total", "shipnotify_reminders"} {
 		require.True(t, seen[m], "the dashboard shows %s", m)
 	}
+	require.Equal(t, row["shipnotify_scheduling_lag_seconds"], row["shipnotify_delivery_slo_seconds"], "the two SLOs side by side")
+	require.Equal(t, row["shipnotify_oldest_overdue_undelivered_seconds"], row["shipnotify_oldest_unconfirmed_seconds"],
+		"the oldest unconfirmed beside the oldest overdue")
+}
+
+// Every dashboard query is PromQL Prometheus parses: promtool checks them
+// as recording rules.
+func TestGrafanaQueriesParse(t *testing.T) {
+	t.Parallel()
+	bin := promtool(t)
+	var rules []map[string]string
+	for _, p := range readDashboard(t).Panels {
+		for _, target := range p.Targets {
+			rules = append(rules, map[string]string{"record": fmt.Sprintf("panel_%d", len(rules)), "expr": target.Expr})
+		}
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	require.NoError(t, err)
+	file := t.TempDir() + "/dashboard-rules.yml"
+	require.NoError(t, os.WriteFile(file, b, 0o600))
+	out, err := exec.Command(bin, "check", "rules", file).CombinedOutput()
+	require.NoError(t, err, "promtool check rules:\n%s", out)
+	require.Contains(t, string(out), fmt.Sprintf("SUCCESS: %d rules found", len(rules)))
 }
