@@ -24,10 +24,10 @@ func explain(t *testing.T, db testenv.DB, q string, args ...any) string {
 
 // The mirror's listings at scale read the indexes migration 00006 made for
 // them: a due window from the covering index alone (every column List
-// returns is in it; one added to List and not to the index would send each
-// row to the heap again), pending pages from the partial indexes, and the
-// gauges' counts from the tallies, the oldest unconfirmed email from the
-// first entry of its partial index.
+// returns is in it, the provider outcome's since 00008; one added to List
+// and not to the index would send each row to the heap again), pending
+// pages from the partial indexes, the gauges' counts from the tallies, and
+// the oldest unconfirmed email from the first entry of its partial index.
 func TestListingsUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
