@@ -46,6 +46,9 @@ type MailSink struct {
 	// and not yet accepted. Guarded by the recorder's mutex, so it and the
 	// accepted messages change together.
 	inFlight map[string]int
+
+	// events posts Event Webhook events once EmitEvents is called.
+	events *emitter
 }
 
 // SetLatency makes every accepted message take d to answer; the message is
@@ -133,7 +136,7 @@ func (s *MailSink) refused(to []string) int {
 // StartMail starts a mail sink on addr ("" for a free loopback port) that
 // accepts apiKey.
 func StartMail(addr, apiKey string) (*MailSink, error) {
-	s := &MailSink{recorder: newRecorder[Mail](), apiKey: apiKey, inFlight: map[string]int{}}
+	s := &MailSink{recorder: newRecorder[Mail](), apiKey: apiKey, inFlight: map[string]int{}, events: newEmitter()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v3/mail/send", s.send)
 	mux.HandleFunc("GET /mailbox", s.mailbox)
@@ -148,8 +151,13 @@ func StartMail(addr, apiKey string) (*MailSink, error) {
 // URL is the sink's base URL, for SENDGRID_BASE_URL.
 func (s *MailSink) URL() string { return s.srv.url() }
 
-// Close stops the sink.
-func (s *MailSink) Close() error { return s.srv.close() }
+// Close stops the sink and its event emitter; events not yet posted are
+// dropped.
+func (s *MailSink) Close() error {
+	err := s.srv.close()
+	s.events.stop()
+	return err
+}
 
 // Mails returns every accepted message, in arrival order.
 func (s *MailSink) Mails() []Mail { return s.snapshot() }
@@ -229,6 +237,7 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 	m.MessageID = randomID()
 	m.Received = time.Now()
 	s.accept(m, key)
+	s.events.queue(m)
 	if s.OnMail != nil {
 		s.OnMail(m)
 	}

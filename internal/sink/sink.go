@@ -1,8 +1,9 @@
 // Package sink stands in for the third-party services shipnotify talks to: a
-// mail API that speaks SendGrid's v3 /v3/mail/send, and a customer's webhook
-// receiver that checks Standard Webhooks signatures with the official
-// library. Both are real HTTP servers on loopback, record what they accept,
-// and can be told to fail, so tests and the demo drive the real clients.
+// mail API that speaks SendGrid's v3 /v3/mail/send and can post the signed
+// Event Webhook events SendGrid would, and a customer's webhook receiver that
+// checks Standard Webhooks signatures with the official library. Both are
+// real HTTP servers on loopback, record what they accept, and can be told to
+// fail, so tests and the demo drive the real clients.
 package sink
 
 import (
