@@ -3,7 +3,7 @@
 SHELL := bash
 BIN := .dev/bin/shipnotify
 
-.PHONY: demo test test-engine test-ui bench bench-engine down up build
+.PHONY: demo test test-engine test-ui bench bench-engine bench-events down up build
 
 ## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
 demo: build
@@ -30,6 +30,11 @@ bench:
 ## bench-engine: the same on the PostgreSQL-backed server make test-engine builds (about 2 h; out/bench-engine.json)
 bench-engine:
 	@scripts/bench.sh --engine $(BENCH_ARGS)
+
+## bench-events: the SendGrid Event Webhook's ingestion rate (issue 13) alone: signed batches of 1,000 events
+## through the handler into PostgreSQL, at 1 and 4 in flight, 5 runs each (about a minute; out/bench-events.json)
+bench-events: build
+	@scripts/dev.sh run -- $(BIN) bench-events --out out/bench-events.json $(BENCH_ARGS)
 
 ## up / down: keep the dev server and PostgreSQL running between commands
 up:

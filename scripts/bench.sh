@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 engine=false
 if [ "${1:-}" = --engine ]; then engine=true; shift; fi
-workloads=burst,catchup,steady,hold,mirror
+workloads=burst,catchup,steady,hold,mirror,events
 args=()
 print=()
 while [ $# -gt 0 ]; do

@@ -56,7 +56,7 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	var f benchFlags
 	fs := newFlags(e, "bench", "bench [--workloads burst,catchup,steady,hold] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
 		"       bench --merge FILE,FILE,... [--out FILE] [--json]")
-	fs.StringVar(&f.workloads, "workloads", "burst,catchup,steady,hold", "which workloads to run, in order (also: mirror, ten million rows in PostgreSQL alone)")
+	fs.StringVar(&f.workloads, "workloads", "burst,catchup,steady,hold", "which workloads to run, in order (also: mirror, ten million rows in PostgreSQL alone; events, the SendGrid Event Webhook's ingestion, PostgreSQL alone)")
 	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
 	fs.IntVar(&f.pairs, "pairs", 5, "alternating rounds after each path's warm-up: every two paths meet as A B, B A, A B, ...")
 	fs.StringVar(&f.rate, "rate", "auto", "steady: reminders due a second, or auto: 0.8 × the lean baseline's burst drain rate (from this run's burst, --ceiling-from, or a quick lean burst)")
@@ -99,7 +99,7 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	}
 	for _, w := range strings.Split(f.workloads, ",") {
 		switch w {
-		case "steady", "burst", "catchup", "hold", "mirror":
+		case "steady", "burst", "catchup", "hold", "mirror", "events":
 		default:
 			return f, usagef("--workloads: unknown workload %q", w)
 		}
@@ -145,6 +145,12 @@ func runBench(ctx context.Context, e env, args []string) error {
 		if report.Mirror != nil {
 			fmt.Fprintln(e.stdout)
 			if err := bench.WriteMirrorTable(e.stdout, *report.Mirror); err != nil {
+				return err
+			}
+		}
+		if report.Events != nil {
+			fmt.Fprintln(e.stdout)
+			if err := bench.WriteEventsTable(e.stdout, *report.Events); err != nil {
 				return err
 			}
 		}
@@ -313,6 +319,17 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 			report.Mirror = &res
 			if err != nil {
 				report.Errors = append(report.Errors, "mirror: "+err.Error())
+			}
+		case "events":
+			// bench-events' defaults: the batches, c=1 and c=4.
+			res, err := bench.EventsLoad(ctx, admin.Pool().Config().ConnString(),
+				bench.EventsOptions{DeferAfter: d.cfg.DeferredEscalateAfter, Progress: e.stderr})
+			report.Events = &res
+			if err != nil {
+				report.Errors = append(report.Errors, "events: "+err.Error())
+			}
+			for _, f := range res.Failures {
+				report.Errors = append(report.Errors, "events: "+f)
 			}
 		case "hold":
 			record(r.Hold(ctx, f.holdN, 1000))

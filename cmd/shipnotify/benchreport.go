@@ -28,6 +28,8 @@ type BenchReport struct {
 	Prune []bench.PruneResult `json:"prune,omitempty"`
 	// Mirror is the mirror workload (PostgreSQL alone, no Temporal).
 	Mirror *bench.MirrorResult `json:"mirror,omitempty"`
+	// Events is the Event Webhook's ingestion (PostgreSQL alone).
+	Events *bench.EventsResult `json:"events,omitempty"`
 	Errors []string            `json:"errors,omitempty"`
 }
 
@@ -77,6 +79,9 @@ func mergeReports(paths []string) (BenchReport, error) {
 		out.Prune = append(out.Prune, rep.Prune...)
 		if rep.Mirror != nil {
 			out.Mirror = rep.Mirror
+		}
+		if rep.Events != nil {
+			out.Events = rep.Events
 		}
 		out.Errors = append(out.Errors, rep.Errors...)
 	}
