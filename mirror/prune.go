@@ -91,8 +91,9 @@ SELECT id, due_at FROM reminders
 	// after the lock: no delivery or event can be added to them any more,
 	// so none added meanwhile is missed. A reminder keeps its rows while a
 	// delivery is 'sending' (however old: its send may not be recorded),
-	// while anything of it is younger than the age, and while it names a
-	// disabled webhook endpoint (that row would lose its reason).
+	// while anything of it is younger than the age, while it names a
+	// disabled webhook endpoint (that row would lose its reason), and while
+	// a provider's outcome owes an escalation not yet started.
 	pruneDoomed = `
 SELECT ` + rowColumns + ` FROM reminders r
  WHERE r.id = ANY($2)
@@ -103,7 +104,9 @@ SELECT ` + rowColumns + ` FROM reminders r
                            OR d.finished_at >= now() - make_interval(secs => $1)))
    AND NOT EXISTS (SELECT 1 FROM reminder_events e WHERE e.reminder_id = r.id
                       AND e.at >= now() - make_interval(secs => $1))
-   AND NOT EXISTS (SELECT 1 FROM disabled_endpoints x WHERE x.reminder_id = r.id)`
+   AND NOT EXISTS (SELECT 1 FROM disabled_endpoints x WHERE x.reminder_id = r.id)
+   AND NOT EXISTS (SELECT 1 FROM outcome_escalations o WHERE o.reminder_id = r.id
+                      AND o.started_at IS NULL AND o.settled_at IS NULL)`
 	// The update rows the batch leaves without a reminder. One another
 	// transaction holds (a resubmission of the update, say) is waited for,
 	// up to pruneLockTimeout.
@@ -258,6 +261,14 @@ func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, updates bool, st
 		return fmt.Errorf("error pruning deliveries: %w", err)
 	}
 	stats.Deliveries = tag.RowsAffected()
+	// What the provider reported: the event ids kept against repeats (long
+	// past SendGrid's retries) and the escalations it gave.
+	if _, err = tx.Exec(ctx, `DELETE FROM provider_events WHERE reminder_id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("error pruning provider events: %w", err)
+	}
+	if _, err = tx.Exec(ctx, `DELETE FROM outcome_escalations WHERE reminder_id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("error pruning escalations: %w", err)
+	}
 	rows, _ := tx.Query(ctx, `DELETE FROM reminders WHERE id = ANY($1) RETURNING state`, ids)
 	var state string
 	if _, err := pgx.ForEachRow(rows, []any{&state}, func() error {
