@@ -300,7 +300,7 @@ func (c *Config) loadOutcomes(get func(string) string) error {
 		c.SendGridEventKey = k
 	}
 	var err error
-	if c.SendGridEventTolerance, err = durationIn(get("SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE"), 10*time.Second, time.Hour); err != nil {
+	if c.SendGridEventTolerance, err = durationIn(get("SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE"), 10*time.Second, 24*time.Hour); err != nil {
 		return fmt.Errorf("SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE: %w", err)
 	}
 	if c.DeferredEscalateAfter, err = durationIn(get("SHIPNOTIFY_DEFERRED_ESCALATE_AFTER"), time.Second, 72*time.Hour); err != nil {

@@ -71,7 +71,7 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_API_RATE", Default: "20", Meaning: "requests a second each API key may make; beyond its burst the API answers 429 with Retry-After"},
 	{Name: "SHIPNOTIFY_API_BURST", Default: "40", Meaning: "requests an API key may make at once before its rate applies"},
 	{Name: "SHIPNOTIFY_SENDGRID_EVENT_KEY", Meaning: "the SendGrid Event Webhook's verification key (base64, as its settings show it); with it serve accepts signed events at /providers/sendgrid/events, and reminders move from sent to delivered or undeliverable"},
-	{Name: "SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE", Default: "5m", Meaning: "how far an event batch's signed timestamp may be from serve's clock (10s to 1h); older or newer batches are refused as replays"},
+	{Name: "SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE", Default: "5m", Meaning: "how far an event batch's signed timestamp may be from serve's clock (10s to 24h); older or newer batches are refused as replays (a replay within it changes nothing either: event ids are kept)"},
 	{Name: "SHIPNOTIFY_DEFERRED_ESCALATE_AFTER", Default: "4h", Meaning: "a reminder SendGrid deferred and has not delivered this long after escalates once (1s to 72h)"},
 	{Name: "SHIPNOTIFY_OUTCOME_GRACE", Default: "1h", Meaning: "the worker's gauge of the oldest email accepted without a final outcome (delivered, bounce, dropped) counts only those older than this"},
 	{Name: "SHIPNOTIFY_API_REQUEST_TIMEOUT", Default: "90s", Meaning: "deadline of one API request; at least 65s, above the 60 s a reschedule or decision may wait for its workflow"},
