@@ -228,8 +228,8 @@ var (
 // misconfiguration to see, not to skip.
 func parseBatch(body []byte) ([]mirror.ProviderEvent, map[reminder.Outcome]int, string, error) {
 	var raw []event
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, nil, "", errNotJSON
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		return nil, nil, "", errNotJSON // null is no batch either
 	}
 	events := make([]mirror.ProviderEvent, 0, len(raw))
 	ignored := map[reminder.Outcome]int{}

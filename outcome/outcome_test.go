@@ -314,6 +314,7 @@ func TestBadBatchesAreRefusedAndWriteNothing(t *testing.T) {
 		field  string
 	}{
 		{"not JSON", func() *http.Request { return r.signed(t, []byte(`{"event": "bounce"`), time.Now(), r.key) }, 400, ""},
+		{"null", func() *http.Request { return r.signed(t, []byte(`null`), time.Now(), r.key) }, 400, ""},
 		{"an object, not an array", func() *http.Request { return r.signed(t, []byte(`{"event": "bounce"}`), time.Now(), r.key) }, 400, ""},
 		{"too large", func() *http.Request {
 			return r.signed(t, batch(append(make([]map[string]any, 0), good("b1"), map[string]any{"pad": strings.Repeat("x", outcome.DefaultMaxBody)})...), time.Now(), r.key)
