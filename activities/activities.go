@@ -295,6 +295,11 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	if err := a.recordSent(ctx, key, providerID, detail); err != nil {
 		return res, err
 	}
+	// A webhook's 2xx is its delivery; an email's 202 is not (serve
+	// observes those from SendGrid's delivered event).
+	if in.purpose() == reminder.PurposeReminder && t.Reminder.Channel == reminder.Webhook {
+		a.Metrics.Delivered(channel, time.Since(in.DueAt))
+	}
 	logger.Info("delivery sent", "attempt", claim.Attempts, "took", took)
 	return res, nil
 }

@@ -96,7 +96,7 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, _ *Key) erro
 	}
 	if s := q.Get("state"); s != "" {
 		if !slices.Contains(listStates, reminder.State(s)) {
-			return invalidParameter("state", "want scheduled, awaiting_approval, sent, failed, cancelled, expired or pending")
+			return invalidParameter("state", "want scheduled, awaiting_approval, sent, delivered, undeliverable, failed, cancelled, expired or pending")
 		}
 		f.State = reminder.State(s)
 	}

@@ -210,3 +210,53 @@ func eventTypes(events []mirror.Event) []string {
 	}
 	return slices.Clip(out)
 }
+
+// What the mail provider reported after it accepted a reminder reaches the
+// reads: the list by the states it leads to, and one reminder with its
+// outcome, delivered time and the provider's events on its trail. The
+// contract transport checks every answer against openapi.json.
+func TestReadsCarryTheProviderOutcome(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	shipment := testenv.ID(t, "SHP")
+	require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker",
+		emailUpdate(shipment, "eta-1", 3, time.Now().Add(time.Second))).status)
+	rows, err := e.Mirror.List(t.Context(), mirror.Filter{ShipmentID: shipment})
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	for _, r := range rows {
+		require.NoError(t, e.Temporal.GetWorkflow(t.Context(), r.WorkflowID, "").Get(t.Context(), nil))
+	}
+	at := time.Now().UTC().Truncate(time.Second)
+	_, err = e.Mirror.ApplyProviderEvents(t.Context(), []mirror.ProviderEvent{
+		{ID: shipment + "-1", DeliveryKey: rows[0].DeliveryKey, Outcome: reminder.OutcomeDelivered, At: at},
+		{ID: shipment + "-2", DeliveryKey: rows[1].DeliveryKey, Outcome: reminder.OutcomeBounce, At: at, Reason: "550 5.1.1"},
+	}, time.Hour)
+	require.NoError(t, err)
+
+	byState := func(state reminder.State) []mirror.Row {
+		got, _ := e.walk(t, url.Values{"shipment": {shipment}, "state": {string(state)}, "limit": {"10"}}, nil)
+		return got
+	}
+	got := byState(reminder.Delivered)
+	require.Equal(t, []string{"s00"}, subscriberIDs(got))
+	require.Equal(t, reminder.OutcomeDelivered, got[0].ProviderOutcome)
+	require.True(t, at.Equal(*got[0].ProviderOutcomeAt))
+	require.True(t, at.Equal(*got[0].DeliveredAt))
+	got = byState(reminder.Undeliverable)
+	require.Equal(t, []string{"s01"}, subscriberIDs(got))
+	require.Equal(t, reminder.OutcomeBounce, got[0].ProviderOutcome)
+	require.Nil(t, got[0].DeliveredAt)
+	got = byState(reminder.Sent)
+	require.Equal(t, []string{"s02"}, subscriberIDs(got))
+	require.Empty(t, got[0].ProviderOutcome, "nothing reported yet")
+	require.Nil(t, got[0].ProviderOutcomeAt)
+
+	var v api.ReminderView
+	e.do(t, "GET", "/v1/shipments/"+shipment+"/updates/eta-1/reminders/s01", "reader", nil).decode(t, &v)
+	require.Equal(t, reminder.Undeliverable, v.Reminder.State)
+	require.Equal(t, reminder.OutcomeBounce, v.Reminder.ProviderOutcome)
+	require.Equal(t, []string{"scheduled", "sent", "provider_bounce"}, eventTypes(v.Events))
+	require.Equal(t, "550 5.1.1", v.Events[2].Detail["reason"])
+	require.Equal(t, "undeliverable", v.Events[2].Detail["state"])
+}

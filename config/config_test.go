@@ -69,6 +69,10 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_PUBLIC_URL":                   "ftp://console.example",
 		"SHIPNOTIFY_LINK_KEY":                     "c2hvcnQ=",
 		"SHIPNOTIFY_LINK_TTL":                     "90d",
+		"SHIPNOTIFY_SENDGRID_EVENT_KEY":           "not a key",
+		"SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE":     "1s",
+		"SHIPNOTIFY_DEFERRED_ESCALATE_AFTER":      "0s",
+		"SHIPNOTIFY_OUTCOME_GRACE":                "soon",
 	} {
 		_, err := config.Load(lookup(map[string]string{name: value, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
 		require.Error(t, err, name)

@@ -24,6 +24,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -277,6 +278,21 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 	require.Equal(t, []string{"bob", "wrong consignee"}, trail(alice, rejected.ReminderID)["rejected"])
 	require.Equal(t, []string{"scheduled", "approved", "sent"}, f.eventTypes(t, approved.ReminderID))
 	require.Equal(t, []string{"scheduled", "rejected"}, f.eventTypes(t, rejected.ReminderID))
+
+	// What the provider reported of the approved one shows on its page.
+	page = bob.get("/console/reminder?id=" + url.QueryEscape(approved.ReminderID))
+	require.NotContains(t, page.Text(), "Provider outcome", "nothing reported yet")
+	at := time.Now().UTC().Truncate(time.Second)
+	_, err = f.s.Mirror.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{
+		{ID: approved.ReminderID + "/delivered", DeliveryKey: approved.DeliveryKey, Outcome: reminder.OutcomeDelivered, At: at}}, time.Hour)
+	require.NoError(t, err)
+	page = bob.get("/console/reminder?id=" + url.QueryEscape(approved.ReminderID))
+	require.Equal(t, http.StatusOK, page.Status)
+	shown := at.Format("2006-01-02 15:04:05 UTC")
+	require.Contains(t, page.Text(), "State delivered")
+	require.Contains(t, page.Text(), "Provider outcome delivered at "+shown)
+	require.Contains(t, page.Text(), "Delivered "+shown)
+	require.Contains(t, trail(bob, approved.ReminderID), "provider_delivered")
 
 	// Only the untouched one is left; deciding a decided one changes nothing.
 	page = alice.get("/console/?shipment=" + u.ShipmentID)

@@ -1,9 +1,12 @@
-// Package metrics is what a shipnotify worker tells Prometheus: the two
-// SLOs of the seed article (scheduling lag: notify start minus due;
-// delivery duration per channel), deliveries by outcome, retries, reminders
-// by state, the age of the oldest overdue undelivered reminder — the one
-// signal that catches a worker that is alive but starving — and whether the
-// mail provider refuses our key.
+// Package metrics is what shipnotify tells Prometheus: the two SLOs of the
+// seed article (scheduling lag: notify start minus due; delivery: due to
+// delivered, per channel — the worker observes a webhook's 2xx, serve
+// SendGrid's delivered event), each provider call's duration, deliveries
+// by outcome, retries, reminders by state, the age of the oldest overdue
+// undelivered reminder — the one signal that catches a worker that is alive
+// but starving — and its delivery-side twin, the oldest email accepted
+// without an outcome; whether the mail provider refuses our key; and
+// serve's provider events.
 package metrics
 
 import (
@@ -19,6 +22,7 @@ type Metrics struct {
 	deliveryDuration *prometheus.HistogramVec
 	deliveries       *prometheus.CounterVec
 	retries          *prometheus.CounterVec
+	deliverySLO      *prometheus.HistogramVec
 }
 
 // New registers the notify activity's metrics on reg. The mirror's gauges
@@ -32,7 +36,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		deliveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shipnotify_delivery_duration_seconds",
-			Help:    "Time one provider call took, by channel: the delivery SLO.",
+			Help:    "Time one provider call took, by channel (the delivery SLO is shipnotify_delivery_slo_seconds).",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15},
 		}, []string{"channel"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -43,8 +47,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "shipnotify_delivery_retries_total",
 			Help: "Notify attempts after the first, by channel.",
 		}, []string{"channel"}),
+		deliverySLO: prometheus.NewHistogramVec(deliverySLOOpts, []string{"channel"}),
 	}
-	reg.MustRegister(m.schedulingLag, m.deliveryDuration, m.deliveries, m.retries)
+	reg.MustRegister(m.schedulingLag, m.deliveryDuration, m.deliveries, m.retries, m.deliverySLO)
 	return m
 }
 
@@ -73,4 +78,13 @@ func (m *Metrics) Retry(channel string) {
 		return
 	}
 	m.retries.WithLabelValues(channel).Inc()
+}
+
+// Delivered records a reminder's due-to-delivered time for a channel whose
+// delivery the worker sees (a webhook's 2xx); serve records email's.
+func (m *Metrics) Delivered(channel string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.deliverySLO.WithLabelValues(channel).Observe(max(took, 0).Seconds())
 }

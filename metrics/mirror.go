@@ -30,13 +30,17 @@ type MirrorOptions struct {
 	// Logger receives a refresh's error (nil: discarded); the gauges show
 	// only that it failed.
 	Logger *slog.Logger
-	// Now is the clock the oldest-overdue age is computed with; nil means
-	// time.Now.
+	// Now is the clock the ages are computed with; nil means time.Now.
 	Now func() time.Time
+	// UnconfirmedGrace: the oldest-unconfirmed gauge shows an email's wait
+	// only once it is longer than this, so the seconds SendGrid usually
+	// takes to report delivered raise no alert (SHIPNOTIFY_OUTCOME_GRACE).
+	UnconfirmedGrace time.Duration
 }
 
 // WatchMirror serves the mirror's gauges (reminders by state, the oldest
-// overdue reminder's age, whether the mirror could be read) on reg from a
+// overdue reminder's age, the oldest unconfirmed email's wait, whether the
+// mirror could be read) on reg from a
 // refresh every o.Every, never from a scrape: however often and however
 // many scrapers call, the mirror sees one read at a time, on one
 // connection, once a period. It reads once before returning, then in the
@@ -105,6 +109,8 @@ var (
 		"Reminders in the mirror by state, as of the last refresh.", []string{"state"}, nil)
 	oldestOverdueDesc = prometheus.NewDesc("shipnotify_oldest_overdue_undelivered_seconds",
 		"Age past its due time of the oldest reminder that is due, scheduled and not yet sent (0 when none), as of the last refresh plus the time since.", nil, nil)
+	oldestUnconfirmedDesc = prometheus.NewDesc("shipnotify_oldest_unconfirmed_seconds",
+		"How long ago the provider accepted the oldest email it has not reported delivered, bounced or dropped, once longer than the grace (SHIPNOTIFY_OUTCOME_GRACE; 0 otherwise), as of the last refresh plus the time since.", nil, nil)
 	mirrorUpDesc = prometheus.NewDesc("shipnotify_mirror_up",
 		"1 if the last refresh of the mirror's gauges could read the mirror.", nil, nil)
 )
@@ -112,11 +118,13 @@ var (
 func (c *mirrorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- remindersDesc
 	ch <- oldestOverdueDesc
+	ch <- oldestUnconfirmedDesc
 	ch <- mirrorUpDesc
 }
 
 // Collect serves the last refresh without touching the mirror. The oldest
-// overdue reminder keeps ageing between refreshes.
+// overdue reminder and the oldest unconfirmed email keep ageing between
+// refreshes; the latter may pass its grace between them.
 func (c *mirrorCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	ok, g, at := c.ok, c.g, c.at
@@ -129,9 +137,19 @@ func (c *mirrorCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range g.ByState {
 		ch <- prometheus.MustNewConstMetric(remindersDesc, prometheus.GaugeValue, float64(n), string(state))
 	}
-	age := g.OldestOverdue
-	if age > 0 {
-		age += max(c.o.Now().Sub(at), 0)
+	since := max(c.o.Now().Sub(at), 0)
+	ch <- prometheus.MustNewConstMetric(oldestOverdueDesc, prometheus.GaugeValue, ageing(g.OldestOverdue, since).Seconds())
+	unconfirmed := ageing(g.OldestUnconfirmed, since)
+	if unconfirmed <= c.o.UnconfirmedGrace {
+		unconfirmed = 0
 	}
-	ch <- prometheus.MustNewConstMetric(oldestOverdueDesc, prometheus.GaugeValue, age.Seconds())
+	ch <- prometheus.MustNewConstMetric(oldestUnconfirmedDesc, prometheus.GaugeValue, unconfirmed.Seconds())
+}
+
+// ageing is an age read since ago, now; none (0) stays none.
+func ageing(age, since time.Duration) time.Duration {
+	if age <= 0 {
+		return 0
+	}
+	return age + since
 }

@@ -17,9 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// schemaAt5 is a new schema migrated to version 5, before the tallies.
-// (testenv migrates to the latest, and importing it here would be a cycle.)
-func schemaAt5(t *testing.T) (*pgxpool.Pool, *goose.Provider) {
+// schemaAt is a new schema migrated to version, for a test of the next
+// migration. (testenv migrates to the latest, and importing it here would
+// be a cycle.)
+func schemaAt(t *testing.T, version int64) (*pgxpool.Pool, *goose.Provider) {
 	t.Helper()
 	base := os.Getenv("TEST_DATABASE_URL")
 	if base == "" {
@@ -50,7 +51,7 @@ func schemaAt5(t *testing.T) (*pgxpool.Pool, *goose.Provider) {
 	t.Cleanup(func() { _ = db.Close() })
 	p, err := newProvider(ctx, db, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	_, err = p.UpTo(ctx, 5)
+	_, err = p.UpTo(ctx, version)
 	require.NoError(t, err)
 	return pool, p
 }
@@ -61,7 +62,7 @@ func schemaAt5(t *testing.T) (*pgxpool.Pool, *goose.Provider) {
 // deletes.
 func TestTalliesCountTheTable(t *testing.T) {
 	t.Parallel()
-	pool, p := schemaAt5(t)
+	pool, p := schemaAt(t, 5) // before the tallies
 	ctx := context.Background()
 	insert := func(from, to int, state string) {
 		t.Helper()

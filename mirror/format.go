@@ -36,8 +36,11 @@ func NewRowWriter(w io.Writer, format string) (RowWriter, error) {
 	return RowWriter{}, ErrUnknownFormat
 }
 
+// csvHeader: columns are added at the end, so a reader of an older export
+// or prune archive by position still finds its columns where they were.
 var csvHeader = []string{"reminder_id", "shipment_id", "update_id", "subscriber_id", "channel", "due_at", "state",
-	"delivery_key", "workflow_id", "sent_at", "created_at", "updated_at"}
+	"delivery_key", "workflow_id", "sent_at", "created_at", "updated_at",
+	"provider_outcome", "provider_outcome_at", "delivered_at"}
 
 func csvRowWriter(w io.Writer) RowWriter {
 	cw := csv.NewWriter(w)
@@ -50,17 +53,22 @@ func csvRowWriter(w io.Writer) RowWriter {
 					return err
 				}
 			}
-			sent := ""
-			if r.SentAt != nil {
-				sent = r.SentAt.UTC().Format(time.RFC3339Nano)
-			}
 			return cw.Write([]string{r.ID, r.ShipmentID, r.UpdateID, r.SubscriberID, string(r.Channel),
-				r.DueAt.UTC().Format(time.RFC3339Nano), string(r.State), r.DeliveryKey, r.WorkflowID, sent,
-				r.CreatedAt.UTC().Format(time.RFC3339Nano), r.UpdatedAt.UTC().Format(time.RFC3339Nano)})
+				r.DueAt.UTC().Format(time.RFC3339Nano), string(r.State), r.DeliveryKey, r.WorkflowID, csvTime(r.SentAt),
+				r.CreatedAt.UTC().Format(time.RFC3339Nano), r.UpdatedAt.UTC().Format(time.RFC3339Nano),
+				string(r.ProviderOutcome), csvTime(r.ProviderOutcomeAt), csvTime(r.DeliveredAt)})
 		},
 		Flush: func() error {
 			cw.Flush()
 			return cw.Error()
 		},
 	}
+}
+
+// csvTime is an optional time as CSV holds it: empty when there is none.
+func csvTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }

@@ -24,18 +24,21 @@ func explain(t *testing.T, db testenv.DB, q string, args ...any) string {
 
 // The mirror's listings at scale read the indexes migration 00006 made for
 // them: a due window from the covering index alone (every column List
-// returns is in it; one added to List and not to the index would send each
-// row to the heap again), pending pages from the partial indexes, and the
-// gauges' counts from the tallies.
+// returns is in it, the provider outcome's since 00008; one added to List
+// and not to the index would send each row to the heap again), pending
+// pages from the partial indexes, the gauges' counts from the tallies, and
+// the oldest unconfirmed email from the first entry of its partial index.
 func TestListingsUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `
 INSERT INTO updates (shipment_id, update_id, kind, subject, body) VALUES ('S', 'u', 'k', 's', 'b');
-INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email, due_at, requested_due_at, state, delivery_key, workflow_id)
+INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email, due_at, requested_due_at, state, delivery_key, workflow_id,
+                       awaiting_outcome_since)
 SELECT 'S/u/' || g, 'S', 'u', g::text, 'email', 'a@b.example', now() + g * interval '1 minute', now() + g * interval '1 minute',
-       CASE WHEN g % 4 = 0 THEN 'scheduled' ELSE 'sent' END, md5(g::text), 'reminder/S/u/' || g
+       CASE WHEN g % 4 = 0 THEN 'scheduled' ELSE 'sent' END, md5(g::text), 'reminder/S/u/' || g,
+       CASE WHEN g % 40 = 1 THEN now() - g * interval '1 second' END
   FROM generate_series(1, 20000) g`)
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `VACUUM ANALYZE reminders`)
@@ -62,4 +65,11 @@ SELECT 'S/u/' || g, 'S', 'u', g::text, 'email', 'a@b.example', now() + g * inter
 	plan = explain(t, db, mirror.CountByStateQuery)
 	require.Contains(t, plan, "reminder_tallies", plan)
 	require.NotContains(t, plan, "on reminders", plan)
+
+	// min() over the index is its first entry (a Limit 1), not a scan of
+	// every awaiting row.
+	plan = explain(t, db, mirror.OldestUnconfirmedQuery)
+	require.Contains(t, plan, "Index Only Scan using reminders_awaiting_outcome_idx", plan)
+	require.Contains(t, plan, "Limit", plan)
+	require.NotContains(t, plan, "Aggregate", plan)
 }

@@ -35,17 +35,34 @@ type Row struct {
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 	CreatedAt         time.Time  `json:"created_at"`
 	UpdatedAt         time.Time  `json:"updated_at"`
+	// ProviderOutcome is what the mail provider last reported of the
+	// reminder's own delivery, at ProviderOutcomeAt by the provider's
+	// clock; "" while it has reported nothing (a webhook never has one).
+	ProviderOutcome   reminder.Outcome `json:"provider_outcome,omitempty"`
+	ProviderOutcomeAt *time.Time       `json:"provider_outcome_at,omitempty"`
+	// DeliveredAt is when the subscriber got it: the provider's delivered
+	// report, or the webhook receiver's 2xx.
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
 }
 
+// rowColumns are Row's columns. List's due window reads them all from the
+// covering index reminders_due_at_list_idx: a column added here goes into
+// its INCLUDE too (a migration), or that read goes back to the heap.
 const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, requested_due_at, state,
-       delivery_key, workflow_id, workflow_started_at, sent_at, cancel_requested_at, created_at, updated_at`
+       delivery_key, workflow_id, workflow_started_at, sent_at, cancel_requested_at, created_at, updated_at,
+       provider_outcome, provider_outcome_at, delivered_at`
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
 	var r Row
 	var channel, state string
+	var outcome *string
 	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.RequestedDueAt, &state,
-		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt)
+		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt,
+		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt)
 	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
+	if outcome != nil {
+		r.ProviderOutcome = reminder.Outcome(*outcome)
+	}
 	return r, err
 }
 

@@ -17,16 +17,23 @@ type Gauges struct {
 	// OldestOverdue is how far past its due time the oldest reminder is
 	// that is scheduled, due, and not yet sent; 0 when none is.
 	OldestOverdue time.Duration
+	// OldestUnconfirmed is how long ago the provider accepted the oldest
+	// email it has not yet reported delivered, bounced or dropped; 0 when
+	// none is waiting. The delivery side's OldestOverdue.
+	OldestUnconfirmed time.Duration
 }
 
-// The gauges' two queries, exported for EXPLAIN: reminders by state, and
-// how late the oldest reminder is that is due, scheduled and not yet sent
-// (NULL when none is). The counts are the tallies the reminders' triggers
-// keep (migration 00006): counting the table itself took seconds at ten
-// million rows.
+// The gauges' queries, exported for EXPLAIN: reminders by state, how late
+// the oldest reminder is that is due, scheduled and not yet sent, and how
+// long the oldest email accepted without a final outcome has waited (NULL
+// when none is). The counts are the tallies the reminders' triggers keep
+// (migration 00006): counting the table itself took seconds at ten million
+// rows. The unconfirmed age is the first entry of the partial index
+// reminders_awaiting_outcome_idx (migration 00007).
 const (
-	CountByStateQuery  = `SELECT state, sum(n)::bigint FROM reminder_tallies GROUP BY state HAVING sum(n) <> 0`
-	OldestOverdueQuery = `SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at < now()`
+	CountByStateQuery      = `SELECT state, sum(n)::bigint FROM reminder_tallies GROUP BY state HAVING sum(n) <> 0`
+	OldestOverdueQuery     = `SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at < now()`
+	OldestUnconfirmedQuery = `SELECT now() - min(awaiting_outcome_since) FROM reminders WHERE awaiting_outcome_since IS NOT NULL`
 )
 
 // GaugesStatementTimeout bounds each statement Gauges runs: counting a
@@ -34,10 +41,11 @@ const (
 const GaugesStatementTimeout = 5 * time.Second
 
 // Gauges reads reminders by state (the triggers' tallies, a few dozen
-// rows) and the oldest overdue undelivered reminder (the first entry of an
-// index range on (state, due_at)),
-// in one read-only transaction on one connection, each statement bounded
-// by GaugesStatementTimeout. Callers read it periodically, not per scrape
+// rows), the oldest overdue undelivered reminder (the first entry of an
+// index range on (state, due_at)) and the oldest email awaiting its
+// outcome (the first entry of a partial index), in one read-only
+// transaction on one connection, each statement bounded by
+// GaugesStatementTimeout. Callers read it periodically, not per scrape
 // (see metrics.WatchMirror).
 func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	g := Gauges{ByState: map[reminder.State]int64{}}
@@ -56,7 +64,10 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 			return fmt.Errorf("error counting reminders: %w", err)
 		}
 		var err error
-		g.OldestOverdue, err = readOldestOverdue(ctx, tx)
+		if g.OldestOverdue, err = readOldestOverdue(ctx, tx); err != nil {
+			return err
+		}
+		g.OldestUnconfirmed, err = readAge(ctx, tx, OldestUnconfirmedQuery, "the oldest unconfirmed reminder")
 		return err
 	})
 	if err != nil {
@@ -72,12 +83,19 @@ func (s *Store) OldestOverdue(ctx context.Context) (time.Duration, error) {
 	return readOldestOverdue(ctx, s.pool)
 }
 
-func readOldestOverdue(ctx context.Context, q interface {
+type queryRower interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}) (time.Duration, error) {
+}
+
+func readOldestOverdue(ctx context.Context, q queryRower) (time.Duration, error) {
+	return readAge(ctx, q, OldestOverdueQuery, "the oldest overdue reminder")
+}
+
+// readAge runs one of the gauges' age queries; NULL (none) is 0.
+func readAge(ctx context.Context, q queryRower, query, what string) (time.Duration, error) {
 	var age *time.Duration
-	if err := q.QueryRow(ctx, OldestOverdueQuery).Scan(&age); err != nil {
-		return 0, fmt.Errorf("error reading the oldest overdue reminder: %w", err)
+	if err := q.QueryRow(ctx, query).Scan(&age); err != nil {
+		return 0, fmt.Errorf("error reading %s: %w", what, err)
 	}
 	if age == nil {
 		return 0, nil

@@ -3,7 +3,7 @@
 # dev server (file-backed, Web UI on :8233, our search attributes registered)
 # and a private PostgreSQL cluster, both under .dev/ and on loopback only.
 #
-#   scripts/dev.sh install        install the pinned Temporal CLI and PostgreSQL if missing
+#   scripts/dev.sh install        install the pinned Temporal CLI, PostgreSQL and promtool if missing
 #   scripts/dev.sh up             start both (reusing any already running) and migrate
 #   scripts/dev.sh run -- CMD...  up, run CMD with the env below, then stop what this call started
 #   scripts/dev.sh down           stop what scripts/dev.sh started, nothing else
@@ -69,6 +69,20 @@ install_postgres() {
   apt-get update -qq >&2
   apt-get install -y -qq postgresql >&2
   pg_bindir >/dev/null || die "PostgreSQL did not install"
+}
+
+# --- promtool ------------------------------------------------------------
+
+# The deploy tests check the alert rules with promtool (Debian ships it in
+# its prometheus package; the server it also installs is not started).
+install_promtool() {
+  command -v promtool >/dev/null && return 0
+  [ "$(id -u)" = 0 ] || die "promtool is missing; install Debian's prometheus package (needs root)"
+  say "installing promtool from Debian's prometheus package"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends prometheus >&2
+  command -v promtool >/dev/null || die "promtool did not install"
 }
 
 # PostgreSQL refuses to run as root: as root, run it as the postgres user.
@@ -227,10 +241,12 @@ case "${1:-}" in
   install)
     install_temporal
     install_postgres
+    install_promtool
     ;;
   up)
     install_temporal
     install_postgres
+    install_promtool
     temporal_up
     pg_up
     ;;

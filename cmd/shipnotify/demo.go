@@ -102,6 +102,11 @@ func runDemo(ctx context.Context, e env, args []string) error {
 			acts.Links = front.signer
 		}
 	}
+	stopOutcomes, err := startDemoOutcomes(ctx, d, store, tc, *taskQueue, mails, out)
+	if err != nil {
+		return err
+	}
+	defer stopOutcomes()
 	w := worker.New(tc, *taskQueue, acts, worker.Options{})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
@@ -123,7 +128,8 @@ func runDemo(ctx context.Context, e env, args []string) error {
 
 	done := make(chan error, 2)
 	go func() {
-		_, err := mails.Wait(ctx, func(m []sink.Mail) bool { return len(m) >= 3 })
+		// Four reminders and the bounced one's escalation.
+		_, err := mails.Wait(ctx, func(m []sink.Mail) bool { return len(m) >= 5 })
 		done <- err
 	}()
 	go func() {
@@ -143,8 +149,10 @@ func runDemo(ctx context.Context, e env, args []string) error {
 			return fmt.Errorf("error waiting for %s: %w", r.ReminderID, err)
 		}
 	}
-	out.printf("\nAll %d reminders delivered. Inspect them: shipnotify list --shipment %s; shipnotify show %s\n",
-		len(results), u.ShipmentID, results[0].ReminderID)
+	if err := waitDemoOutcomes(ctx, store, results, out); err != nil {
+		return err
+	}
+	out.printf("\nInspect them: shipnotify list --shipment %s; shipnotify show %s\n", u.ShipmentID, results[len(results)-1].ReminderID)
 	if front != nil {
 		out.printf("\nApproval console: %s/console/ (log in with the key %s)\n", front.url, front.approverKey)
 		out.printf("Schedule an update that needs approval through the API, then approve it in the console:\n  %s\n",
@@ -177,7 +185,10 @@ func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
 			{ID: "consignee-inbox", Channel: reminder.Email, Email: "inbox@consignee.example", DueAt: now.Add(6 * time.Second)},
 			{ID: "internal-watcher", Channel: reminder.Email, Email: "watch@shipnotify.example", DueAt: now.Add(7 * time.Second)},
 			{ID: "consignee-hook", Channel: reminder.Webhook, URL: hookURL, Secret: secret, DueAt: now.Add(8 * time.Second)},
+			// The mail sink bounces this address, as SendGrid would a mailbox that is gone.
+			{ID: "consignee-old-inbox", Channel: reminder.Email, Email: demoBounceAddress, DueAt: now.Add(9 * time.Second)},
 		},
+		EscalationEmail: "lead@shipper.example",
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,7 @@ func runList(ctx context.Context, e env, args []string) error {
 	var state, from, to string
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment id")
 	fs.StringVar(&f.UpdateID, "update", "", "only this update id")
-	fs.StringVar(&state, "state", "", "only this state (scheduled, awaiting_approval, sent, failed, cancelled, expired)")
+	fs.StringVar(&state, "state", "", "only this state (scheduled, awaiting_approval, sent, delivered, undeliverable, failed, cancelled, expired)")
 	fs.StringVar(&from, "due-from", "", "due at or after this time (RFC 3339, or a date like 2026-12-08 for its UTC midnight)")
 	fs.StringVar(&to, "due-to", "", "due before this time (same forms as --due-from)")
 	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all)")
@@ -63,9 +64,10 @@ func runList(ctx context.Context, e env, args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tSTATE\tDELIVERY KEY")
+		fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tSTATE\tOUTCOME\tDELIVERY KEY")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), r.State, r.DeliveryKey[:16]+"…")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), r.State,
+				cmp.Or(string(r.ProviderOutcome), "-"), r.DeliveryKey[:16]+"…")
 		}
 		return tw.Flush()
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -106,14 +108,35 @@ func TestScheduleListShow(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, 3, strings.Count(stdout, `"status":"already_scheduled"`), stdout)
 
+	// The provider reports the first email delivered, then bounced a
+	// minute later by its clock: it ends undeliverable, its last outcome
+	// the bounce. The webhook was delivered by its receiver's 2xx.
+	delivered := time.Now().UTC().Truncate(time.Second)
+	_, err := s.Mirror.ApplyProviderEvents(ctx, []mirror.ProviderEvent{
+		{ID: "sg-1", DeliveryKey: results[0].DeliveryKey, Outcome: reminder.OutcomeDelivered, At: delivered},
+		{ID: "sg-2", DeliveryKey: results[0].DeliveryKey, Outcome: reminder.OutcomeBounce, At: delivered.Add(time.Minute), Reason: "550 5.1.1"},
+	}, time.Hour)
+	require.NoError(t, err)
+
 	code, stdout, _ = c.run(t, "", "list", "--shipment", shipment)
 	require.Equal(t, 0, code)
-	require.Equal(t, 3, strings.Count(stdout, " sent "), stdout)
+	listed := map[string][]string{} // reminder id: channel, due, state, outcome, key
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n")[1:] {
+		f := strings.Fields(l)
+		require.Len(t, f, 6, l)
+		listed[f[0]] = f[1:]
+	}
+	require.Equal(t, []string{"email", "undeliverable", "bounce"}, []string{listed[results[0].ReminderID][0], listed[results[0].ReminderID][2], listed[results[0].ReminderID][3]}, stdout)
+	require.Equal(t, []string{"sent", "-"}, listed[results[1].ReminderID][2:4], stdout)
+	require.Equal(t, []string{"delivered", "-"}, listed[results[2].ReminderID][2:4], "a webhook has no provider outcome: %s", stdout)
+	require.Contains(t, stdout, "OUTCOME")
 
 	// "What reminders do we owe next Tuesday?": due between two times.
 	code, stdout, _ = c.run(t, "", "list", "--json", "--due-from", now.Add(-time.Minute).Format(time.RFC3339), "--due-to", now.Add(time.Minute).Format(time.RFC3339))
 	require.Equal(t, 0, code)
 	require.Equal(t, 3, strings.Count(stdout, `"reminder_id":"`+shipment), stdout)
+	require.Equal(t, 1, strings.Count(stdout, `"provider_outcome":"bounce"`), stdout)
+	require.Equal(t, 2, strings.Count(stdout, `"delivered_at":"`), "the email the provider delivered, and the webhook: %s", stdout)
 	code, stdout, _ = c.run(t, "", "list", "--json", "--due-from", now.Add(time.Hour).Format(time.RFC3339))
 	require.Equal(t, 0, code)
 	require.Empty(t, stdout)
@@ -125,6 +148,16 @@ func TestScheduleListShow(t *testing.T) {
 	require.Contains(t, stdout, "scheduled")
 	require.Contains(t, stdout, "sent")
 	require.NotContains(t, stdout, s.Hooks.URL(), "show prints no URL")
+	require.Regexp(t, `Provider outcome +none reported\n`, stdout)
+	require.Regexp(t, `Delivered +\d{4}-`, stdout)
+
+	code, stdout, stderr = c.run(t, "", "show", results[0].ReminderID)
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `State +undeliverable\n`, stdout)
+	require.Regexp(t, `Provider outcome +bounce at `+regexp.QuoteMeta(delivered.Add(time.Minute).Format(time.RFC3339))+`\n`, stdout)
+	require.Regexp(t, `Delivered +`+regexp.QuoteMeta(delivered.Format(time.RFC3339))+`\n`, stdout)
+	require.Regexp(t, `provider_delivered +provider reported delivered at `+regexp.QuoteMeta(delivered.Format(time.RFC3339))+`; now delivered; event sg-1, delivery `+results[0].DeliveryKey+`\n`, stdout)
+	require.Regexp(t, `provider_bounce +provider reported bounce at \S+ \(550 5\.1\.1\); now undeliverable; event sg-2`, stdout)
 
 	code, _, stderr = c.run(t, "", "show", shipment+"/nope/nope")
 	require.Equal(t, 1, code)
@@ -250,9 +283,12 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t),
 		"--codec-server", "127.0.0.1:0", "--serve", "127.0.0.1:0")
 	require.Equal(t, 0, code, stderr)
-	require.Equal(t, 3, strings.Count(stdout, "mail sink got"), stdout)
+	require.Equal(t, 5, strings.Count(stdout, "mail sink got"), "four reminders and one escalation: %s", stdout)
 	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
-	require.Contains(t, stdout, "All 4 reminders delivered")
+	require.Contains(t, stdout, "bounce ×1")
+	require.Equal(t, 4, strings.Count(stdout, " delivered\n"), stdout)
+	require.Regexp(t, `consignee-old-inbox\s+undeliverable  bounced: the update's escalation contact was told, once`, stdout)
+	require.Contains(t, stdout, "[shipnotify] Reminder SHP-1001")
 	require.Contains(t, stdout, "http://localhost:8233/namespaces/default/workflows?query=")
 	require.Regexp(t, `Approval console: http://127\.0\.0\.1:\d+/console/ \(log in with the key snk_`, stdout)
 	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' -H 'Content-Type: application/json' --data '\{.*"approval":\{"required":true\}.*\}' http://127\.0\.0\.1:\d+/v1/updates`, stdout)
@@ -442,6 +478,7 @@ func TestExportCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 3)
 	require.True(t, strings.HasPrefix(lines[0], "reminder_id,shipment_id"))
+	require.True(t, strings.HasSuffix(lines[0], ",provider_outcome,provider_outcome_at,delivered_at"), lines[0])
 	code, _, stderr = c.run(t, "", "export", "--format", "xml")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--format")

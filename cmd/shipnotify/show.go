@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -121,6 +126,15 @@ func printShow(e env, out showOutput) error {
 	fmt.Fprintf(tw, "Subscriber\t%s (%s)\n", r.SubscriberID, r.Channel)
 	fmt.Fprintf(tw, "Due\t%s\n", r.DueAt.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(tw, "State\t%s\n", r.State)
+	fmt.Fprintf(tw, "Sent\t%s\n", orDash(r.SentAt))
+	// The provider's clock, as it reported it; a webhook has no provider
+	// outcome, its receiver's 2xx is its delivery.
+	outcome := "none reported"
+	if r.ProviderOutcome != "" {
+		outcome = fmt.Sprintf("%s at %s", r.ProviderOutcome, orDash(r.ProviderOutcomeAt))
+	}
+	fmt.Fprintf(tw, "Provider outcome\t%s\n", outcome)
+	fmt.Fprintf(tw, "Delivered\t%s\n", orDash(r.DeliveredAt))
 	fmt.Fprintf(tw, "Delivery key\t%s\n", r.DeliveryKey)
 	fmt.Fprintf(tw, "Workflow\t%s (%s)\n", r.WorkflowID, out.Workflow.Status)
 	if err := tw.Flush(); err != nil {
@@ -151,8 +165,68 @@ func printShow(e env, out showOutput) error {
 	fmt.Fprintln(e.stdout, "\nEvents:")
 	tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	for _, ev := range out.Events {
-		detail, _ := json.Marshal(ev.Detail)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339Nano), ev.Type, detail)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339Nano), ev.Type, describeEvent(ev))
 	}
 	return tw.Flush()
+}
+
+func orDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// providerPurposes name the deliveries, other than the reminder's own, a
+// provider event can be about.
+var providerPurposes = map[string]string{
+	string(reminder.PurposeEscalation):   "its escalation",
+	string(reminder.PurposeCancellation): "its cancellation notice",
+	// Its own delivery under an earlier due time (another delivery key).
+	string(reminder.PurposeReminder): "an earlier delivery of it",
+}
+
+// describeEvent is an event's detail as the trail prints it: a provider
+// event as a sentence (its JSON buries the outcome among keys and ids),
+// any other as its JSON.
+func describeEvent(ev mirror.Event) string {
+	outcome, ok := strings.CutPrefix(ev.Type, "provider_")
+	if !ok {
+		detail, _ := json.Marshal(ev.Detail)
+		return string(detail)
+	}
+	rest := maps.Clone(ev.Detail)
+	take := func(key string) string {
+		v, ok := rest[key]
+		delete(rest, key)
+		if !ok || v == nil {
+			return ""
+		}
+		return fmt.Sprint(v)
+	}
+	var b strings.Builder
+	b.WriteString("provider reported " + outcome)
+	if at := take("provider_at"); at != "" {
+		b.WriteString(" at " + at)
+	}
+	if reason := take("reason"); reason != "" {
+		b.WriteString(" (" + reason + ")")
+	}
+	if purpose := take("purpose"); purpose != "" {
+		b.WriteString(" of " + cmp.Or(providerPurposes[purpose], "its "+purpose+" delivery"))
+	}
+	if state := take("state"); state != "" {
+		b.WriteString("; now " + state)
+	}
+	if id := take("event_id"); id != "" {
+		b.WriteString("; event " + id)
+	}
+	if key := take("delivery_key"); key != "" {
+		b.WriteString(", delivery " + key)
+	}
+	// Whatever else a later version records, as key=value.
+	for _, k := range slices.Sorted(maps.Keys(rest)) {
+		fmt.Fprintf(&b, "; %s=%v", k, rest[k])
+	}
+	return b.String()
 }

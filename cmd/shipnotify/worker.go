@@ -62,7 +62,8 @@ func serveWorker(ctx context.Context, d *deps, o worker.Options, ready func()) e
 	if d.cfg.MetricsAddr != "" {
 		// The mirror's gauges are refreshed in the background, one read at
 		// a time, whatever the scrape rate.
-		metrics.WatchMirror(ctx, reg, store, metrics.MirrorOptions{Every: d.cfg.MetricsRefresh, Logger: d.logger})
+		metrics.WatchMirror(ctx, reg, store, metrics.MirrorOptions{Every: d.cfg.MetricsRefresh, Logger: d.logger,
+			UnconfirmedGrace: d.cfg.OutcomeGrace})
 		// A refused SendGrid key makes the worker unready. Readiness only
 		// takes a pod out of service endpoints (a worker has none: it pulls
 		// from Temporal), so it keeps working and retrying while the probe

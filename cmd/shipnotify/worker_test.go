@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ func TestWorkerReadinessFollowsTheMailKey(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	c.env["SENDGRID_BASE_URL"] = s.Mail.URL()
 	c.env["SHIPNOTIFY_METRICS_ADDR"] = addr
+	c.env["SHIPNOTIFY_METRICS_REFRESH"] = "1s"
+	c.env["SHIPNOTIFY_OUTCOME_GRACE"] = "30m"
 	logs := &testenv.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -79,6 +82,17 @@ func TestWorkerReadinessFollowsTheMailKey(t *testing.T) {
 	waitFor("/readyz", http.StatusOK, "ready")
 	waitFor("/metrics", http.StatusOK, `shipnotify_provider_credentials_refused{provider="sendgrid"} 0`)
 	require.Len(t, s.Mail.Mails(), 1)
+
+	// That mail awaits SendGrid's outcome. Within SHIPNOTIFY_OUTCOME_GRACE
+	// the unconfirmed gauge shows nothing; past it, the whole wait.
+	waitFor("/metrics", http.StatusOK, `shipnotify_reminders{state="sent"} 1`)
+	_, body = get("/metrics")
+	require.Equal(t, "shipnotify_oldest_unconfirmed_seconds 0",
+		regexp.MustCompile(`(?m)^shipnotify_oldest_unconfirmed_seconds .*$`).FindString(body), "within the grace")
+	_, err = s.DB.Pool.Exec(context.Background(),
+		`UPDATE reminders SET awaiting_outcome_since = now() - interval '45 minutes' WHERE awaiting_outcome_since IS NOT NULL`)
+	require.NoError(t, err)
+	waitFor("/metrics", http.StatusOK, "\nshipnotify_oldest_unconfirmed_seconds 27")
 }
 
 // The worker's escalations carry decision links exactly when the public

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// show prints the provider's outcome and the delivered time, and reads a
+// provider event as a sentence: what was reported, when by the provider's
+// clock, why, of which delivery, and what it made of the reminder. Other
+// events keep their JSON.
+func TestShowReadsTheProviderOutcome(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	bounced, delivered := at.Add(2*time.Minute), at.Add(time.Minute)
+	out := showOutput{
+		Reminder: mirror.Row{ID: "S/u/a", Channel: reminder.Email, DueAt: at, State: reminder.Undeliverable,
+			DeliveryKey: "k1", SentAt: &at, ProviderOutcome: reminder.OutcomeBounce, ProviderOutcomeAt: &bounced,
+			DeliveredAt: &delivered},
+		Events: []mirror.Event{
+			{Type: "sent", At: at, Detail: map[string]any{"delivery_key": "k1", "attempts": 1}},
+			{Type: "provider_delivered", At: at.Add(3 * time.Minute), Detail: map[string]any{
+				"delivery_key": "k1", "event_id": "sg-1", "provider_at": "2026-12-08T10:01:00Z", "state": "delivered"}},
+			{Type: "provider_bounce", At: at.Add(4 * time.Minute), Detail: map[string]any{
+				"delivery_key": "k1", "event_id": "sg-2", "provider_at": "2026-12-08T10:02:00Z", "reason": "550 5.1.1",
+				"state": "undeliverable"}},
+			{Type: "provider_deferred", At: at.Add(5 * time.Minute), Detail: map[string]any{
+				"delivery_key": "k2", "event_id": "sg-3", "provider_at": "2026-12-08T10:03:00Z", "purpose": "escalation",
+				"attempt": 2}},
+		},
+		Workflow: workflowStatus{Status: "COMPLETED"},
+	}
+	var b bytes.Buffer
+	require.NoError(t, printShow(env{stdout: &b}, out))
+	got := b.String()
+	require.Regexp(t, `(?m)^Sent +2026-12-08T10:00:00Z$`, got)
+	require.Regexp(t, `(?m)^Provider outcome +bounce at 2026-12-08T10:02:00Z$`, got)
+	require.Regexp(t, `(?m)^Delivered +2026-12-08T10:01:00Z$`, got)
+	require.Regexp(t, `(?m) sent +\{"attempts":1,"delivery_key":"k1"\}$`, got)
+	require.Regexp(t, `(?m) provider_delivered +provider reported delivered at 2026-12-08T10:01:00Z; now delivered; event sg-1, delivery k1$`, got)
+	require.Regexp(t, `(?m) provider_bounce +provider reported bounce at 2026-12-08T10:02:00Z \(550 5\.1\.1\); now undeliverable; event sg-2, delivery k1$`, got)
+	require.Regexp(t, `(?m) provider_deferred +provider reported deferred at 2026-12-08T10:03:00Z of its escalation; event sg-3, delivery k2; attempt=2$`, got)
+
+	// Nothing reported: said so, not left blank.
+	out.Reminder.ProviderOutcome, out.Reminder.ProviderOutcomeAt, out.Reminder.DeliveredAt = "", nil, nil
+	out.Events = nil
+	b.Reset()
+	require.NoError(t, printShow(env{stdout: &b}, out))
+	require.Regexp(t, `(?m)^Provider outcome +none reported$`, b.String())
+	require.Regexp(t, `(?m)^Delivered +-$`, b.String())
+	require.False(t, strings.Contains(b.String(), "provider reported"))
+}
