@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -18,6 +19,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/metrics"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
@@ -420,4 +422,45 @@ func family(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
 		}
 	}
 	return nil
+}
+
+// A database blip answers 503 with Retry-After and writes nothing; SendGrid's
+// retry of the same batch is applied, once.
+func TestDatabaseBlipAnswers503AndTheRetryApplies(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, sink.EventOptions{})
+	res := r.schedule(t, "ops@customer.example")
+	r.waitState(t, res.ReminderID, reminder.Delivered)
+	key := r.row(t, res.ReminderID).Key
+
+	pool, err := pgxpool.New(context.Background(), r.s.DB.URL)
+	require.NoError(t, err)
+	pool.Close() // the database is away
+	pub, err := outcome.ParseVerificationKey(r.key.PublicKey())
+	require.NoError(t, err)
+	h, err := outcome.NewHandler(outcome.Options{Key: pub, Store: mirror.New(pool)})
+	require.NoError(t, err)
+	away := httptest.NewServer(h)
+	t.Cleanup(away.Close)
+
+	body, err := json.Marshal([]sink.Event{{Event: "bounce", SGEventID: "late-bounce", Timestamp: time.Now().Unix(),
+		Email: "ops@customer.example", Status: "5.1.1", CustomArgs: map[string]string{"delivery_key": key}}})
+	require.NoError(t, err)
+	req, err := sink.SignedRequest(context.Background(), away.URL, r.key, body, time.Now())
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Equal(t, reminder.Delivered, r.row(t, res.ReminderID).State)
+
+	for range 2 { // SendGrid's retry, and one more
+		resp, err = http.DefaultClient.Do(r.signed(t, body, time.Now(), r.key))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	require.Equal(t, reminder.Undeliverable, r.row(t, res.ReminderID).State)
+	require.Equal(t, 1, r.waitEscalated(t, res.ReminderID, "undeliverable"))
 }
