@@ -109,7 +109,7 @@ func waitDemoOutcomes(ctx context.Context, store *mirror.Store, results []starte
 				if row.State == reminder.Undeliverable {
 					note = "  bounced: the update's escalation contact was told, once"
 				}
-				out.printf("  %-40s %s%s\n", row.ID, row.State, note)
+				out.printf("  %-52s %s%s\n", row.ID, row.State, note)
 			}
 			return nil
 		}
