@@ -24,6 +24,7 @@ const (
 	// crash, one whose start failed).
 	DefaultEscalateEvery = 30 * time.Second
 	escalateBatch        = 100
+	startTimeout         = 10 * time.Second
 )
 
 // Escalator starts the escalations provider outcomes owe: it reads the
@@ -99,6 +100,10 @@ func (e *Escalator) Pass(ctx context.Context) error {
 // start starts one escalation's workflow. Its id refuses a second run,
 // whatever the first came to: a bounce escalates once.
 func (e *Escalator) start(ctx context.Context, o mirror.OwedEscalation) error {
+	// The pass holds the row while it asks; a Temporal that hangs must not
+	// hold it for long.
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
 	in := workflows.DeliveryEscalationInput{
 		ReminderID: o.ReminderID, ShipmentID: o.ShipmentID, UpdateID: o.UpdateID, SubscriberID: o.SubscriberID,
 		Reason: o.Reason, Detail: o.Detail,
