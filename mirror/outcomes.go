@@ -396,7 +396,8 @@ type OwedEscalation struct {
 // twice at once; start must be idempotent all the same (a crash after it
 // and before the commit starts it again). An escalation of a reminder
 // cancelled, failed or expired meanwhile is settled instead. It returns
-// how many it started and the first error start gave.
+// how many it started and the error that stopped it: after a failed start
+// the rest stay owed for the next pass.
 func (s *Store) StartDueEscalations(ctx context.Context, limit int, start func(context.Context, OwedEscalation) error) (int, error) {
 	var started int
 	var startErr error
@@ -427,8 +428,9 @@ SELECT e.reminder_id, r.shipment_id, r.update_id, r.subscriber_id, e.reason, e.d
 		var doneIDs, doneReasons []string
 		for _, o := range owed {
 			if err := start(ctx, o); err != nil {
-				startErr = cmp.Or(startErr, err)
-				continue
+				// Temporal is likely away for the rest too: leave them owed.
+				startErr = err
+				break
 			}
 			doneIDs, doneReasons = append(doneIDs, o.ReminderID), append(doneReasons, o.Reason)
 		}
