@@ -295,11 +295,6 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	if err := a.recordSent(ctx, key, providerID, detail); err != nil {
 		return res, err
 	}
-	// A webhook's 2xx is its delivery; an email's 202 is not (serve
-	// observes those from SendGrid's delivered event).
-	if in.purpose() == reminder.PurposeReminder && t.Reminder.Channel == reminder.Webhook {
-		a.Metrics.Delivered(channel, time.Since(in.DueAt))
-	}
 	logger.Info("delivery sent", "attempt", claim.Attempts, "took", took)
 	return res, nil
 }
@@ -381,8 +376,14 @@ func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string,
 // recordSent records a completed send; if the mirror does not take it, the
 // error carries the proof of the send to whatever retries.
 func (a *Activities) recordSent(ctx context.Context, key, providerID string, detail map[string]any) error {
-	err := a.record(ctx, key, providerID, detail)
+	delivered, err := a.record(ctx, key, providerID, detail)
 	if err == nil {
+		// A webhook's 2xx is its delivery, and an email SendGrid reported
+		// before this record is delivered by it: the SLO's observation is
+		// here, whichever attempt recorded (serve observes the rest).
+		if delivered != nil {
+			a.Metrics.Delivered(string(delivered.Channel), delivered.DeliveredAt.Sub(delivered.DueAt))
+		}
 		return nil
 	}
 	return temporal.NewApplicationErrorWithOptions("sent, but not recorded: "+err.Error(), ErrTypeSentNotRecorded,
@@ -392,7 +393,7 @@ func (a *Activities) recordSent(ctx context.Context, key, providerID string, det
 // record writes a completed send, retrying a short while so a brief
 // database outage does not turn into a second send. It runs on a context
 // that outlives the attempt's cancellation, under its own timeout.
-func (a *Activities) record(ctx context.Context, key, providerID string, detail map[string]any) error {
+func (a *Activities) record(ctx context.Context, key, providerID string, detail map[string]any) (*mirror.DeliveredReminder, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	tries := a.RecordRetries
@@ -400,22 +401,18 @@ func (a *Activities) record(ctx context.Context, key, providerID string, detail 
 		tries = 5
 	}
 	wait := 200 * time.Millisecond
-	var err error
-	for i := 0; i < tries; i++ {
-		if err = a.Mirror.RecordSent(ctx, key, providerID, detail); err == nil {
-			return nil
-		}
-		if i == tries-1 {
-			break
+	for i := 0; ; i++ {
+		delivered, err := a.Mirror.RecordSent(ctx, key, providerID, detail)
+		if err == nil || i == tries-1 {
+			return delivered, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return nil, err
 		case <-time.After(wait):
 		}
 		wait *= 2
 	}
-	return err
 }
 
 // TransitionInput is a state change of a reminder to mirror.

@@ -174,7 +174,9 @@ UPDATE deliveries SET lease_until = now()
 
 // Marking a delivery sent, moving its reminder to 'sent' (for a reminder's own
 // delivery) and appending the event are one statement, so the mirror never
-// shows a sent delivery without its event.
+// shows a sent delivery without its event. It returns the reminder when the
+// record made it delivered: a webhook (its 2xx), or an email SendGrid
+// reported delivered before the send was recorded.
 const recordSent = `
 WITH d AS (
     UPDATE deliveries
@@ -191,27 +193,38 @@ WITH d AS (
            updated_at = now()
      WHERE id IN (SELECT reminder_id FROM d WHERE purpose = 'reminder')
        AND state IN ('scheduled', 'awaiting_approval')
-    RETURNING id, state, channel
+    RETURNING id, state, channel, due_at, delivered_at
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT reminder_id,
+           CASE purpose WHEN 'reminder' THEN 'sent' ELSE purpose || '_sent' END,
+           jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts) || $3
+      FROM d
+    UNION ALL
+    -- A webhook's 2xx is its delivery; an email may have been reported
+    -- delivered (or bounced) before its send was recorded.
+    SELECT id, state, jsonb_build_object('delivery_key', $1::text, 'by',
+           CASE channel WHEN 'webhook' THEN 'the receiver answered 2xx' ELSE 'the provider reported it before the send was recorded' END)
+      FROM r WHERE state <> 'sent'
 )
-INSERT INTO reminder_events (reminder_id, type, detail)
-SELECT reminder_id,
-       CASE purpose WHEN 'reminder' THEN 'sent' ELSE purpose || '_sent' END,
-       jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts) || $3
-  FROM d
-UNION ALL
--- A webhook's 2xx is its delivery; an email may have been reported
--- delivered (or bounced) before its send was recorded.
-SELECT id, state, jsonb_build_object('delivery_key', $1::text, 'by',
-       CASE channel WHEN 'webhook' THEN 'the receiver answered 2xx' ELSE 'the provider reported it before the send was recorded' END)
-  FROM r WHERE state <> 'sent'`
+SELECT id, channel, due_at, delivered_at FROM r WHERE state = 'delivered'`
 
 // RecordSent records that the provider accepted the delivery; detail is
-// added to its event.
-func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, detail map[string]any) error {
-	if _, err := s.pool.Exec(ctx, recordSent, key, providerMessageID, jsonDetail(detail)); err != nil {
-		return fmt.Errorf("error recording delivery sent: %w", err)
+// added to its event. It returns the reminder if the record made it
+// delivered (nil otherwise), for the delivery SLO.
+func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, detail map[string]any) (*DeliveredReminder, error) {
+	var d DeliveredReminder
+	var channel string
+	err := s.pool.QueryRow(ctx, recordSent, key, providerMessageID, jsonDetail(detail)).
+		Scan(&d.ReminderID, &channel, &d.DueAt, &d.DeliveredAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("error recording delivery sent: %w", err)
 	}
-	return nil
+	d.Channel = reminder.Channel(channel)
+	return &d, nil
 }
 
 // WasDelivered reports whether the reminder's own notification reached its
