@@ -125,6 +125,9 @@ $$;
 -- +goose StatementBegin
 DO $$
 BEGIN
+    -- CREATE OR REPLACE resets the definer's search_path, which 00006 pinned.
+    EXECUTE format('ALTER FUNCTION reminders_prune_candidates(float8, timestamptz, text, int) SET search_path = %I, pg_temp',
+                   current_schema());
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'shipnotify_runtime') THEN
         GRANT SELECT, INSERT, UPDATE ON provider_events, outcome_escalations TO shipnotify_runtime;
     END IF;
@@ -160,6 +163,14 @@ SELECT r.id, r.due_at FROM reminders r
  ORDER BY r.due_at, r.id
  LIMIT n
    FOR UPDATE OF r SKIP LOCKED
+$$;
+-- +goose StatementEnd
+-- +goose StatementBegin
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION reminders_prune_candidates(float8, timestamptz, text, int) SET search_path = %I, pg_temp',
+                   current_schema());
+END
 $$;
 -- +goose StatementEnd
 -- +goose StatementBegin
