@@ -192,11 +192,18 @@ func knownKeys(ctx context.Context, tx pgx.Tx, events []ProviderEvent) (map[stri
 // firstSeen records the ids of the events of known deliveries and returns
 // those seen for the first time.
 func firstSeen(ctx context.Context, tx pgx.Tx, events []ProviderEvent, known map[string]knownKey) (map[string]bool, error) {
-	var ids, reminderIDs []string
+	var seen []ProviderEvent
 	for _, e := range events {
-		if k, ok := known[e.DeliveryKey]; ok {
-			ids, reminderIDs = append(ids, e.ID), append(reminderIDs, k.reminderID)
+		if _, ok := known[e.DeliveryKey]; ok {
+			seen = append(seen, e)
 		}
+	}
+	// In id order: two batches sharing ids lock them in one order, never
+	// in opposite orders (a deadlock).
+	slices.SortFunc(seen, func(a, b ProviderEvent) int { return cmp.Compare(a.ID, b.ID) })
+	var ids, reminderIDs []string
+	for _, e := range seen {
+		ids, reminderIDs = append(ids, e.ID), append(reminderIDs, known[e.DeliveryKey].reminderID)
 	}
 	fresh := map[string]bool{}
 	if len(ids) == 0 {
@@ -259,13 +266,16 @@ type outcomeWrites struct {
 }
 
 func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
+	if r == nil {
+		return // pruned since its delivery was read: nothing to record it on
+	}
 	detail := map[string]any{"delivery_key": e.DeliveryKey, "event_id": e.ID, "provider_at": e.At.UTC().Format(time.RFC3339)}
 	if e.Reason != "" {
 		detail["reason"] = e.Reason
 	}
 	w.evReminder, w.evType = append(w.evReminder, k.reminderID), append(w.evType, "provider_"+string(e.Outcome))
 	w.evDetail = append(w.evDetail, detail)
-	if k.purpose != reminder.PurposeReminder || r == nil || r.deliveryKey != e.DeliveryKey {
+	if k.purpose != reminder.PurposeReminder || r.deliveryKey != e.DeliveryKey {
 		// Another delivery of the reminder (its escalation, its notice, or
 		// its own under an earlier due time): on the trail only.
 		detail["purpose"] = string(k.purpose)
@@ -359,7 +369,13 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])`, w.evReminder, w.evTy
 	if len(w.settle) > 0 {
 		_, err := tx.Exec(ctx, `
 UPDATE outcome_escalations SET settled_at = now()
- WHERE reminder_id = ANY($1) AND reason = 'delivery_deferred' AND started_at IS NULL AND settled_at IS NULL`, w.settle)
+ WHERE (reminder_id, reason) IN (
+        -- A row an escalation pass holds is being started: passed over, so a
+        -- batch never waits on Temporal; its notice finds the reminder no
+        -- longer deferred and sends nothing.
+        SELECT reminder_id, reason FROM outcome_escalations
+         WHERE reminder_id = ANY($1) AND reason = 'delivery_deferred' AND started_at IS NULL AND settled_at IS NULL
+           FOR UPDATE SKIP LOCKED)`, w.settle)
 		if err != nil {
 			return 0, fmt.Errorf("error settling deferred escalations: %w", err)
 		}
@@ -429,7 +445,14 @@ SELECT e.reminder_id, r.shipment_id, r.update_id, r.subscriber_id, e.reason, e.d
 		for _, o := range owed {
 			if err := start(ctx, o); err != nil {
 				// Temporal is likely away for the rest too: leave them owed.
+				// This one waits a minute, so a row that alone keeps failing
+				// does not stand before the others.
 				startErr = err
+				if _, err := tx.Exec(ctx, `
+UPDATE outcome_escalations SET due_at = now() + interval '1 minute' WHERE reminder_id = $1 AND reason = $2`,
+					o.ReminderID, o.Reason); err != nil {
+					return fmt.Errorf("error putting off an escalation: %w", err)
+				}
 				break
 			}
 			doneIDs, doneReasons = append(doneIDs, o.ReminderID), append(doneReasons, o.Reason)

@@ -2,7 +2,9 @@ package mirror_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -252,7 +254,17 @@ func TestEscalationsStartOnceAndSkipCancelledReminders(t *testing.T) {
 	require.Equal(t, map[string]string{mirror.ReasonUndeliverable: "owed"}, owed(t, db, bounced.ID), "a failed start is owed still")
 	require.Equal(t, map[string]string{mirror.ReasonUndeliverable: "settled"}, owed(t, db, cancelled.ID))
 
+	next, ok, err := store.NextEscalationDue(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Greater(t, time.Until(next), 30*time.Second, "a failed start waits a minute, behind the others")
+	n, err = store.StartDueEscalations(context.Background(), 10, start)
+	require.NoError(t, err)
+	require.Zero(t, n, "not due yet")
+
 	fail = false
+	_, err = db.Pool.Exec(context.Background(), `UPDATE outcome_escalations SET due_at = now() WHERE reminder_id = $1`, bounced.ID)
+	require.NoError(t, err) // the minute has passed
 	n, err = store.StartDueEscalations(context.Background(), 10, start)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -287,3 +299,65 @@ func TestUnknownKeysAndOtherDeliveriesChangeNoState(t *testing.T) {
 }
 
 func ignoreDelivered(_ *mirror.DeliveredReminder, err error) error { return err }
+
+// A batch never waits on an escalation pass that is starting a workflow
+// (Temporal may be slow): the deferral it would settle is passed over, and
+// the notice, finding the reminder delivered, sends nothing.
+func TestABatchNeverWaitsOnAnEscalationBeingStarted(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	r := sentReminder(t, store, "SHP-held")
+	now := time.Now()
+	_, err := store.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{
+		event("h-deferred", r.DeliveryKey, reminder.OutcomeDeferred, now.Add(-time.Minute))}, time.Second)
+	require.NoError(t, err)
+	inStart, release := make(chan struct{}), make(chan struct{})
+	passDone := make(chan error, 1)
+	go func() {
+		_, err := store.StartDueEscalations(context.Background(), 10, func(context.Context, mirror.OwedEscalation) error {
+			close(inStart)
+			<-release // Temporal answering slowly
+			return nil
+		})
+		passDone <- err
+	}()
+	<-inStart
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = store.ApplyProviderEvents(ctx, []mirror.ProviderEvent{
+		event("h-delivered", r.DeliveryKey, reminder.OutcomeDelivered, now)}, time.Second)
+	close(release)
+	require.NoError(t, err, "the batch went through while the pass held its row")
+	require.NoError(t, <-passDone)
+	require.Equal(t, reminder.Delivered, readOutcome(t, db, r.ID).State)
+}
+
+// Two batches sharing event ids in opposite orders (SendGrid retrying
+// while reordering) take their locks in one order: no deadlock.
+func TestBatchesSharingIDsInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	var rs []stored
+	for i := range 20 {
+		rs = append(rs, sentReminder(t, store, fmt.Sprintf("SHP-order-%d", i)))
+	}
+	for round := range 5 {
+		var forward []mirror.ProviderEvent
+		for i, r := range rs {
+			for j := range 20 {
+				forward = append(forward, event(fmt.Sprintf("o%d-%d-%d", round, i, j), r.DeliveryKey, reminder.OutcomeProcessed, time.Now()))
+			}
+		}
+		backward := slices.Clone(forward)
+		slices.Reverse(backward)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for k, b := range [][]mirror.ProviderEvent{forward, backward} {
+			wg.Go(func() { _, errs[k] = store.ApplyProviderEvents(context.Background(), b, time.Hour) })
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+	}
+}

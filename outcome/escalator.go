@@ -25,6 +25,8 @@ const (
 	DefaultEscalateEvery = 30 * time.Second
 	escalateBatch        = 100
 	startTimeout         = 10 * time.Second
+	// heldElsewhereWait is the shortest pause between passes.
+	heldElsewhereWait = time.Second
 )
 
 // Escalator starts the escalations provider outcomes owe: it reads the
@@ -73,7 +75,9 @@ func (e *Escalator) Run(ctx context.Context) {
 		if err := e.Pass(ctx); err != nil && ctx.Err() == nil {
 			logger.Warn("error starting escalations; trying again", "error", err)
 		} else if next, ok, err := e.Store.NextEscalationDue(ctx); err == nil && ok {
-			wait = min(max(time.Until(next), 0)+10*time.Millisecond, every)
+			// One already due was not ours to take: another server's pass
+			// holds it. Look again in a while, not at once.
+			wait = min(max(time.Until(next)+10*time.Millisecond, heldElsewhereWait), every)
 		}
 		t := time.NewTimer(wait)
 		select {

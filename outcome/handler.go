@@ -40,6 +40,10 @@ const (
 	// applyTimeout bounds the mirror's write of one batch; SendGrid waits
 	// longer, and a batch past it is answered 503 and retried.
 	applyTimeout = 10 * time.Second
+	// An event's own timestamp may be this old (SendGrid retries a batch
+	// for a day; a deferral is retried for three) or this far ahead.
+	maxEventAge  = 30 * 24 * time.Hour
+	maxEventLead = time.Hour
 )
 
 // Applier records a batch of events; *mirror.Store is one.
@@ -166,7 +170,7 @@ func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string,
 	if ok, err := eventwebhook.VerifySignature(h.o.Key, body, sig, ts); err != nil || !ok {
 		return Summary{}, "", errBadSignature
 	}
-	events, ignored, field, err := parseBatch(body)
+	events, ignored, field, err := parseBatch(body, h.o.Now())
 	if err != nil {
 		return Summary{}, field, err
 	}
@@ -226,7 +230,7 @@ var (
 // unsubscribes), by type. One bad event refuses the whole batch: the
 // webhook is for shipnotify's own mail, so a missing key is a
 // misconfiguration to see, not to skip.
-func parseBatch(body []byte) ([]mirror.ProviderEvent, map[reminder.Outcome]int, string, error) {
+func parseBatch(body []byte, now time.Time) ([]mirror.ProviderEvent, map[reminder.Outcome]int, string, error) {
 	var raw []event
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
 		return nil, nil, "", errNotJSON // null is no batch either
@@ -256,8 +260,10 @@ func parseBatch(body []byte) ([]mirror.ProviderEvent, map[reminder.Outcome]int, 
 			return nil, nil, field("sg_event_id"), invalid("an event without a usable id (sg_event_id)")
 		}
 		secs, err := strconv.ParseInt(string(e.Timestamp), 10, 64)
-		if err != nil || secs <= 0 {
-			return nil, nil, field("timestamp"), invalid("a timestamp is a positive integer of Unix seconds")
+		if err != nil || secs < now.Add(-maxEventAge).Unix() || secs > now.Add(maxEventLead).Unix() {
+			// A time far off would pin the last outcome (no later event
+			// is newer) or fail the batch in PostgreSQL on every retry.
+			return nil, nil, field("timestamp"), invalid("a timestamp is an integer of Unix seconds, within 30 days before now and an hour after")
 		}
 		events = append(events, mirror.ProviderEvent{
 			ID: e.ID, DeliveryKey: e.DeliveryKey, Outcome: o, At: time.Unix(secs, 0).UTC(), Reason: reasonCode(e),

@@ -336,6 +336,11 @@ func TestBadBatchesAreRefusedAndWriteNothing(t *testing.T) {
 		{"stale timestamp", func() *http.Request { return r.signed(t, batch(good("b1")), time.Now().Add(-10*time.Minute), r.key) }, 403, ""},
 		{"future timestamp", func() *http.Request { return r.signed(t, batch(good("b1")), time.Now().Add(10*time.Minute), r.key) }, 403, ""},
 		{"an event without a delivery key", func() *http.Request { return r.signed(t, batch(good("b1"), noKey), time.Now(), r.key) }, 422, "[1].delivery_key"},
+		{"an event from the year 10000", func() *http.Request {
+			e := good("b1")
+			e["timestamp"] = 253402300800
+			return r.signed(t, batch(e), time.Now(), r.key)
+		}, 422, "[0].timestamp"},
 		{"an event without an id", func() *http.Request {
 			e := good("")
 			return r.signed(t, batch(e), time.Now(), r.key)
