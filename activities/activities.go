@@ -356,7 +356,7 @@ func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string,
 		if err != nil || delivered {
 			return "", err
 		}
-		return "the reminder was never delivered", nil
+		return "the reminder was never delivered (or its provider bounced it)", nil
 	case reminder.PurposeEscalation:
 		contact, state, err := a.Mirror.EscalationContact(ctx, in.ReminderID)
 		switch {

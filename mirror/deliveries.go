@@ -228,12 +228,15 @@ func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, d
 }
 
 // WasDelivered reports whether the reminder's own notification reached its
-// provider at any due time: only then is there anything to compensate.
+// provider at any due time, and the provider did not bounce or drop it:
+// only then is there anything to compensate (a notice to an address that
+// bounced would bounce too).
 func (s *Store) WasDelivered(ctx context.Context, reminderID string) (bool, error) {
 	var ok bool
 	err := s.pool.QueryRow(ctx, `
 SELECT EXISTS (SELECT 1 FROM deliveries
-                WHERE reminder_id = $1 AND purpose = 'reminder' AND status = 'sent')`, reminderID).Scan(&ok)
+                WHERE reminder_id = $1 AND purpose = 'reminder' AND status = 'sent')
+   AND NOT EXISTS (SELECT 1 FROM reminders WHERE id = $1 AND state = 'undeliverable')`, reminderID).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("error reading deliveries: %w", err)
 	}

@@ -127,6 +127,10 @@ func TestBounceAfterDeliveredIsUndeliverableAndOwesOneEscalation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reminder.Undeliverable, readOutcome(t, db, r.ID).State)
 	require.Equal(t, map[string]string{mirror.ReasonUndeliverable: "owed"}, owed(t, db, r.ID))
+	// A cancel now owes no notice: it would go to the address that bounced.
+	delivered, err := store.WasDelivered(context.Background(), r.ID)
+	require.NoError(t, err)
+	require.False(t, delivered)
 }
 
 // SendGrid can report a mail before its send is recorded (a record retried

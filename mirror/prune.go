@@ -28,8 +28,9 @@ var ErrPruneTooYoung = errors.New("prune: an age under " + PruneMinAge.String() 
 // PruneOptions configure Prune.
 type PruneOptions struct {
 	// OlderThan is the age: a reminder goes once it is finished (sent,
-	// failed, cancelled, expired), due, and unchanged for at least this
-	// long, and none of its events and deliveries is younger.
+	// delivered, undeliverable, failed, cancelled, expired), due, and
+	// unchanged for at least this long, and none of its events and
+	// deliveries is younger.
 	OlderThan time.Duration
 	// Batch is reminders per transaction; 0 means DefaultPruneBatch.
 	Batch int
@@ -93,7 +94,8 @@ SELECT id, due_at FROM reminders
 	// delivery is 'sending' (however old: its send may not be recorded),
 	// while anything of it is younger than the age, while it names a
 	// disabled webhook endpoint (that row would lose its reason), and while
-	// a provider's outcome owes an escalation not yet started.
+	// a provider's outcome owes an escalation not yet started or started
+	// within the age (its notice may not have claimed its key yet).
 	pruneDoomed = `
 SELECT ` + rowColumns + ` FROM reminders r
  WHERE r.id = ANY($2)
@@ -106,7 +108,8 @@ SELECT ` + rowColumns + ` FROM reminders r
                       AND e.at >= now() - make_interval(secs => $1))
    AND NOT EXISTS (SELECT 1 FROM disabled_endpoints x WHERE x.reminder_id = r.id)
    AND NOT EXISTS (SELECT 1 FROM outcome_escalations o WHERE o.reminder_id = r.id
-                      AND o.started_at IS NULL AND o.settled_at IS NULL)`
+                      AND ((o.started_at IS NULL AND o.settled_at IS NULL)
+                           OR o.started_at >= now() - make_interval(secs => $1)))`
 	// The update rows the batch leaves without a reminder. One another
 	// transaction holds (a resubmission of the update, say) is waited for,
 	// up to pruneLockTimeout.

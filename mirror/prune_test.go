@@ -259,19 +259,21 @@ func TestPruneTakesProviderOutcomesAlong(t *testing.T) {
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	seedAged(t, db.Pool, old("p-delivered", "u1", "delivered"), old("p-bounced", "u1", "undeliverable"),
-		old("k-owed", "u1", "undeliverable"))
+		old("k-owed", "u1", "undeliverable"), old("k-escalating", "u1", "undeliverable"))
 	_, err := db.Pool.Exec(ctx, `
 INSERT INTO provider_events (event_id, reminder_id, received_at)
 SELECT 'ev-' || id, id, now() - interval '100 days' FROM reminders;
 INSERT INTO outcome_escalations (reminder_id, reason, due_at, created_at, started_at)
 VALUES ('p-bounced', 'undeliverable', now() - interval '100 days', now() - interval '100 days', now() - interval '100 days'),
-       ('k-owed', 'undeliverable', now() - interval '100 days', now() - interval '100 days', NULL)`)
+       ('k-owed', 'undeliverable', now() - interval '100 days', now() - interval '100 days', NULL),
+       ('k-escalating', 'delivery_deferred', now() - interval '1 day', now() - interval '100 days', now() - interval '1 day')`)
 	require.NoError(t, err)
 	stats, err := mirror.New(db.Pool).Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, stats.Reminders)
 	require.Equal(t, map[reminder.State]int64{reminder.Delivered: 1, reminder.Undeliverable: 1}, stats.ByState)
-	require.Equal(t, []string{"k-owed"}, remaining(t, db.Pool), "an escalation still owed keeps its reminder")
-	require.Equal(t, 1, countRows(t, db.Pool, "provider_events"))
-	require.Equal(t, 1, countRows(t, db.Pool, "outcome_escalations"))
+	require.Equal(t, []string{"k-escalating", "k-owed"}, remaining(t, db.Pool),
+		"an escalation still owed, or started within the age, keeps its reminder")
+	require.Equal(t, 2, countRows(t, db.Pool, "provider_events"))
+	require.Equal(t, 2, countRows(t, db.Pool, "outcome_escalations"))
 }

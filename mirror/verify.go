@@ -102,6 +102,11 @@ WITH r AS (
            due_at = coalesce($5, due_at),
            delivery_key = coalesce(nullif($6, ''), delivery_key),
            sent_at = CASE WHEN $4 = 'sent' THEN coalesce(sent_at, now()) ELSE sent_at END,
+           -- As recording the send sets them: a webhook's send is its
+           -- delivery; an email awaits its provider's outcome.
+           delivered_at = CASE WHEN $4 = 'sent' AND channel = 'webhook' THEN coalesce(delivered_at, now()) ELSE delivered_at END,
+           awaiting_outcome_since = CASE WHEN $4 = 'sent' AND channel = 'email' AND delivered_at IS NULL AND undeliverable_at IS NULL
+                                         THEN coalesce(awaiting_outcome_since, now()) ELSE awaiting_outcome_since END,
            updated_at = now()
      WHERE id = $1 AND state = $2 AND updated_at = $3
     RETURNING id
