@@ -23,10 +23,16 @@
 -- and recording the send derives the state from them
 -- (reminder_state_after_send).
 
+-- On a large mirror nothing here reads the whole table while writers wait:
+-- the CHECK constraints are added NOT VALID (new and changed rows are
+-- checked at once) and 00008 validates them, and builds the new index,
+-- without holding writers back.
+
 -- +goose Up
 ALTER TABLE reminders DROP CONSTRAINT reminders_state_check;
 ALTER TABLE reminders ADD CONSTRAINT reminders_state_check
-    CHECK (state IN ('scheduled', 'awaiting_approval', 'sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired'));
+    CHECK (state IN ('scheduled', 'awaiting_approval', 'sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired'))
+    NOT VALID;
 
 ALTER TABLE reminders
     -- The provider's last report and its timestamp (the provider's clock).
@@ -42,9 +48,8 @@ ALTER TABLE reminders
     -- sent before this migration have none, so they never count.
     ADD COLUMN awaiting_outcome_since timestamptz,
     ADD CONSTRAINT reminders_provider_outcome_check
-        CHECK (provider_outcome IN ('processed', 'deferred', 'delivered', 'bounce', 'dropped', 'spamreport', 'unsubscribe'));
-CREATE INDEX reminders_awaiting_outcome_idx ON reminders (awaiting_outcome_since)
-    WHERE awaiting_outcome_since IS NOT NULL;
+        CHECK (provider_outcome IN ('processed', 'deferred', 'delivered', 'bounce', 'dropped', 'spamreport', 'unsubscribe'))
+        NOT VALID;
 
 -- The state a reminder takes when its send is recorded, from the outcome
 -- already reported (if any) and its channel.
@@ -195,7 +200,7 @@ $$;
 DROP TABLE outcome_escalations;
 DROP TABLE provider_events;
 DROP FUNCTION reminder_state_after_send(text, timestamptz, timestamptz);
-DROP INDEX reminders_awaiting_outcome_idx;
+DROP INDEX IF EXISTS reminders_awaiting_outcome_idx; -- 00008's, if its Down did not run
 ALTER TABLE reminders
     DROP CONSTRAINT reminders_provider_outcome_check,
     DROP COLUMN awaiting_outcome_since,

@@ -16,6 +16,11 @@
 --   * IF EXISTS skips the steps a previous run already took.
 -- From the drop of the old index to the rename, List reads the new one
 -- under its new name: the planner goes by the columns, not the name.
+--
+-- It also finishes 00007 the same way: it validates 00007's CHECK
+-- constraints (a read of the table that lets writers go on) and builds the
+-- unconfirmed gauge's partial index concurrently (dropped first, like the
+-- list index, in case a failed build left it invalid).
 
 -- +goose Up
 DROP INDEX CONCURRENTLY IF EXISTS reminders_due_at_list_idx_next;
@@ -25,8 +30,14 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_due_at_list_idx_next ON remind
              provider_outcome, provider_outcome_at, delivered_at);
 DROP INDEX CONCURRENTLY IF EXISTS reminders_due_at_list_idx;
 ALTER INDEX reminders_due_at_list_idx_next RENAME TO reminders_due_at_list_idx;
+ALTER TABLE reminders VALIDATE CONSTRAINT reminders_state_check;
+ALTER TABLE reminders VALIDATE CONSTRAINT reminders_provider_outcome_check;
+DROP INDEX CONCURRENTLY IF EXISTS reminders_awaiting_outcome_idx;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_awaiting_outcome_idx ON reminders (awaiting_outcome_since)
+    WHERE awaiting_outcome_since IS NOT NULL;
 
 -- +goose Down
+DROP INDEX CONCURRENTLY IF EXISTS reminders_awaiting_outcome_idx;
 -- 00006's index, rebuilt the same way.
 DROP INDEX CONCURRENTLY IF EXISTS reminders_due_at_list_idx_next;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_due_at_list_idx_next ON reminders (due_at, id)
