@@ -102,7 +102,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 			acts.Links = front.signer
 		}
 	}
-	stopOutcomes, err := startDemoOutcomes(ctx, d, store, tc, *taskQueue, mails, out)
+	stopOutcomes, err := startDemoOutcomes(ctx, d, st, mails, out)
 	if err != nil {
 		return err
 	}

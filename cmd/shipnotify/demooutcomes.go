@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
@@ -25,8 +23,7 @@ const demoBounceAddress = "old-inbox@consignee.example"
 // startDemoOutcomes runs what `serve` runs for SendGrid's Event Webhook —
 // the handler, with a key pair made for this run, and the escalator — and
 // has the mail sink post signed events to it, as SendGrid would.
-func startDemoOutcomes(ctx context.Context, d *deps, store *mirror.Store, tc client.Client, taskQueue string,
-	mails *sink.MailSink, out *lockedPrinter) (stop func(), err error) {
+func startDemoOutcomes(ctx context.Context, d *deps, st *starter.Starter, mails *sink.MailSink, out *lockedPrinter) (stop func(), err error) {
 	key, err := sink.NewEventKey()
 	if err != nil {
 		return nil, err
@@ -35,24 +32,17 @@ func startDemoOutcomes(ctx context.Context, d *deps, store *mirror.Store, tc cli
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	esc := outcome.NewEscalator(store, tc, taskQueue)
-	esc.Logger = d.logger
-	go esc.Run(ctx)
-	h, err := outcome.NewHandler(outcome.Options{
-		Key: pub, Store: store, DeferAfter: d.cfg.DeferredEscalateAfter, Escalate: esc.Nudge, Logger: d.logger,
-	})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		cancel()
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	mux := http.NewServeMux()
-	mux.Handle(outcome.Path, h)
+	if err := mountOutcomes(ctx, d, mux, st, pub, nil); err != nil {
+		cancel()
+		_ = ln.Close()
+		return nil, err
+	}
 	srv := api.NewServer(mux, api.DefaultRequestTimeout)
 	go func() { _ = srv.Serve(ln) }()
 	mails.EmitEvents(sink.EventOptions{

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"net"
 	"net/http"
@@ -111,16 +112,24 @@ func serveMux(apiHandler http.Handler) *http.ServeMux {
 // key is configured, and runs the escalator that starts what provider
 // outcomes owe (always: outcomes recorded before a restart still owe theirs).
 func serveOutcomes(ctx context.Context, d *deps, mux *http.ServeMux, st *starter.Starter, reg prometheus.Registerer) error {
-	m := metrics.NewOutcomes(reg)
+	if d.cfg.SendGridEventKey == nil {
+		d.logger.Warn("the SendGrid Event Webhook is off: set SHIPNOTIFY_SENDGRID_EVENT_KEY, or emails stay sent, never delivered or undeliverable")
+	}
+	return mountOutcomes(ctx, d, mux, st, d.cfg.SendGridEventKey, metrics.NewOutcomes(reg))
+}
+
+// mountOutcomes runs the escalator until ctx ends and, with a key, mounts
+// the Event Webhook's handler on mux at outcome.Path (serve's and the
+// demo's, which makes its own key).
+func mountOutcomes(ctx context.Context, d *deps, mux *http.ServeMux, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.Outcomes) error {
 	esc := outcome.NewEscalator(st.Mirror, st.Temporal, st.TaskQueue)
 	esc.Metrics, esc.Logger = m, d.logger
 	go esc.Run(ctx)
-	if d.cfg.SendGridEventKey == nil {
-		d.logger.Warn("the SendGrid Event Webhook is off: set SHIPNOTIFY_SENDGRID_EVENT_KEY, or emails stay sent, never delivered or undeliverable")
+	if key == nil {
 		return nil
 	}
 	h, err := outcome.NewHandler(outcome.Options{
-		Key: d.cfg.SendGridEventKey, Store: st.Mirror, Tolerance: d.cfg.SendGridEventTolerance,
+		Key: key, Store: st.Mirror, Tolerance: d.cfg.SendGridEventTolerance,
 		DeferAfter: d.cfg.DeferredEscalateAfter, Escalate: esc.Nudge, Metrics: m, Logger: d.logger,
 	})
 	if err != nil {
