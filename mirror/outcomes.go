@@ -65,14 +65,16 @@ type DeliveredReminder struct {
 
 // outcomeRow is a reminder's outcome columns, locked while a batch applies.
 type outcomeRow struct {
-	id, deliveryKey, workflowID string
-	state                       reminder.State
-	channel                     reminder.Channel
-	dueAt                       time.Time
-	outcome                     *string
-	outcomeAt, deliveredAt      *time.Time
-	undeliverableAt, awaiting   *time.Time
-	changed                     bool
+	id, deliveryKey           string
+	state                     reminder.State
+	channel                   reminder.Channel
+	dueAt                     time.Time
+	outcome                   *string
+	outcomeAt, deliveredAt    *time.Time
+	undeliverableAt, awaiting *time.Time
+	changed                   bool
+	// deliveredNow: this batch moved it from sent to delivered.
+	deliveredNow bool
 }
 
 // stateAfterSend is reminder_state_after_send (migration 00007).
@@ -154,7 +156,9 @@ func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent,
 			w.apply(e, k, rows[k.reminderID])
 		}
 		for _, r := range rows {
-			if r.changed && r.state == reminder.Delivered && r.deliveredAt != nil && w.deliveredNow[r.id] {
+			// (A row delivered and then bounced in one batch was delivered
+			// all the same, but is no longer: it is not counted.)
+			if r.deliveredNow && r.state == reminder.Delivered {
 				res.Delivered = append(res.Delivered, DeliveredReminder{
 					ReminderID: r.id, Channel: r.channel, DueAt: r.dueAt, DeliveredAt: *r.deliveredAt})
 			}
@@ -231,14 +235,14 @@ func lockOutcomeRows(ctx context.Context, tx pgx.Tx, events []ProviderEvent, kno
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	rows, _ := tx.Query(ctx, `
-SELECT id, state, channel, delivery_key, workflow_id, due_at, provider_outcome, provider_outcome_at,
+SELECT id, state, channel, delivery_key, due_at, provider_outcome, provider_outcome_at,
        delivered_at, undeliverable_at, awaiting_outcome_since
   FROM reminders WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	out := map[string]*outcomeRow{}
 	for rows.Next() {
 		r := &outcomeRow{}
 		var state, channel string
-		if err := rows.Scan(&r.id, &state, &channel, &r.deliveryKey, &r.workflowID, &r.dueAt, &r.outcome, &r.outcomeAt,
+		if err := rows.Scan(&r.id, &state, &channel, &r.deliveryKey, &r.dueAt, &r.outcome, &r.outcomeAt,
 			&r.deliveredAt, &r.undeliverableAt, &r.awaiting); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading reminders: %w", err)
@@ -262,7 +266,6 @@ type outcomeWrites struct {
 	escReminder, escReason, escDetail []string
 	escDue                            []time.Time
 	settle                            []string
-	deliveredNow                      map[string]bool
 }
 
 func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
@@ -286,8 +289,9 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 		o, at := string(e.Outcome), e.At
 		r.outcome, r.outcomeAt = &o, &at
 	}
-	// Escalations are owed only while the reminder still stands: a
-	// cancelled shipment's bounce is recorded, not escalated.
+	// Escalations are owed only while the reminder still stands: one
+	// another path finished before its send (cancelled, failed, expired)
+	// records the event and owes nothing.
 	stands := r.state.Handed() || r.state == reminder.Scheduled || r.state == reminder.AwaitingApproval
 	final := r.deliveredAt != nil || r.undeliverableAt != nil
 	switch {
@@ -316,12 +320,7 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 	if r.state.Handed() {
 		if to := r.stateAfterSend(); to != r.state {
 			detail["state"] = string(to)
-			if to == reminder.Delivered {
-				if w.deliveredNow == nil {
-					w.deliveredNow = map[string]bool{}
-				}
-				w.deliveredNow[r.id] = true
-			}
+			r.deliveredNow = r.deliveredNow || to == reminder.Delivered
 			r.state = to
 		}
 	}
