@@ -440,45 +440,61 @@ SELECT e.reminder_id, r.shipment_id, r.update_id, r.subscriber_id, e.reason, e.d
 		if err != nil {
 			return fmt.Errorf("error reading escalations owed: %w", err)
 		}
-		var doneIDs, doneReasons []string
+		var done []OwedEscalation
 		for _, o := range owed {
 			if err := start(ctx, o); err != nil {
 				// Temporal is likely away for the rest too: leave them owed.
 				// This one waits a minute, so a row that alone keeps failing
 				// does not stand before the others.
 				startErr = err
-				if _, err := tx.Exec(ctx, `
-UPDATE outcome_escalations SET due_at = now() + interval '1 minute' WHERE reminder_id = $1 AND reason = $2`,
-					o.ReminderID, o.Reason); err != nil {
-					return fmt.Errorf("error putting off an escalation: %w", err)
+				if err := setEscalations(ctx, tx, escPutOff, []OwedEscalation{o}); err != nil {
+					return err
 				}
 				break
 			}
-			doneIDs, doneReasons = append(doneIDs, o.ReminderID), append(doneReasons, o.Reason)
+			done = append(done, o)
 		}
-		for _, m := range moot {
-			if _, err := tx.Exec(ctx, `
-UPDATE outcome_escalations SET settled_at = now() WHERE reminder_id = $1 AND reason = $2`, m.ReminderID, m.Reason); err != nil {
-				return fmt.Errorf("error settling an escalation: %w", err)
-			}
+		if err := setEscalations(ctx, tx, escSettled, moot); err != nil {
+			return err
 		}
-		if len(doneIDs) == 0 {
-			return nil
+		if err := setEscalations(ctx, tx, escStarted, done); err != nil {
+			return err
 		}
-		_, err = tx.Exec(ctx, `
-UPDATE outcome_escalations e SET started_at = now()
-  FROM unnest($1::text[], $2::text[]) AS d(reminder_id, reason)
- WHERE e.reminder_id = d.reminder_id AND e.reason = d.reason`, doneIDs, doneReasons)
-		if err != nil {
-			return fmt.Errorf("error marking escalations started: %w", err)
-		}
-		started = len(doneIDs)
+		started = len(done)
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
 	return started, startErr
+}
+
+// What a pass does to an escalation row: put it off a minute (its start
+// failed), settle it (its reminder was finished another way), mark it
+// started.
+const (
+	escPutOff  = `due_at = now() + interval '1 minute'`
+	escSettled = `settled_at = now()`
+	escStarted = `started_at = now()`
+)
+
+// setEscalations applies set to the rows of es.
+func setEscalations(ctx context.Context, tx pgx.Tx, set string, es []OwedEscalation) error {
+	if len(es) == 0 {
+		return nil
+	}
+	ids, reasons := make([]string, len(es)), make([]string, len(es))
+	for i, e := range es {
+		ids[i], reasons[i] = e.ReminderID, e.Reason
+	}
+	_, err := tx.Exec(ctx, `
+UPDATE outcome_escalations e SET `+set+`
+  FROM unnest($1::text[], $2::text[]) AS d(reminder_id, reason)
+ WHERE e.reminder_id = d.reminder_id AND e.reason = d.reason`, ids, reasons)
+	if err != nil {
+		return fmt.Errorf("error updating escalations owed (%s): %w", set, err)
+	}
+	return nil
 }
 
 // NextEscalationDue is when the next owed escalation falls due (ok false
