@@ -1,15 +1,19 @@
 // Package delivery holds what the channels (email, webhook) share about a
-// provider's answer: a failure that says whether to retry and when, in one
-// type the notify activity turns into Temporal's retry decisions.
+// provider's answer: a failure that says whether to retry and when, and
+// whether the request may have reached the other side, in one type the
+// notify activity turns into Temporal's retry decisions.
 package delivery
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +23,12 @@ type Error struct {
 	Channel string
 	// Status is the HTTP status; 0 when no answer came.
 	Status int
+	// MaybeSent: no answer came, and the request may have reached the other
+	// side (a timeout, a reset or a cut after the connection was made). An
+	// ambiguous outcome is a send: its claim is kept, never released as
+	// "nothing was sent". Only a failure before any connection (DNS, a
+	// refused connection or TLS handshake) or an answer says nothing went.
+	MaybeSent bool
 	// Permanent means retrying cannot help: the request is refused for good.
 	Permanent bool
 	// Credentials means the provider refused our own key (401, 403): an
@@ -32,6 +42,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Status == 0 && e.MaybeSent {
+		return e.Channel + " gave no answer after the request may have reached it (it may have been sent): " + e.Detail
+	}
 	if e.Status == 0 {
 		return e.Channel + " unreachable: " + e.Detail
 	}
@@ -112,4 +125,61 @@ func Excerpt(body []byte) string {
 		s = string(bytes.ToValidUTF8([]byte(s[:max]), nil)) + "…"
 	}
 	return s
+}
+
+// Departure follows one request, so a failure without an answer can tell a
+// request that never left from one that may have arrived.
+type Departure struct{ left atomic.Bool }
+
+// Track returns ctx with an HTTP client trace that notes when the request
+// got its connection: from then on its bytes may reach the other side.
+func Track(ctx context.Context) (context.Context, *Departure) {
+	d := &Departure{}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { d.left.Store(true) },
+	}), d
+}
+
+// MayHaveLeft reports whether the request got a connection, so some of it
+// may have been written.
+func (d *Departure) MayHaveLeft() bool { return d.left.Load() }
+
+// Unanswered is the failure of a request that got no answer: MaybeSent
+// when it may have left.
+func Unanswered(channel string, d *Departure, detail string) *Error {
+	return &Error{Channel: channel, MaybeSent: d.MayHaveLeft(), Detail: detail}
+}
+
+// How a retry after a provider's failure waits, once the provider itself
+// has been failing a while (Backoff).
+const (
+	// OutageAfter is how long a provider must have been failing for its
+	// outage, not the reminder's own attempts, to set the pace.
+	OutageAfter = 10 * time.Second
+	// OutageFloor is the least wait during an outage, and the most while it
+	// is young: no reminder hammers a provider known to be down, and none
+	// waits much longer than this once it answers again.
+	OutageFloor = 40 * time.Second
+	// MaxBackoff is the retry policy's own ceiling.
+	MaxBackoff = 10 * time.Minute
+)
+
+// Backoff is the wait before the next attempt after the provider failed
+// one, given the reminder's own wait as the retry policy would grow it and
+// how long the provider has been failing (a record every worker shares).
+// A blip (an outage under OutageAfter) leaves the wait to the retry policy:
+// 0. In a longer outage the reminder's own wait is held between
+// OutageFloor and the greater of OutageFloor and an eighth of the outage
+// (at most MaxBackoff): a reminder due late in an outage does not make the
+// early, fast retries, and none sleeps through the recovery at some
+// retry's tenth minute; the backlog goes within about OutageFloor of it.
+// jitter, in [0, 1), spreads the waits ±20% so they do not come back
+// together.
+func Backoff(own, outage time.Duration, jitter float64) time.Duration {
+	if outage < OutageAfter {
+		return 0
+	}
+	ceiling := min(max(OutageFloor, outage/8), MaxBackoff)
+	d := min(max(own, OutageFloor), ceiling)
+	return time.Duration(float64(d) * (0.8 + 0.4*jitter))
 }

@@ -51,3 +51,30 @@ func TestRetryAfterIsClamped(t *testing.T) {
 		})
 	}
 }
+
+// A retry after a provider's failure follows the provider's outage, not the
+// reminder's own count: a blip leaves the wait to the retry policy; in an
+// outage no retry comes sooner than the floor (a reminder due late in it
+// does not make the fast early retries), and none later than the greater
+// of the floor and an eighth of the outage, so the backlog goes soon after
+// the provider answers again; the waits are spread ±20%.
+func TestBackoffFollowsTheProvidersOutage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		own, outage, want time.Duration
+	}{
+		{time.Second, 0, 0},
+		{time.Second, 9 * time.Second, 0},
+		{time.Second, 10 * time.Second, delivery.OutageFloor},
+		{4 * time.Minute, 5 * time.Minute, delivery.OutageFloor},
+		{8 * time.Minute, time.Hour, 450 * time.Second},
+		{2 * time.Minute, time.Hour, 2 * time.Minute},
+		{time.Second, time.Hour, delivery.OutageFloor},
+		{10 * time.Minute, 72 * time.Hour, delivery.MaxBackoff},
+	} {
+		require.Equal(t, tc.want, delivery.Backoff(tc.own, tc.outage, 0.5), "own %s, outage %s", tc.own, tc.outage)
+	}
+	lo, hi := delivery.Backoff(time.Second, 5*time.Minute, 0), delivery.Backoff(time.Second, 5*time.Minute, 0.999999)
+	require.Equal(t, time.Duration(0.8*float64(delivery.OutageFloor)), lo)
+	require.InDelta(t, 1.2*float64(delivery.OutageFloor), float64(hi), float64(time.Millisecond))
+}

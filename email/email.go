@@ -22,6 +22,11 @@ import (
 // DefaultBaseURL is SendGrid's own API.
 const DefaultBaseURL = "https://api.sendgrid.com"
 
+// DefaultTimeout bounds one API call, connection to last byte. The notify
+// attempt gives the call at least this long on every path, so the client,
+// not a shorter deadline, decides when SendGrid is too slow.
+const DefaultTimeout = 20 * time.Second
+
 // Sender sends mail through one SendGrid account.
 type Sender struct {
 	apiKey  string
@@ -43,7 +48,7 @@ type Options struct {
 	BaseURL   string
 	FromEmail string
 	FromName  string
-	// Timeout bounds one API call; 0 means 20 s (the activity attempt has 30).
+	// Timeout bounds one API call; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Now is the clock used to turn a rate-limit reset time into a wait,
 	// and to date a refusal of our key.
@@ -60,7 +65,7 @@ func NewSender(o Options) *Sender {
 		o.BaseURL = DefaultBaseURL
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 20 * time.Second
+		o.Timeout = DefaultTimeout
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -110,9 +115,12 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	req := sendgrid.GetRequest(s.apiKey, "/v3/mail/send", s.baseURL)
 	req.Method = rest.Post
 	req.Body = mail.GetRequestBody(msg)
+	ctx, departure := delivery.Track(ctx)
 	resp, err := s.client.SendWithContext(ctx, req)
 	if err != nil {
-		return "", &delivery.Error{Channel: "mail API", Detail: err.Error()}
+		// SendGrid takes a mail as soon as its body arrives: a call cut
+		// after the connection may have sent it.
+		return "", delivery.Unanswered("mail API", departure, err.Error())
 	}
 	s.noteAnswer(resp.StatusCode)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {

@@ -3,6 +3,10 @@ package email_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -130,4 +134,61 @@ func TestRefusedCredentialsAreRememberedUntilAccepted(t *testing.T) {
 	s.Fail(sink.Answer{Status: 401})
 	require.Error(t, send())
 	require.Equal(t, now, sender.Credentials().Since, "a new refusal dates from itself")
+}
+
+// A call that got no answer says whether its request may have reached the
+// mail API: an ambiguous outcome is a send, so only a call that never got a
+// connection (refused, unresolvable) may say nothing went. SendGrid takes a
+// mail as soon as its body arrives, and the sink, like it, keeps a mail
+// whose caller gave up.
+func TestUnansweredCallsSayWhetherTheRequestMayHaveLeft(t *testing.T) {
+	t.Parallel()
+	closed := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		return "http://" + addr
+	}
+	slow, err := sink.StartMail("", "SG.key")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = slow.Close() })
+	slow.SetLatency(2 * time.Second)
+	reset := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.(*net.TCPConn).SetLinger(0) // a reset, not a clean close
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(reset.Close)
+	for _, tc := range []struct {
+		name      string
+		url       string
+		maybeSent bool
+	}{
+		{"connection refused", closed(), false},
+		{"unresolvable host", "http://mail-api.invalid", false},
+		{"no answer within the client's timeout", slow.URL(), true},
+		{"connection reset after the body", reset.URL, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sender := email.NewSender(email.Options{APIKey: "SG.key", BaseURL: tc.url, FromEmail: "r@shipnotify.example",
+				Timeout: 300 * time.Millisecond})
+			_, err := sender.Send(context.Background(), email.Message{To: "ops@shipper.example", Subject: "s", Text: "t", DeliveryKey: "k"})
+			var derr *delivery.Error
+			require.ErrorAs(t, err, &derr)
+			require.Zero(t, derr.Status, "no answer")
+			require.Equal(t, tc.maybeSent, derr.MaybeSent, "%v", err)
+			require.False(t, derr.Permanent)
+			if tc.url == slow.URL() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, err = slow.Wait(ctx, func(m []sink.Mail) bool { return len(m) == 1 })
+				require.NoError(t, err, "the mail API kept the mail its caller gave up on")
+			}
+		})
+	}
 }

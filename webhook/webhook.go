@@ -89,6 +89,7 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("error signing webhook: %w", err)
 	}
+	ctx, departure := delivery.Track(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Body))
 	if err != nil {
 		return "", failure(0, true, "webhook URL is not valid")
@@ -102,7 +103,7 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return "", failure(0, false, transportDetail(err))
+		return "", delivery.Unanswered("webhook receiver", departure, transportDetail(err))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -115,8 +116,24 @@ func TestTimeoutIsATemporaryFailure(t *testing.T) {
 	var derr *delivery.Error
 	require.True(t, errors.As(err, &derr), "got %v", err)
 	require.False(t, derr.Permanent)
+	require.True(t, derr.MaybeSent, "the receiver had the request: it may have taken it")
 	require.Contains(t, derr.Detail, "timed out")
 	require.NotContains(t, derr.Error(), srv.URL, "errors never carry the customer's URL")
+}
+
+// A receiver that refused the connection never saw the request: that one
+// failure may say nothing was sent.
+func TestRefusedConnectionSentNothing(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String() + "/hook"
+	require.NoError(t, ln.Close())
+	_, err = send(t, local, url, webhook.NewSecret(), func(o *webhook.Options) { o.Timeout = time.Second })
+	var derr *delivery.Error
+	require.ErrorAs(t, err, &derr)
+	require.Zero(t, derr.Status)
+	require.False(t, derr.MaybeSent, "%v", err)
 }
 
 // The guard refuses at connection time, after resolution: a name that
