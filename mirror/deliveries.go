@@ -27,6 +27,16 @@ const (
 	// failed, or sent under another key); its own delivery must not go out.
 	// Nothing was claimed.
 	Refused
+	// Unconfirmed: an earlier attempt may have sent the key (its call got
+	// no answer after the request left, or its claim lapsed with no
+	// record), and no provider event has settled it yet. Send nothing;
+	// ask again by Until, when the wait for evidence ends.
+	Unconfirmed
+	// Settled: an earlier attempt's unknown outcome is settled by the
+	// provider's own event for the key: it was a send. Record it sent
+	// (under ProviderMessageID, the event's, when it carried one); send
+	// nothing again.
+	Settled
 )
 
 // Claim asks for the right to make one delivery.
@@ -40,6 +50,11 @@ type Claim struct {
 	// the rest of the attempt and the time its record may take after. The
 	// lease is counted on the database's clock, not the worker's.
 	LeaseFor time.Duration
+	// EvidenceWait is how long a maybe-sent email waits for the provider's
+	// events before it is sent again under the same key; 0 sends it again
+	// at once. A webhook never waits: its receiver's answer is the only
+	// evidence, and it deduplicates on the key (webhook-id).
+	EvidenceWait time.Duration
 }
 
 // Target is what a claimed delivery needs to be sent.
@@ -60,15 +75,24 @@ type ClaimResult struct {
 	Attempts          int
 	ProviderMessageID string
 	Target            Target
+	// MaybeSentBefore, when Claimed, is when an earlier attempt may have
+	// sent the key (zero if none may have): this send may be its second.
+	MaybeSentBefore time.Time
+	// Until, when Unconfirmed, is when the wait for evidence ends; when
+	// HeldElsewhere, when the holder's lease lapses.
+	Until time.Time
 }
 
 // The claim and the read of what to send share one round trip. A reminder's
 // own delivery is refused when its row is finished (cancelled, expired,
 // failed, or sent under another key). Otherwise a new key is inserted; an
-// existing 'sending' key is taken over once its lease has lapsed (its holder
-// died, or released it knowing nothing was sent); a 'sent' or 'failed' key is
-// left alone (attempts comes back NULL and the caller looks at why).
-const claimDelivery = `
+// existing key is taken over when its last holder released it knowing
+// nothing was sent, or when it may have been sent (maybe_sent, or a
+// 'sending' claim whose lease lapsed) and the wait for the provider's
+// evidence ($6 seconds, for email) has passed with no event for the key.
+// A 'sent' or 'failed' key is left alone; attempts comes back NULL and the
+// caller looks at why.
+var claimDelivery = `
 WITH refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
@@ -79,10 +103,21 @@ WITH refused AS (
      WHERE NOT EXISTS (SELECT 1 FROM refused)
     ON CONFLICT (delivery_key) DO UPDATE
        SET attempts = deliveries.attempts + 1,
+           status = 'sending',
            claimed_by = excluded.claimed_by,
-           lease_until = excluded.lease_until
-     WHERE deliveries.status = 'sending' AND deliveries.lease_until < now()
-    RETURNING attempts
+           lease_until = excluded.lease_until,
+           -- A lapsed claim's holder may have sent: the row keeps saying so.
+           maybe_sent_at = CASE WHEN deliveries.status = 'sending'
+                                THEN coalesce(deliveries.maybe_sent_at, deliveries.lease_until)
+                                ELSE deliveries.maybe_sent_at END,
+           maybe_sent_reason = CASE WHEN deliveries.status = 'sending'
+                                    THEN coalesce(deliveries.maybe_sent_reason, '` + reasonLapsed + `')
+                                    ELSE deliveries.maybe_sent_reason END
+     WHERE deliveries.status = 'released'
+        OR (deliveries.status IN ('sending', 'maybe_sent') AND deliveries.lease_until < now()
+            AND coalesce(deliveries.maybe_sent_at, deliveries.lease_until) + ` + evidenceWait("$6") + ` <= now()
+            AND NOT ` + evidenceExists + `)
+    RETURNING attempts, maybe_sent_at
 )
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''),
@@ -91,13 +126,35 @@ SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        EXISTS (SELECT 1 FROM disabled_endpoints d
                 WHERE d.url_sha256 = encode(sha256(convert_to(r.webhook_url, 'UTF8')), 'hex')),
        (SELECT attempts FROM claim),
+       (SELECT maybe_sent_at FROM claim),
        EXISTS (SELECT 1 FROM refused)
   FROM reminders r
   JOIN updates u USING (shipment_id, update_id)
  WHERE r.id = $2`
 
+// evidenceWait is the wait for evidence a key's channel takes: an email's
+// (escalations go by email), none for a webhook. $2 is the reminder, $3
+// the purpose, and param the evidence wait in seconds.
+func evidenceWait(param string) string {
+	return `(SELECT CASE WHEN $3 = 'escalation' OR channel = 'email' THEN make_interval(secs => ` + param + `)
+                ELSE interval '0' END FROM reminders WHERE id = $2)`
+}
+
+// SQL fragments of the claim and its follow-up read ($1 the key, $2 the
+// reminder).
+const (
+	// evidenceExists: the provider reported on the key (processed,
+	// delivered, deferred, bounce, dropped...), so it has the message.
+	evidenceExists = `EXISTS (SELECT 1 FROM reminder_events e
+                WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1)`
+	reasonLapsed = "its claim lapsed with no record: the attempt may have sent it"
+)
+
 // ClaimDelivery claims a delivery key before the provider is called, so that
-// a second execution for the same key finds it and sends nothing.
+// a second execution for the same key finds it and sends nothing. A key an
+// earlier attempt may have sent is settled first: by the provider's event
+// for it (recorded sent, nothing sent again), or, once the evidence wait
+// passes without one, claimed to be sent again under the same key.
 func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error) {
 	var (
 		res         ClaimResult
@@ -107,14 +164,16 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		state       string
 		windowStart *time.Time
 		attempts    *int
+		maybeSent   *time.Time
 		refused     bool
 	)
 	r.ID = c.ReminderID
-	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseFor.Seconds()).Scan(
+	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseFor.Seconds(),
+		c.EvidenceWait.Seconds()).Scan(
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
-		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &refused)
+		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &maybeSent, &refused)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}
@@ -134,40 +193,138 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 	}
 	if attempts != nil {
 		res.Outcome, res.Attempts = Claimed, *attempts
+		if maybeSent != nil {
+			res.MaybeSentBefore = *maybeSent
+		}
 		return res, nil
 	}
-	// Not claimed: find out why.
-	var status string
-	var providerID *string
-	err = s.pool.QueryRow(ctx, `
-SELECT status, provider_message_id, attempts FROM deliveries WHERE delivery_key = $1`, c.Key).
-		Scan(&status, &providerID, &res.Attempts)
+	return s.whyNotClaimed(ctx, c, res)
+}
+
+// notClaimed reads a key the claim did not take: its status, whether its
+// lease lapsed, how long its wait for evidence has left, and the provider's
+// message id from the first event for it, if one came.
+var notClaimed = `
+SELECT d.status, coalesce(d.provider_message_id, ''), d.attempts, d.lease_until < now(),
+       greatest(extract(epoch FROM d.lease_until - now()), 0)::float8,
+       greatest(extract(epoch FROM coalesce(d.maybe_sent_at, d.lease_until) + ` + evidenceWait("$4") + ` - now()), 0)::float8,
+       ` + evidenceExists + `,
+       coalesce((SELECT e.detail->>'provider_message_id' FROM reminder_events e
+                  WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1
+                    AND e.detail ? 'provider_message_id'
+                  ORDER BY e.id LIMIT 1), '')
+  FROM deliveries d WHERE d.delivery_key = $1`
+
+func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (ClaimResult, error) {
+	var (
+		status, providerID, evidenceID string
+		lapsed, evidence               bool
+		lease, left                    float64
+	)
+	err := s.pool.QueryRow(ctx, notClaimed, c.Key, c.ReminderID, string(c.Purpose), c.EvidenceWait.Seconds()).
+		Scan(&status, &providerID, &res.Attempts, &lapsed, &lease, &left, &evidence, &evidenceID)
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("error reading delivery claim: %w", err)
 	}
-	if providerID != nil {
-		res.ProviderMessageID = *providerID
-	}
-	switch status {
-	case "sent":
+	res.ProviderMessageID = providerID
+	unconfirmed := status == "maybe_sent" || status == "sending" && lapsed
+	switch {
+	case status == "sent":
 		res.Outcome = AlreadySent
-	case "failed":
+	case status == "failed":
 		res.Outcome = AlreadyFailed
+	case unconfirmed && evidence:
+		res.Outcome, res.ProviderMessageID = Settled, evidenceID
+	case unconfirmed:
+		if status == "sending" {
+			if err := s.markLapsed(ctx, c.Key); err != nil {
+				return ClaimResult{}, err
+			}
+		}
+		res.Outcome = Unconfirmed
+		res.Until = time.Now().Add(seconds(left))
 	default:
+		// Held by a live attempt (until its lease lapses), or released
+		// and taken by another attempt a moment ago.
 		res.Outcome = HeldElsewhere
+		res.Until = time.Now().Add(seconds(lease))
 	}
 	return res, nil
 }
 
 // ReleaseDelivery gives up a claim whose owner knows nothing was sent (the
-// provider refused for now, or the attempt was cancelled before the call),
-// so the next attempt takes it over at once instead of waiting out the lease.
+// provider answered with a refusal for now, the connection was never made,
+// or the attempt was cancelled before the call), so the next attempt takes
+// it over at once instead of waiting out the lease.
 func (s *Store) ReleaseDelivery(ctx context.Context, key, owner string) error {
 	_, err := s.pool.Exec(ctx, `
-UPDATE deliveries SET lease_until = now()
+UPDATE deliveries SET status = 'released', lease_until = now()
  WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $2`, key, owner)
 	if err != nil {
 		return fmt.Errorf("error releasing delivery claim: %w", err)
+	}
+	return nil
+}
+
+// unconfirmedEvent appends the 'send_unconfirmed' event of the deliveries
+// a statement marked maybe sent (its CTE d).
+const unconfirmedEvent = `
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT reminder_id, 'send_unconfirmed',
+       jsonb_build_object('delivery_key', delivery_key, 'purpose', purpose, 'reason', maybe_sent_reason, 'attempts', attempts)
+  FROM d`
+
+// MarkMaybeSent records that the owner's call got no answer after its
+// request may have reached the provider: the key stays claimed (it is never
+// released as "nothing was sent") until the provider's evidence settles it
+// or the evidence wait passes. The trail says so.
+func (s *Store) MarkMaybeSent(ctx context.Context, key, owner, reason string) error {
+	_, err := s.pool.Exec(ctx, `
+WITH d AS (
+    UPDATE deliveries
+       SET status = 'maybe_sent', maybe_sent_at = now(), maybe_sent_reason = $3, lease_until = now()
+     WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $2
+    RETURNING delivery_key, reminder_id, purpose, attempts, maybe_sent_reason
+)`+unconfirmedEvent, key, owner, reason)
+	if err != nil {
+		return fmt.Errorf("error recording an unconfirmed send: %w", err)
+	}
+	return nil
+}
+
+// AbandonClaims records the claims of a reminder's own delivery that their
+// attempts left without a word (no record, no release) as maybe sent, once
+// no attempt of it can still run (its workflow ended or was cancelled). A
+// reminder cancelled after such a send is compensated, and prune is not
+// held back by a claim nothing will ever finish.
+func (s *Store) AbandonClaims(ctx context.Context, reminderID string) error {
+	_, err := s.pool.Exec(ctx, `
+WITH d AS (
+    UPDATE deliveries
+       SET status = 'maybe_sent', maybe_sent_at = coalesce(maybe_sent_at, now()),
+           maybe_sent_reason = coalesce(maybe_sent_reason, $2), lease_until = now()
+     WHERE reminder_id = $1 AND purpose = 'reminder' AND status = 'sending'
+    RETURNING delivery_key, reminder_id, purpose, attempts, maybe_sent_reason
+)`+unconfirmedEvent, reminderID, "its attempt ended without a record or a release")
+	if err != nil {
+		return fmt.Errorf("error recording abandoned claims: %w", err)
+	}
+	return nil
+}
+
+// markLapsed records a claim whose lease lapsed with no word from its holder
+// as maybe sent, from when the lease lapsed.
+func (s *Store) markLapsed(ctx context.Context, key string) error {
+	_, err := s.pool.Exec(ctx, `
+WITH d AS (
+    UPDATE deliveries
+       SET status = 'maybe_sent', maybe_sent_at = coalesce(maybe_sent_at, lease_until),
+           maybe_sent_reason = coalesce(maybe_sent_reason, $2)
+     WHERE delivery_key = $1 AND status = 'sending' AND lease_until < now()
+    RETURNING delivery_key, reminder_id, purpose, attempts, maybe_sent_reason
+)`+unconfirmedEvent, key, reasonLapsed)
+	if err != nil {
+		return fmt.Errorf("error recording a lapsed claim: %w", err)
 	}
 	return nil
 }
@@ -181,8 +338,8 @@ const recordSent = `
 WITH d AS (
     UPDATE deliveries
        SET status = 'sent', provider_message_id = nullif($2, ''), finished_at = now()
-     WHERE delivery_key = $1 AND status = 'sending'
-    RETURNING reminder_id, purpose, attempts
+     WHERE delivery_key = $1 AND status IN ('sending', 'maybe_sent')
+    RETURNING reminder_id, purpose, attempts, maybe_sent_at
 ), r AS (
     UPDATE reminders
        SET state = reminder_state_after_send(channel, delivered_at, undeliverable_at),
@@ -198,7 +355,11 @@ WITH d AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT reminder_id,
            CASE purpose WHEN 'reminder' THEN 'sent' ELSE purpose || '_sent' END,
-           jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts) || $3
+           jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts)
+           -- A send after an unconfirmed one: the key may have gone out twice.
+           || CASE WHEN maybe_sent_at IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('maybe_sent_before', maybe_sent_at) END
+           || $3
       FROM d
     UNION ALL
     -- A webhook's 2xx is its delivery; an email may have been reported
@@ -228,14 +389,16 @@ func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, d
 }
 
 // WasDelivered reports whether the reminder's own notification reached its
-// provider at any due time, and the provider did not bounce or drop it:
-// only then is there anything to compensate (a notice to an address that
-// bounced would bounce too).
+// provider at any due time, or may have (an unconfirmed send, or a claim
+// its attempt left without a word: an ambiguous outcome is a send), and the
+// provider did not bounce or drop it: only then is there anything to
+// compensate (a notice to an address that bounced would bounce too). It is
+// asked once no attempt of the reminder's own delivery runs.
 func (s *Store) WasDelivered(ctx context.Context, reminderID string) (bool, error) {
 	var ok bool
 	err := s.pool.QueryRow(ctx, `
 SELECT EXISTS (SELECT 1 FROM deliveries
-                WHERE reminder_id = $1 AND purpose = 'reminder' AND status = 'sent')
+                WHERE reminder_id = $1 AND purpose = 'reminder' AND status IN ('sent', 'maybe_sent', 'sending'))
    AND NOT EXISTS (SELECT 1 FROM reminders WHERE id = $1 AND state = 'undeliverable')`, reminderID).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("error reading deliveries: %w", err)
@@ -297,3 +460,5 @@ SELECT reminder_id, 'delivery_failed',
 	}
 	return nil
 }
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }

@@ -58,6 +58,31 @@ SELECT EXISTS (SELECT 1 FROM r)`, reminderID, string(to), eventType, jsonDetail(
 	return changed, nil
 }
 
+// Cancel moves a pending reminder to cancelled and appends an event of type
+// with detail either way; it returns the state the row is in after:
+// cancelled, or the final state it had reached.
+func (s *Store) Cancel(ctx context.Context, reminderID, eventType string, detail map[string]any) (reminder.State, error) {
+	var state *string
+	err := s.pool.QueryRow(ctx, `
+WITH r AS (
+    UPDATE reminders SET state = 'cancelled', updated_at = now()
+     WHERE id = $1 AND state NOT IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired')
+    RETURNING state
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT id, $2, $3 FROM reminders WHERE id = $1
+)
+SELECT coalesce((SELECT state FROM r), (SELECT state FROM reminders WHERE id = $1))`,
+		reminderID, eventType, jsonDetail(detail)).Scan(&state)
+	if err != nil {
+		return "", fmt.Errorf("error recording %s for reminder: %w", eventType, err)
+	}
+	if state == nil {
+		return "", fmt.Errorf("error recording %s for reminder: %w: %s", eventType, ErrNotFound, reminderID)
+	}
+	return reminder.State(*state), nil
+}
+
 // Reschedule moves a reminder to a new due time and delivery key and
 // appends the "rescheduled" event, unless the reminder is finished. It is
 // idempotent: a retry of a write that was taken (its answer lost) finds the

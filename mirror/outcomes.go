@@ -25,6 +25,9 @@ type ProviderEvent struct {
 	// Reason is a reason code (an SMTP status, SendGrid's drop reason),
 	// never an address or a message's text.
 	Reason string
+	// MessageID is the provider's id of the message ("" unknown): what its
+	// 202 would have answered.
+	MessageID string
 }
 
 // Escalation reasons a provider's outcome gives.
@@ -275,6 +278,9 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 	detail := map[string]any{"delivery_key": e.DeliveryKey, "event_id": e.ID, "provider_at": e.At.UTC().Format(time.RFC3339)}
 	if e.Reason != "" {
 		detail["reason"] = e.Reason
+	}
+	if e.MessageID != "" {
+		detail["provider_message_id"] = e.MessageID
 	}
 	w.evReminder, w.evType = append(w.evReminder, k.reminderID), append(w.evType, "provider_"+string(e.Outcome))
 	w.evDetail = append(w.evDetail, detail)

@@ -208,6 +208,7 @@ func (h *Handler) count(res mirror.AppliedEvents, ignored map[reminder.Outcome]i
 type event struct {
 	Event       string          `json:"event"`
 	ID          string          `json:"sg_event_id"`
+	MessageID   string          `json:"sg_message_id"`
 	Timestamp   json.RawMessage `json:"timestamp"`
 	DeliveryKey string          `json:"delivery_key"`
 	// Reason codes; free text (reason, response) may quote the address,
@@ -223,7 +224,21 @@ var (
 	deliveryKeyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	eventIDPattern     = regexp.MustCompile(`^[A-Za-z0-9_=+/.:-]{1,128}$`)
 	eventTypePattern   = regexp.MustCompile(`^[a-z_]{1,32}$`)
+	// A message id as SendGrid's 202 gave it (X-Message-Id): the part of
+	// sg_message_id before its first dot.
+	messageIDPattern = regexp.MustCompile(`^[A-Za-z0-9_=+/-]{1,128}$`)
 )
+
+// messageID is the X-Message-Id an event's sg_message_id begins with ("" if
+// it has none shipnotify can keep): with it an unconfirmed send is recorded
+// under the id the provider would have answered.
+func messageID(sg string) string {
+	id, _, _ := strings.Cut(sg, ".")
+	if !messageIDPattern.MatchString(id) {
+		return ""
+	}
+	return id
+}
 
 // parseBatch checks every event of a batch and returns those kept, and the
 // count of those of types shipnotify does not keep (open, click, group
@@ -267,6 +282,7 @@ func parseBatch(body []byte, now time.Time) ([]mirror.ProviderEvent, map[reminde
 		}
 		events = append(events, mirror.ProviderEvent{
 			ID: e.ID, DeliveryKey: e.DeliveryKey, Outcome: o, At: time.Unix(secs, 0).UTC(), Reason: reasonCode(e),
+			MessageID: messageID(e.MessageID),
 		})
 	}
 	return events, ignored, "", nil

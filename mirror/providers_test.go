@@ -1,0 +1,95 @@
+package mirror_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
+)
+
+// The provider's rate cap is one row every worker shares: however many
+// callers ask at once, the slots they take are spaced exactly one interval
+// apart, none further out than asked, and a caller refused is told how
+// long until a slot is within reach.
+func TestSendSlotsAreSpacedAcrossCallers(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	const every, ahead = 100 * time.Millisecond, time.Second
+	var mu sync.Mutex
+	var waits []time.Duration
+	refused := 0
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range 30 {
+		wg.Go(func() {
+			wait, ok, err := store.TakeSendSlot(context.Background(), "notify", every, ahead)
+			require.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			if !ok {
+				refused++
+				require.Positive(t, wait, "told how long to wait")
+				return
+			}
+			// As an offset from the first caller, so the slots compare.
+			waits = append(waits, wait+time.Since(began))
+		})
+	}
+	wg.Wait()
+	require.Positive(t, refused, "slots more than a second out are not taken")
+	require.LessOrEqual(t, len(waits), int(ahead/every)+1+2, "at most a second's slots, and the one at once")
+	slices.Sort(waits)
+	for i := 1; i < len(waits); i++ {
+		// Each slot comes at least one interval after the one before
+		// (measured from outside, so a few milliseconds of the callers'
+		// own clocks may show).
+		require.GreaterOrEqual(t, waits[i]-waits[i-1], every-20*time.Millisecond, "slots %d and %d: %v", i-1, i, waits)
+	}
+}
+
+// A provider's outage is a run of failures: a failure continues it, an
+// answer ends it, and so does a quiet spell longer than the quiet gap.
+func TestProviderOutagesRunAndEnd(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	first, err := store.NoteProviderFailure(ctx, "email", 30*time.Second)
+	require.NoError(t, err)
+	require.Less(t, first.For, time.Second)
+	// An outage that began five minutes ago goes on.
+	_, err = db.Pool.Exec(ctx, `UPDATE provider_health SET failing_since = now() - interval '5 minutes', last_failure_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+	again, err := store.NoteProviderFailure(ctx, "email", 30*time.Second)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, again.For, 5*time.Minute, "the run goes on")
+	other, err := store.NoteProviderFailure(ctx, "webhook:0123456789abcdef", 30*time.Second)
+	require.NoError(t, err)
+	require.Less(t, other.For, time.Second, "each provider has its own")
+
+	// It answers: the next failure starts a new run.
+	require.NoError(t, store.NoteProviderSuccess(ctx, "email"))
+	after, err := store.NoteProviderFailure(ctx, "email", 30*time.Second)
+	require.NoError(t, err)
+	require.Less(t, after.For, time.Second, "an answer ends the outage")
+
+	// Quiet for longer than the gap (and a quarter of the run): a new run.
+	_, err = db.Pool.Exec(ctx, `UPDATE provider_health SET failing_since = now() - interval '2 minutes', last_failure_at = now() - interval '31 seconds' WHERE provider = 'email'`)
+	require.NoError(t, err)
+	quiet, err := store.NoteProviderFailure(ctx, "email", 30*time.Second)
+	require.NoError(t, err)
+	require.Less(t, quiet.For, time.Second)
+	// A long run keeps its retries far apart, so its gaps may be longer.
+	_, err = db.Pool.Exec(ctx, `UPDATE provider_health SET failing_since = now() - interval '1 hour', last_failure_at = now() - interval '5 minutes', last_success_at = NULL WHERE provider = 'email'`)
+	require.NoError(t, err)
+	long, err := store.NoteProviderFailure(ctx, "email", 30*time.Second)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, long.For, time.Hour)
+}
