@@ -5,8 +5,13 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -37,6 +42,16 @@ const (
 	// take the record; the error's details carry the provider's message id
 	// (SentProof), so whatever retries records instead of sending again.
 	ErrTypeSentNotRecorded = "SentNotRecorded"
+	// ErrTypeSendUnconfirmed: an attempt may have sent the key (no answer
+	// after its request left, or its claim lapsed with no record); the key
+	// stays claimed, and the retries wait for the provider's evidence.
+	ErrTypeSendUnconfirmed = "SendUnconfirmed"
+	// errTypeRateCapped: the provider's rate cap has no slot near enough;
+	// nothing was claimed or sent.
+	errTypeRateCapped = "RateCapped"
+	// errTypeDeliveryFailed: the provider refused for now, or could not be
+	// reached; nothing was sent.
+	errTypeDeliveryFailed = "DeliveryFailed"
 )
 
 // recordTimeout bounds the write of a completed send. It runs on a context
@@ -50,6 +65,31 @@ const recordTimeout = 10 * time.Second
 // ends this long before the attempt's deadline, and the record has time to
 // finish, or to fail with the proof (ErrTypeSentNotRecorded), before it.
 const LocalRecordReserve = recordTimeout + time.Second
+
+// SendAllowance is the least time a provider call is given on every path:
+// the longer of the two channels' own client timeouts, so the client, never
+// a shorter deadline of ours, decides when a provider is too slow.
+const SendAllowance = email.DefaultTimeout
+
+// The notify retry policy's backoff: the workflows set it on the activity,
+// and a retry after a provider's failure reads it to follow an outage.
+const (
+	NotifyInitialInterval = time.Second
+	NotifyMaximumInterval = delivery.MaxBackoff
+)
+
+// maxSlotWait bounds how long an attempt waits in place for its slot of the
+// provider's rate cap; a slot further out is asked for again by a retry.
+const maxSlotWait = 5 * time.Second
+
+// outageQuiet is how long a provider must go without failing for its next
+// failure to start a new outage.
+const outageQuiet = 30 * time.Second
+
+// DefaultEvidenceWait is how long a maybe-sent email waits for SendGrid's
+// events before it is sent again under the same key. SendGrid posts its
+// Event Webhook batches within about 30 seconds of processing a mail.
+const DefaultEvidenceWait = 5 * time.Minute
 
 // Activities are the worker's activities and what they need. The worker
 // registers one value; workflows call its methods through a nil pointer.
@@ -65,6 +105,21 @@ type Activities struct {
 	// Links makes the approve and reject links an overdue-approval
 	// escalation carries; nil sends it without links.
 	Links DecisionLinks
+	// EvidenceWait is how long a maybe-sent email (its call got no answer
+	// after the request left, or its attempt died mid-call) waits for the
+	// provider's event for its key before it is sent again under the same
+	// key; 0 sends it again at once. Set it when SendGrid's Event Webhook
+	// reaches serve (DefaultEvidenceWait); without it no evidence comes.
+	EvidenceWait time.Duration
+	// SendsPerSecond caps provider calls across every worker sharing the
+	// mirror, whatever path or task-queue partition reached them; 0 is no
+	// cap.
+	SendsPerSecond float64
+
+	// failing remembers the providers this worker saw fail, so the first
+	// answer after tells the shared record the outage is over, and a
+	// healthy provider's sends write nothing there.
+	failing sync.Map
 }
 
 // DecisionLinks makes the signed one-click links to approve or reject one
@@ -210,6 +265,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		res.Skipped, res.SkipReason = skip != "", skip
 		return res, err
 	}
+	if err := a.waitForSendSlot(ctx); err != nil {
+		return res, err
+	}
 
 	owner := fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	if info.IsLocalActivity {
@@ -218,6 +276,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
 		Key: key, ReminderID: in.ReminderID, Purpose: in.purpose(), Owner: owner, LeaseFor: leaseFor(ctx),
+		EvidenceWait: a.EvidenceWait,
 	})
 	if errors.Is(err, mirror.ErrNotFound) {
 		return res, notInTheMirror(err)
@@ -243,7 +302,27 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	case mirror.AlreadyFailed:
 		return res, temporal.NewNonRetryableApplicationError("delivery already failed permanently", ErrTypePermanentDelivery, nil)
 	case mirror.HeldElsewhere:
-		return res, temporal.NewApplicationError("another execution holds the delivery key", errTypeInProgress)
+		// Looked at again when its holder's lease lapses, if not sooner.
+		return res, temporal.NewApplicationErrorWithOptions("another execution holds the delivery key", errTypeInProgress,
+			temporal.ApplicationErrorOptions{NextRetryDelay: min(ownBackoff(info.Attempt), time.Until(claim.Until)+500*time.Millisecond)})
+	case mirror.Settled:
+		// The provider reported on the key: the unconfirmed send was a
+		// send. Record it; send nothing.
+		logger.Info("an unconfirmed send is settled by the provider's event; nothing sent again")
+		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
+		return res, a.recordSent(ctx, key, claim.ProviderMessageID, withDetail(detail, "settled_by", "the provider's event for the key"))
+	case mirror.Unconfirmed:
+		left := time.Until(claim.Until)
+		logger.Info("an earlier attempt may have sent this key; waiting for the provider's event", "left", left)
+		return res, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("an earlier attempt may have sent this key; nothing is sent again until the provider's event for it settles it, or %s pass without one",
+				left.Round(time.Second)),
+			ErrTypeSendUnconfirmed, temporal.ApplicationErrorOptions{NextRetryDelay: evidencePoll(info.Attempt, left)})
+	}
+	if !claim.MaybeSentBefore.IsZero() {
+		// No evidence came: sent again under the same key, which the
+		// receiver can deduplicate on. The record says so.
+		logger.Warn("sending again a key an earlier attempt may have sent", "maybe_sent_at", claim.MaybeSentBefore)
 	}
 	// From here on this attempt holds the key: anything that ends it
 	// without a send releases it, so the next attempt need not wait out
@@ -274,19 +353,32 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		took = time.Since(began)
 		cancel()
 	}
+	provider := providerOf(in, t)
 	var derr *delivery.Error
-	if errors.As(err, &derr) {
-		if derr.Permanent {
-			return res, a.failed(ctx, key, t, in, derr)
+	switch {
+	case errors.As(err, &derr) && derr.Permanent:
+		return res, a.failed(ctx, key, t, in, derr)
+	case errors.As(err, &derr) && derr.MaybeSent:
+		// An ambiguous outcome is a send: the claim is kept, and nothing
+		// sends the key again before the provider's evidence, or the
+		// wait for it, says whether it went.
+		a.unconfirmed(ctx, key, owner, derr, logger)
+		delay := evidencePoll(1, a.EvidenceWait)
+		if t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
+			delay = a.backoff(ctx, provider, derr, info.Attempt)
 		}
+		return res, temporal.NewApplicationErrorWithOptions(derr.Error(), ErrTypeSendUnconfirmed,
+			temporal.ApplicationErrorOptions{NextRetryDelay: delay})
+	case errors.As(err, &derr):
 		a.release(ctx, key, owner, logger)
-		return res, temporal.NewApplicationErrorWithOptions(derr.Error(), "DeliveryFailed",
-			temporal.ApplicationErrorOptions{NextRetryDelay: derr.RetryAfter})
-	}
-	if err != nil {
+		return res, temporal.NewApplicationErrorWithOptions(derr.Error(), errTypeDeliveryFailed,
+			temporal.ApplicationErrorOptions{NextRetryDelay: a.backoff(ctx, provider, derr, info.Attempt)})
+	case err != nil:
+		// Refused before any request was made (the body, the signature).
 		a.release(ctx, key, owner, logger)
 		return res, err
 	}
+	a.answered(ctx, provider, logger)
 	// Accepted. The proof goes to Temporal first (the SDK flushes it within
 	// its heartbeat throttle, and at once when the attempt fails or the
 	// worker stops), then to the mirror.
@@ -313,6 +405,121 @@ func (a *Activities) failed(ctx context.Context, key string, t mirror.Target, in
 		return err
 	}
 	return temporal.NewNonRetryableApplicationError(derr.Error(), ErrTypePermanentDelivery, nil)
+}
+
+// unconfirmed keeps the claim of a call that got no answer after its
+// request may have left, marked maybe sent; if that write fails, the lease
+// lapses and the next claim finds it the same.
+func (a *Activities) unconfirmed(ctx context.Context, key, owner string, derr *delivery.Error, logger log.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	logger.Warn("the provider gave no answer after the request may have reached it; the key stays claimed", "error", derr.Error())
+	if err := a.Mirror.MarkMaybeSent(ctx, key, owner, derr.Error()); err != nil {
+		logger.Warn("could not record the unconfirmed send; the claim lapses with its lease instead", "error", err)
+	}
+}
+
+// backoff is the wait before the next attempt after the provider failed
+// this one: as long as it asked, and at least what its outage, shared by
+// every worker through the mirror, calls for (delivery.Backoff). A refusal
+// of our own key is no outage.
+func (a *Activities) backoff(ctx context.Context, provider string, derr *delivery.Error, attempt int32) time.Duration {
+	if derr.Credentials {
+		return derr.RetryAfter
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	a.failing.Store(provider, true)
+	outage, err := a.Mirror.NoteProviderFailure(ctx, provider, outageQuiet)
+	if err != nil {
+		return derr.RetryAfter // the retry policy's own backoff, then
+	}
+	return max(derr.RetryAfter, delivery.Backoff(ownBackoff(attempt), outage.For, rand.Float64()))
+}
+
+// answered tells the shared record that a provider this worker saw fail
+// answers again, ending its outage; for a healthy provider it does nothing.
+func (a *Activities) answered(ctx context.Context, provider string, logger log.Logger) {
+	if _, saw := a.failing.LoadAndDelete(provider); !saw {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := a.Mirror.NoteProviderSuccess(ctx, provider); err != nil {
+		logger.Warn("could not record that the provider answers again", "error", err)
+	}
+}
+
+// ownBackoff is the wait the notify retry policy gives before attempt+1.
+func ownBackoff(attempt int32) time.Duration {
+	d := NotifyInitialInterval
+	for i := int32(1); i < attempt && d < NotifyMaximumInterval; i++ {
+		d *= 2
+	}
+	return min(d, NotifyMaximumInterval)
+}
+
+// evidencePoll is how soon an attempt that found a key maybe sent looks for
+// the provider's event again: soon at first (events come within seconds),
+// then less often, and just after the wait for it ends.
+func evidencePoll(attempt int32, left time.Duration) time.Duration {
+	return max(min(ownBackoff(attempt), 30*time.Second, left+500*time.Millisecond), time.Second)
+}
+
+// providerOf names the provider a delivery calls, for its shared health
+// record: the mail API, or the webhook receiver's host (never its URL).
+func providerOf(in NotifyInput, t mirror.Target) string {
+	if t.Reminder.Channel != reminder.Webhook || in.purpose() == reminder.PurposeEscalation {
+		return "email"
+	}
+	host := t.Reminder.WebhookURL
+	if u, err := url.Parse(t.Reminder.WebhookURL); err == nil {
+		host = u.Host
+	}
+	sum := sha256.Sum256([]byte(host))
+	return "webhook:" + hex.EncodeToString(sum[:8])
+}
+
+// waitForSendSlot holds a call to the provider's rate cap, kept in the
+// mirror for every worker: it waits in place for a slot up to maxSlotWait
+// (leaving the call its SendAllowance), and past that asks to be retried
+// when one is near. Nothing is claimed yet.
+func (a *Activities) waitForSendSlot(ctx context.Context) error {
+	if a.SendsPerSecond <= 0 {
+		return nil
+	}
+	every := time.Duration(float64(time.Second) / a.SendsPerSecond)
+	ahead := max(min(maxSlotWait, time.Until(attemptDeadline(ctx))-SendAllowance-time.Second), 0)
+	wait, ok, err := a.Mirror.TakeSendSlot(ctx, "notify", every, ahead)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Spread the retries over the wait, so they do not all come back
+		// for the same slot.
+		retry := wait + time.Duration(rand.Float64()*float64(max(wait, every)))
+		return temporal.NewApplicationErrorWithOptions("the provider's rate cap has no slot within "+maxSlotWait.String()+
+			"; nothing was sent", errTypeRateCapped, temporal.ApplicationErrorOptions{NextRetryDelay: retry})
+	}
+	if wait <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func withDetail(detail map[string]any, k string, v any) map[string]any {
+	out := map[string]any{k: v}
+	for dk, dv := range detail {
+		out[dk] = dv
+	}
+	return out
 }
 
 // release gives the claim up; if that fails too, the lease runs out instead.
@@ -352,6 +559,11 @@ func isNonRetryable(err error) bool {
 func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string, error) {
 	switch in.purpose() {
 	case reminder.PurposeCancellation:
+		// No attempt of the reminder's own delivery runs any more: a claim
+		// one left without a word may have sent, and says so from now.
+		if err := a.Mirror.AbandonClaims(ctx, in.ReminderID); err != nil {
+			return "", err
+		}
 		delivered, err := a.Mirror.WasDelivered(ctx, in.ReminderID)
 		if err != nil || delivered {
 			return "", err
@@ -428,6 +640,14 @@ type TransitionInput struct {
 func (a *Activities) RecordTransition(ctx context.Context, in TransitionInput) error {
 	_, err := a.Mirror.Transition(ctx, in.ReminderID, in.To, in.Event, in.Detail)
 	return err
+}
+
+// RecordCancel mirrors a cancel that met a send: a pending reminder ends
+// cancelled, and "cancelled" is appended either way. It returns the state
+// the row is in after (cancelled, or the final state it had reached). A
+// local activity.
+func (a *Activities) RecordCancel(ctx context.Context, in TransitionInput) (reminder.State, error) {
+	return a.Mirror.Cancel(ctx, in.ReminderID, in.Event, in.Detail)
 }
 
 // RescheduleInput is a reminder's move to a new due time and delivery key.

@@ -153,7 +153,7 @@ func TestRetryAfterAnUnrecordedSendRecordsInsteadOfSending(t *testing.T) {
 			started = append(started, a.GetAttempt())
 		}
 	}
-	require.Equal(t, []int32{1}, started, "the local attempt failed; the activity recorded on its first attempt")
+	require.Equal(t, []int32{2}, started, "the first attempt sent and could not record; its retry recorded from the heartbeat")
 
 	var status, providerID string
 	require.NoError(t, s.DB.Pool.QueryRow(ctx, `

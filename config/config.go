@@ -80,6 +80,9 @@ type Config struct {
 	// WorkerActivitiesPerSecond caps deliveries across all workers of the
 	// task queue (the mail provider's rate limit); 0 is unlimited.
 	WorkerActivitiesPerSecond float64
+	// UnconfirmedSendWait is how long a maybe-sent email waits for
+	// SendGrid's event for its key before it is sent again under it.
+	UnconfirmedSendWait time.Duration
 
 	// Codec encrypts Temporal payloads; nil only when CodecOff.
 	Codec    *codec.Codec
@@ -204,6 +207,9 @@ func Load(lookup Lookup) (Config, error) {
 	}
 	if c.WorkerActivitiesPerSecond, err = strconv.ParseFloat(get("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND"), 64); err != nil || c.WorkerActivitiesPerSecond < 0 {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND: want a number of deliveries per second, 0 for no cap")
+	}
+	if c.UnconfirmedSendWait, err = durationIn(get("SHIPNOTIFY_UNCONFIRMED_SEND_WAIT"), 0, 24*time.Hour); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_UNCONFIRMED_SEND_WAIT: %w", err)
 	}
 	if err := c.loadCodec(get); err != nil {
 		return Config{}, err

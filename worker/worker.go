@@ -24,7 +24,9 @@ type Options struct {
 	ActivitiesPerSecond float64
 	// MaxConcurrentWorkflowTasks, MaxConcurrentLocalActivities and the
 	// pollers are the SDK's own knobs, named here so the benchmark can pin
-	// them to the same values on every worker it compares.
+	// them to the same values on every worker it compares. Pollers left at
+	// 0 scale themselves (the SDK's poller autoscaling, which the server
+	// steers by its backlog).
 	MaxConcurrentWorkflowTasks   int
 	MaxConcurrentLocalActivities int
 	WorkflowTaskPollers          int
@@ -71,7 +73,7 @@ func New(c client.Client, taskQueue string, acts *activities.Activities, o Optio
 // SDKOptions are the SDK worker options a shipnotify worker runs with; the
 // benchmark's baseline workers take the same, so only the workflow differs.
 func SDKOptions(o Options) sdkworker.Options {
-	return sdkworker.Options{
+	opts := sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      o.MaxConcurrentActivities,
 		TaskQueueActivitiesPerSecond:            o.ActivitiesPerSecond,
 		MaxConcurrentWorkflowTaskExecutionSize:  o.MaxConcurrentWorkflowTasks,
@@ -82,6 +84,16 @@ func SDKOptions(o Options) sdkworker.Options {
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
 	}
+	// A fixed count of pollers either sits in long polls while a burst
+	// waits, or is too many at rest; the server's scaling decisions follow
+	// the backlog (it needs Temporal 1.28 or later).
+	if o.WorkflowTaskPollers == 0 {
+		opts.WorkflowTaskPollerBehavior = sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
+	}
+	if o.ActivityTaskPollers == 0 {
+		opts.ActivityTaskPollerBehavior = sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
+	}
+	return opts
 }
 
 // Register adds shipnotify's workflows and activities to a registry; tests

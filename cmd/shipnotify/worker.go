@@ -99,7 +99,9 @@ func newActivities(cfg config.Config, store *mirror.Store) *activities.Activitie
 			APIKey: cfg.SendGridAPIKey, BaseURL: cfg.SendGridBaseURL,
 			FromEmail: cfg.FromEmail, FromName: cfg.FromName, Now: time.Now,
 		}),
-		Webhook: webhook.NewSender(webhook.Options{Guard: cfg.Webhooks, Now: time.Now}),
+		Webhook:        webhook.NewSender(webhook.Options{Guard: cfg.Webhooks, Now: time.Now}),
+		EvidenceWait:   cfg.UnconfirmedSendWait,
+		SendsPerSecond: cfg.WorkerActivitiesPerSecond,
 	}
 	// Without a public URL and a key, escalations carry no decision links.
 	if l := cfg.Links(time.Now); l != nil {

@@ -1,0 +1,99 @@
+package activities_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/delivery"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+func retryDelay(t *testing.T, err error) time.Duration {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.False(t, appErr.NonRetryable(), "%v", err)
+	return appErr.NextRetryDelay()
+}
+
+// A retry after the provider failed follows the provider's outage, which
+// every worker shares through the mirror: a blip leaves the wait to the
+// retry policy; five minutes into an outage a retry waits about
+// delivery.OutageFloor, whatever its own attempt count, so the backlog goes
+// within that of the recovery; the first answer after ends the outage.
+func TestAProvidersOutagePacesTheRetries(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	in := f.schedule(t, reminder.Email)
+
+	f.mail.Fail(sink.Answer{Status: 503})
+	_, err := f.notify(t, in)
+	require.Zero(t, retryDelay(t, err), "a blip: the retry policy's own backoff")
+
+	_, err = f.db.Pool.Exec(ctx, `UPDATE provider_health SET failing_since = now() - interval '5 minutes'`)
+	require.NoError(t, err)
+	f.mail.Fail(sink.Answer{Status: 503})
+	_, err = f.notify(t, in)
+	d := retryDelay(t, err)
+	require.GreaterOrEqual(t, d, time.Duration(0.8*float64(delivery.OutageFloor)), "no hammering a provider known down")
+	require.LessOrEqual(t, d, time.Duration(1.2*float64(delivery.OutageFloor)), "none sleeps through the recovery")
+
+	_, err = f.notify(t, in)
+	require.NoError(t, err, "it answers again")
+	var ended bool
+	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT last_success_at > last_failure_at FROM provider_health WHERE provider = 'email'`).Scan(&ended))
+	require.True(t, ended, "the answer ended the outage")
+	other := f.schedule(t, reminder.Email)
+	f.mail.Fail(sink.Answer{Status: 503})
+	_, err = f.notify(t, other)
+	require.Zero(t, retryDelay(t, err), "a failure after the recovery is a blip again")
+}
+
+// The provider's rate cap holds across workers: two workers' activities,
+// sharing the mirror, call the provider no faster than the cap together,
+// whatever reached them at once.
+func TestTheRateCapHoldsAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.acts.SendsPerSecond = 4
+	// Another worker: its own process, the same mirror and cap.
+	second := &activities.Activities{Mirror: f.acts.Mirror, Email: f.acts.Email, Webhook: f.acts.Webhook, SendsPerSecond: 4}
+	var ins []activities.NotifyInput
+	for range 12 {
+		ins = append(ins, f.schedule(t, reminder.Email))
+	}
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		acts := f.acts
+		if i%2 == 1 {
+			acts = second
+		}
+		wg.Go(func() {
+			g := *f
+			g.acts = acts
+			require.Eventually(t, func() bool {
+				_, err := g.notify(t, in)
+				return err == nil
+			}, time.Minute, 100*time.Millisecond)
+		})
+	}
+	wg.Wait()
+	var at []time.Time
+	for _, m := range f.mail.Mails() {
+		at = append(at, m.Received)
+	}
+	require.Len(t, at, len(ins))
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 0; i+4 < len(at); i++ {
+		require.GreaterOrEqual(t, at[i+4].Sub(at[i]), 900*time.Millisecond, "five sends within a second at a cap of 4/s: %v", at)
+	}
+}

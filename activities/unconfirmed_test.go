@@ -1,0 +1,213 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/webhook"
+)
+
+// slowMailAPI makes the fixture's mail API take every mail at once and
+// answer after answerAfter, while our client gives up after giveUp: each
+// call's outcome is unknown to the activity, as with a slow SendGrid.
+func (f *fixture) slowMailAPI(answerAfter, giveUp time.Duration) {
+	f.mail.SetLatency(answerAfter)
+	f.acts.Email = email.NewSender(email.Options{
+		APIKey: "SG.test-key", BaseURL: f.mail.URL(), FromEmail: "reminders@shipnotify.example", Timeout: giveUp,
+	})
+}
+
+func errType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+// waitMails waits until the mail sink has taken n mails.
+func (f *fixture) waitMails(t *testing.T, n int) []sink.Mail {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mails, err := f.mail.Wait(ctx, func(m []sink.Mail) bool { return len(m) >= n && f.mail.InFlight() == 0 })
+	require.NoError(t, err)
+	return mails
+}
+
+// A call cut after its request may have reached the provider is a send:
+// the attempt keeps its claim, marked maybe sent with why, and the next
+// attempt sends nothing while it waits for the provider's evidence. (Before,
+// the claim was released as "nothing was sent" and the retry sent again:
+// every slow answer became a duplicate.)
+func TestAnUnansweredSendKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.slowMailAPI(time.Second, 200*time.Millisecond)
+	f.acts.EvidenceWait = time.Minute
+	in := f.schedule(t, reminder.Email)
+
+	_, err := f.notify(t, in)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.False(t, appErr.NonRetryable())
+	require.Equal(t, "maybe_sent", f.delivery(t, in.Key()).Status, "the claim is kept")
+	f.waitMails(t, 1)
+
+	_, err = f.notify(t, in)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "the retry waits for evidence: %v", err)
+	require.ErrorAs(t, err, &appErr)
+	require.Positive(t, appErr.NextRetryDelay(), "it says when to look again")
+	require.Equal(t, 1, f.mail.Requests(), "nothing sent again")
+	require.Equal(t, []string{"scheduled", "send_unconfirmed"}, f.eventTypes(t, in.ReminderID))
+}
+
+// The provider's own event for the key (SendGrid's processed, delivered...)
+// settles an unconfirmed send: the reminder is recorded sent under the
+// provider's message id, and nothing is sent again.
+func TestAProviderEventSettlesAnUnconfirmedSend(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.slowMailAPI(time.Second, 200*time.Millisecond)
+	f.acts.EvidenceWait = time.Minute
+	in := f.schedule(t, reminder.Email)
+	_, err := f.notify(t, in)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
+	m := f.waitMails(t, 1)[0]
+	_, err = f.mirror.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{{
+		ID: "ev-1", DeliveryKey: in.Key(), Outcome: reminder.OutcomeProcessed, At: time.Now().UTC().Truncate(time.Second),
+		MessageID: m.MessageID,
+	}}, time.Hour)
+	require.NoError(t, err)
+
+	res, err := f.notify(t, in)
+	require.NoError(t, err)
+	require.True(t, res.AlreadySent, "nothing sent again")
+	require.Equal(t, m.MessageID, res.ProviderMessageID)
+	require.Equal(t, 1, f.mail.Requests())
+	d := f.delivery(t, in.Key())
+	require.Equal(t, "sent", d.Status)
+	require.Equal(t, m.MessageID, d.ProviderMessageID)
+	row, err := f.mirror.Get(context.Background(), in.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, reminder.Sent, row.State)
+	require.Equal(t, []string{"scheduled", "send_unconfirmed", "provider_processed", "sent"}, f.eventTypes(t, in.ReminderID))
+	events, err := f.mirror.Events(context.Background(), in.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, "the provider's event for the key", events[3].Detail["settled_by"])
+}
+
+// With no event for the key within the wait (no Event Webhook, or the
+// provider never had it), the key is sent again, under the same key, and
+// the record says it may have gone out twice: the documented window.
+func TestWithoutEvidenceAnUnconfirmedSendGoesAgainAfterTheWait(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.slowMailAPI(time.Second, 200*time.Millisecond)
+	f.acts.EvidenceWait = 2 * time.Second
+	in := f.schedule(t, reminder.Email)
+	_, err := f.notify(t, in)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
+	f.waitMails(t, 1)
+	unconfirmedAt := time.Now()
+
+	f.mail.SetLatency(0)
+	require.Eventually(t, func() bool {
+		_, err := f.notify(t, in)
+		return err == nil
+	}, 20*time.Second, 200*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(unconfirmedAt), time.Second, "not before the wait")
+	mails := f.waitMails(t, 2)
+	require.Len(t, mails, 2)
+	require.Equal(t, mails[0].CustomArgs["delivery_key"], mails[1].CustomArgs["delivery_key"], "the same key, which a receiver can drop")
+	events, err := f.mirror.Events(context.Background(), in.ReminderID)
+	require.NoError(t, err)
+	last := events[len(events)-1]
+	require.Equal(t, "sent", last.Type)
+	require.NotEmpty(t, last.Detail["maybe_sent_before"], "the record says it may have gone twice")
+}
+
+// A claim whose holder died mid-call (its lease lapsed with no record, no
+// release) may have sent: it waits for evidence like an unconfirmed send,
+// and the provider's event settles it.
+func TestALapsedClaimIsAnUnconfirmedSend(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.acts.EvidenceWait = time.Minute
+	in := f.schedule(t, reminder.Email)
+	_, err := f.db.Pool.Exec(context.Background(), `
+INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
+VALUES ($1, $2, 'reminder', 'sending', 'a-worker-that-died', now() - interval '1 second')`, in.Key(), in.ReminderID)
+	require.NoError(t, err)
+
+	_, err = f.notify(t, in)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
+	require.Zero(t, f.mail.Requests(), "nothing sent while it may have been")
+	require.Equal(t, "maybe_sent", f.delivery(t, in.Key()).Status)
+
+	_, err = f.mirror.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{{
+		ID: "ev-lapsed", DeliveryKey: in.Key(), Outcome: reminder.OutcomeDelivered, At: time.Now().UTC().Truncate(time.Second),
+		MessageID: "msg-of-the-dead-worker",
+	}}, time.Hour)
+	require.NoError(t, err)
+	res, err := f.notify(t, in)
+	require.NoError(t, err)
+	require.Equal(t, "msg-of-the-dead-worker", res.ProviderMessageID)
+	require.Zero(t, f.mail.Requests())
+	row, err := f.mirror.Get(context.Background(), in.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, reminder.Delivered, row.State, "the delivered event came before the record")
+}
+
+// A webhook receiver's answer is the only evidence there is, and Standard
+// Webhooks receivers drop a repeated webhook-id: an unconfirmed webhook is
+// sent again at the next attempt, under the same id.
+func TestAnUnconfirmedWebhookGoesAgainUnderTheSameID(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.acts.EvidenceWait = time.Hour
+	var calls atomic.Int32
+	var mu sync.Mutex
+	var ids []string
+	release := make(chan struct{})
+	slowFirst := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ids = append(ids, r.Header.Get("webhook-id"))
+		mu.Unlock()
+		if calls.Add(1) == 1 {
+			<-release // no answer before our client gives up
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(slowFirst.Close)
+	t.Cleanup(func() { close(release) })
+	f.acts.Webhook = webhook.NewSender(webhook.Options{Guard: webhook.Guard{AllowLoopback: true}, Timeout: 300 * time.Millisecond})
+	in := f.schedule(t, reminder.Webhook)
+	_, err := f.db.Pool.Exec(context.Background(), `UPDATE reminders SET webhook_url = $2 WHERE id = $1`, in.ReminderID, slowFirst.URL+"/in")
+	require.NoError(t, err)
+
+	_, err = f.notify(t, in)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
+	require.Equal(t, "maybe_sent", f.delivery(t, in.Key()).Status)
+	_, err = f.notify(t, in)
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{in.Key(), in.Key()}, ids, "sent again under the same webhook-id")
+}
