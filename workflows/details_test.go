@@ -99,6 +99,7 @@ func TestCurrentDetailsSayHowTheReminderEnded(t *testing.T) {
 func TestCancellationNoticeCurrentDetails(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.mayHaveSent = true
 	h.env.ExecuteWorkflow(workflows.CancellationNoticeWorkflow, workflows.CancellationNoticeInput{
 		ReminderID: "SHP-1/window-1/ops", ShipmentID: "SHP-1", UpdateID: "window-1", SubscriberID: "ops",
 		By: "tracker", Reason: "shipment cancelled",

@@ -16,13 +16,12 @@ import (
 // Activity timeouts and retries. The notify activity's retry budget is about
 // three days, as Stripe and Svix give webhooks; after that the reminder fails.
 const (
-	notifyAttemptTimeout  = 30 * time.Second
-	notifyInitialInterval = time.Second
-	// localSendBudget bounds the first, local attempt's provider call: a
-	// provider slower than this is left to the regular activity. The
-	// attempt also keeps the time its record may take.
-	localSendBudget     = 5 * time.Second
-	localAttemptTimeout = localSendBudget + activities.LocalRecordReserve
+	notifyAttemptTimeout = 30 * time.Second
+	// localAttemptTimeout bounds the local first attempt reminders at
+	// changeLocalFirstAttempt's version 1 make: an honest provider call
+	// (activities.SendAllowance, as on every path) and the time its record
+	// may take. (A local activity's timeout is not in the history.)
+	localAttemptTimeout = activities.SendAllowance + time.Second + activities.LocalRecordReserve
 	notifyRetryBudget   = 72 * time.Hour
 	// operatorWriteBudget bounds the mirror write of an operator's change
 	// (a reschedule, a decision). Past it the change fails, nothing moves,
@@ -53,9 +52,25 @@ const (
 	changeRescheduleWritesFirst = "operator-change-writes-mirror-first"
 	// changeCancelStopsSend: a cancel stops a send that is still retrying.
 	changeCancelStopsSend = "cancel-stops-a-retrying-send"
-	// changeLocalFirstAttempt: the notify's first attempt runs as a local
-	// activity in the timer's workflow task; the activity is the fallback.
+	// changeLocalFirstAttempt: at version 1 the notify's first attempt ran
+	// as a local activity in the timer's workflow task, the activity its
+	// fallback. Version 2 retires it: a local activity passes by the task
+	// queue's rate limit, cannot hear a cancel, and holds the workflow task
+	// open while the provider answers. Reminders at version 1 replay it.
 	changeLocalFirstAttempt = "notify-first-attempt-local"
+	// changeCancelSettlesTheSend: a cancel during the send (the cancel
+	// update, or a cancel of the workflow itself) waits for the send's own
+	// outcome and ends cancelled, with the notice when the provider may
+	// have the reminder; a proof of a send only the workflow holds is
+	// recorded first. Before it, a workflow cancel during the send ended
+	// failed, and a stopped send counted as nothing sent.
+	changeCancelSettlesTheSend = "cancel-settles-the-send"
+)
+
+// The versions of changeLocalFirstAttempt.
+const (
+	localFirstAttempt   workflow.Version = 1
+	firstAttemptRetired workflow.Version = 2
 )
 
 var a *activities.Activities
@@ -117,6 +132,8 @@ type run struct {
 	// reminder; stopApprovalEscalation abandons the approval one.
 	escalations            int
 	stopApprovalEscalation workflow.CancelFunc
+	// settles caches changeCancelSettlesTheSend's version once asked.
+	settles *workflow.Version
 }
 
 func newRun(ctx workflow.Context, in ReminderInput) *run {
@@ -256,34 +273,47 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 	}
 }
 
-// deliver sends the reminder. Its first attempt runs as a local activity in
-// the workflow task the timer's firing brought, so a delivered reminder's
-// history has no activity task and no further workflow task; if that attempt
-// fails or times out, the regular notify activity takes over with the rest
-// of the retry budget. A cancel that arrives while the activity is still
+// deliver sends the reminder with the notify activity, retried within the
+// retry budget; the provider's rate cap, set on the task queue and kept in
+// the mirror, paces it. A cancel that arrives while the activity is still
 // retrying stops it: a cancelled shipment's reminder must not go out hours
-// later. A permanent failure fails the reminder and escalates once; a mirror
-// row that another path finished (cancelled while the workflow was being
-// started) ends the reminder as the mirror says, with nothing sent.
+// later; a cancel while an attempt is in the provider's hands waits for its
+// answer. A permanent failure fails the reminder and escalates once; a
+// mirror row that another path finished (cancelled while the workflow was
+// being started) ends the reminder as the mirror says, with nothing sent.
+// Reminders at changeLocalFirstAttempt's version 1 make their first attempt
+// as a local activity first.
 func (r *run) deliver(ctx workflow.Context) error {
 	r.sending = true
 	r.showSending(ctx)
 	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due}
 	began := workflow.Now(ctx)
-	if workflow.GetVersion(ctx, changeLocalFirstAttempt, workflow.DefaultVersion, 1) == 1 {
+	if workflow.GetVersion(ctx, changeLocalFirstAttempt, workflow.DefaultVersion, firstAttemptRetired) == localFirstAttempt {
 		sent, err := r.sendLocally(ctx, in)
-		if !tryAgainAsActivity(err) {
+		if !tryAgainAsActivity(err) || ctx.Err() != nil && r.settlesTheSend(ctx) {
 			return r.sent(ctx, sent, err)
 		}
 		workflow.GetLogger(ctx).Info("first attempt failed; the notify activity takes over",
 			"reminder_id", r.in.ReminderID, "error", failureReason(err))
 		in.Fallback, in.SentAs = true, sentAs(err)
-		if err := r.backOff(ctx, err); err != nil {
+		if err := r.backOff(ctx, err); err != nil && (in.SentAs == "" || !r.settlesTheSend(ctx)) {
 			return err
 		}
 	}
 	sent, err := r.sendAsActivity(ctx, in, notifyRetryBudget-workflow.Now(ctx).Sub(began))
 	return r.sent(ctx, sent, err)
+}
+
+// settlesTheSend reports whether this reminder runs changeCancelSettlesTheSend;
+// it is asked only once a cancel meets a send, so a reminder never cancelled
+// there carries no marker for it.
+func (r *run) settlesTheSend(ctx workflow.Context) bool {
+	if r.settles == nil {
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+		v := workflow.GetVersion(ctx, changeCancelSettlesTheSend, workflow.DefaultVersion, 1)
+		r.settles = &v
+	}
+	return *r.settles == 1
 }
 
 // sendLocally makes the first attempt as a local activity. A cancel does not
@@ -325,7 +355,7 @@ func sentAs(err error) string {
 // backOff waits before the regular activity's first attempt as a retry
 // would (as long as the provider asked, if it did), or until a cancel.
 func (r *run) backOff(ctx workflow.Context, failure error) error {
-	wait := notifyInitialInterval
+	wait := activities.NotifyInitialInterval
 	var appErr *temporal.ApplicationError
 	if errors.As(failure, &appErr) && appErr.NextRetryDelay() > 0 {
 		wait = appErr.NextRetryDelay()
@@ -334,9 +364,19 @@ func (r *run) backOff(ctx workflow.Context, failure error) error {
 	return err
 }
 
-// sendAsActivity runs the notify activity with budget left to retry in.
+// sendAsActivity runs the notify activity with budget left to retry in. A
+// cancel update stops it; a cancel of the workflow itself reaches it through
+// its context. Either way the activity says how it ended (it waits for the
+// cancel), and its outcome is read on a disconnected context: an attempt
+// already in the provider's hands finishes and reports its send. An
+// activity that only records a send the workflow holds the proof of
+// (in.SentAs) sends nothing, so no cancel stops it.
 func (r *run) sendAsActivity(ctx workflow.Context, in activities.NotifyInput, budget time.Duration) (activities.NotifyResult, error) {
 	sendCtx, stopSend := workflow.WithCancel(ctx)
+	proofOnly := in.SentAs != "" && r.settlesTheSend(ctx)
+	if proofOnly {
+		sendCtx, stopSend = workflow.NewDisconnectedContext(ctx)
+	}
 	opts := sendOptions(sendCtx)
 	if in.Fallback {
 		o := workflow.GetActivityOptions(opts)
@@ -344,17 +384,21 @@ func (r *run) sendAsActivity(ctx workflow.Context, in activities.NotifyInput, bu
 		opts = workflow.WithActivityOptions(opts, o)
 	}
 	f := workflow.ExecuteActivity(opts, a.Notify, in)
-	if err := workflow.Await(ctx, func() bool { return f.IsReady() || r.cancel != nil }); err != nil {
+	err := workflow.Await(ctx, func() bool { return f.IsReady() || r.cancel != nil })
+	switch {
+	case err != nil && !r.settlesTheSend(ctx):
+		// As reminders before changeCancelSettlesTheSend ran it.
 		return activities.NotifyResult{}, err
-	}
-	if !f.IsReady() && workflow.GetVersion(ctx, changeCancelStopsSend, workflow.DefaultVersion, 1) == 1 {
+	case err == nil && !f.IsReady() && !proofOnly &&
+		workflow.GetVersion(ctx, changeCancelStopsSend, workflow.DefaultVersion, 1) == 1:
 		// The activity heartbeats, so an attempt in flight hears of it
 		// before it calls the provider; one that already called finishes
 		// and reports the send (then compensated).
 		stopSend()
 	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	var sent activities.NotifyResult
-	err := f.Get(ctx, &sent)
+	err = f.Get(dctx, &sent)
 	return sent, err
 }
 
@@ -362,12 +406,15 @@ func (r *run) sendAsActivity(ctx workflow.Context, in activities.NotifyInput, bu
 func (r *run) sent(ctx workflow.Context, sent activities.NotifyResult, err error) error {
 	r.sending = false
 	var canceled *temporal.CanceledError
+	cancelled := r.cancel != nil || ctx.Err() != nil
 	switch {
 	case err == nil:
-	case errors.As(err, &canceled) && r.cancel != nil:
-		return r.endCancelled(ctx)
 	case errorType(err) == activities.ErrTypeReminderFinished:
 		return r.endAsTheMirrorSays(ctx, err)
+	case cancelled && r.settlesTheSend(ctx):
+		return r.endCancelledDuringSend(ctx, err)
+	case errors.As(err, &canceled) && r.cancel != nil:
+		return r.endCancelled(ctx)
 	default:
 		reason := failureReason(err)
 		workflow.GetLogger(ctx).Warn("delivery failed for good", "reminder_id", r.in.ReminderID, "error", reason)
@@ -379,8 +426,49 @@ func (r *run) sent(ctx workflow.Context, sent activities.NotifyResult, err error
 	// The activity wrote "sent" to the mirror with the delivery.
 	r.state = reminder.Sent
 	r.note(ctx, "sent", "")
+	if ctx.Err() != nil {
+		// The workflow was cancelled while the send went out:
+		// cancelledFromOutside compensates it.
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		if err := upsertState(dctx, reminder.Sent); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
 	if err := upsertState(ctx, reminder.Sent); err != nil {
 		return err
+	}
+	return r.finish(ctx)
+}
+
+// endCancelledDuringSend ends a reminder cancelled while its send ran, when
+// the send did not report one (it was stopped, failed, or its outcome is
+// unknown): that is not taken for "nothing was sent". A proof of a send
+// only the workflow holds is recorded first; then the cancel is recorded,
+// and the cancellation notice goes out if the mirror holds a delivery that
+// may have reached the provider (sent, unconfirmed, or a claim its attempt
+// left without a word). Without one it is a plain cancel. Never failed,
+// never silent.
+func (r *run) endCancelledDuringSend(ctx workflow.Context, cause error) error {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if r.cancel == nil {
+		r.cancel = &CancelRequest{By: "temporal", Reason: "the workflow was cancelled"}
+	}
+	if proof := sentAs(cause); proof != "" {
+		in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
+			Fallback: true, SentAs: proof}
+		if _, err := r.sendAsActivity(dctx, in, notifyRetryBudget); err != nil {
+			workflow.GetLogger(ctx).Error("the proof of a send could not be recorded", "reminder_id", r.in.ReminderID, "error", err)
+		}
+	}
+	if err := workflow.Await(dctx, func() bool { return r.busy == 0 }); err != nil {
+		return err
+	}
+	r.abandonApprovalEscalation()
+	r.cancelOutcome = r.compensateDuringSend(dctx)
+	if ctx.Err() != nil {
+		// A cancel of the workflow itself: it shows as cancelled.
+		return ctx.Err()
 	}
 	return r.finish(ctx)
 }
@@ -481,6 +569,47 @@ func (r *run) compensate(ctx workflow.Context) (outcome string) {
 	}
 	r.compensated = true
 	r.note(ctx, "cancellation_sent", "")
+	return OutcomeCompensated
+}
+
+// compensateDuringSend records a cancel that met a send which did not
+// report one, then sends the cancellation notice, which goes out only if the
+// mirror holds a delivery of the reminder that may have reached the
+// provider, and says which it came to. The reminder takes the state the
+// mirror gives it: cancelled, or the one it already ended in.
+func (r *run) compensateDuringSend(ctx workflow.Context) (outcome string) {
+	state := reminder.Cancelled
+	err := workflow.ExecuteLocalActivity(mirrorWriteOptions(ctx), a.RecordCancel, activities.TransitionInput{
+		ReminderID: r.in.ReminderID, To: reminder.Cancelled, Event: "cancelled",
+		Detail: map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "during": "send"},
+	}).Get(ctx, &state)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("mirror write failed", "reminder_id", r.in.ReminderID, "event", "cancelled", "error", err)
+	}
+	r.state = state
+	r.note(ctx, "cancelled", "during the send")
+	if err := upsertState(ctx, state); err != nil {
+		workflow.GetLogger(ctx).Error("search attribute upsert failed", "error", err)
+	}
+	showCompensation(ctx, "")
+	var res activities.NotifyResult
+	err = workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+		Purpose: reminder.PurposeCancellation, ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
+	}).Get(ctx, &res)
+	switch {
+	case err != nil:
+		r.note(ctx, "cancellation_failed", failureReason(err))
+		showCompensation(ctx, OutcomeCompensationFailed)
+		return OutcomeCompensationFailed
+	case res.Skipped:
+		// Nothing of it can have reached the provider: a plain cancel.
+		r.note(ctx, "cancellation_skipped", res.SkipReason)
+		r.showDone(ctx)
+		return OutcomeCancelled
+	}
+	r.compensated = true
+	r.note(ctx, "cancellation_sent", "")
+	showCompensation(ctx, OutcomeCompensated)
 	return OutcomeCompensated
 }
 
@@ -619,9 +748,9 @@ func notifyOptions(ctx workflow.Context) workflow.Context {
 		StartToCloseTimeout:    notifyAttemptTimeout,
 		ScheduleToCloseTimeout: notifyRetryBudget,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        notifyInitialInterval,
+			InitialInterval:        activities.NotifyInitialInterval,
 			BackoffCoefficient:     2,
-			MaximumInterval:        10 * time.Minute,
+			MaximumInterval:        activities.NotifyMaximumInterval,
 			NonRetryableErrorTypes: notifyPermanentErrors,
 		},
 	})

@@ -14,6 +14,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
@@ -66,6 +67,25 @@ type harness struct {
 	respond func(activities.NotifyInput) (activities.NotifyResult, error)
 	// failEscalation, failReschedule and failDecision make those fail.
 	failEscalation, failReschedule, failDecision error
+	// mayHaveSent: a reminder's own send reported a send, or an unknown
+	// outcome; the cancellation notice stand-in sends only then, as the
+	// notify activity does from the mirror.
+	mayHaveSent bool
+	// mirrorState is the state RecordCancel finds the row in, when set.
+	mirrorState reminder.State
+}
+
+// pin makes new runs record version v for changeID (reminders started on
+// an earlier release record what it knew; a test of their path pins it).
+func (h *harness) pin(changeID string, v workflow.Version) {
+	h.env.SetWorkerOptions(sdkworker.Options{
+		PreferredVersionProvider: func(in sdkworker.PreferredVersionProviderInput) *sdkworker.VersionPreference {
+			if in.ChangeID == changeID {
+				return &sdkworker.VersionPreference{Version: v}
+			}
+			return nil
+		},
+	})
 }
 
 // newHarness builds a harness whose notify activity takes sendTime (of
@@ -86,11 +106,19 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 			switch {
 			case in.Purpose == reminder.PurposeEscalation && h.failEscalation != nil:
 				return activities.NotifyResult{}, h.failEscalation
+			case in.Purpose == reminder.PurposeCancellation && !h.mayHaveSent:
+				return activities.NotifyResult{Skipped: true, SkipReason: "the reminder was never delivered"}, nil
 			case in.Purpose != "":
 			case h.respond != nil:
-				return h.respond(in)
+				res, err := h.respond(in)
+				h.mayHaveSent = h.mayHaveSent || err == nil || errorType(err) == activities.ErrTypeSendUnconfirmed ||
+					errorType(err) == activities.ErrTypeSentNotRecorded
+				return res, err
 			case h.fail != nil:
 				return activities.NotifyResult{}, h.fail
+			}
+			if in.Purpose == "" {
+				h.mayHaveSent = true
 			}
 			return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: "pm-1"}, nil
 		})
@@ -102,6 +130,15 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 			h.transitions = append(h.transitions, in)
 			h.transitionsAt = append(h.transitionsAt, h.env.Now().UTC())
 			return nil
+		})
+	h.env.OnActivity(acts.RecordCancel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TransitionInput) (reminder.State, error) {
+			h.transitions = append(h.transitions, in)
+			h.transitionsAt = append(h.transitionsAt, h.env.Now().UTC())
+			if h.mirrorState != "" {
+				return h.mirrorState, nil
+			}
+			return reminder.Cancelled, nil
 		})
 	h.env.OnActivity(acts.RecordReschedule, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RescheduleInput) error {
@@ -256,7 +293,9 @@ func TestCancelStopsASendStillRetrying(t *testing.T) {
 	require.GreaterOrEqual(t, len(h.sends("")), 3, "the send was retrying when the cancel came")
 	last := h.sends("")[len(h.sends(""))-1]
 	require.True(t, last.At.Before(t0.Add(cancelAt)), "no attempt after the cancel: %v", h.sends(""))
-	require.Empty(t, h.sends(reminder.PurposeCancellation), "nothing was sent: nothing to compensate")
+	// The mirror decides whether anything may have gone (here nothing did):
+	// the notice asks it and sends nothing.
+	require.Len(t, h.sends(reminder.PurposeCancellation), 1, "the notice asked the mirror")
 	require.Empty(t, h.sends(reminder.PurposeEscalation))
 	for _, o := range []*outcome{first, second} {
 		require.True(t, o.done)
@@ -265,11 +304,13 @@ func TestCancelStopsASendStillRetrying(t *testing.T) {
 	}
 	require.Equal(t, []string{"cancelled"}, h.events(), "who cancelled is on the trail")
 	require.Equal(t, "tracker", h.transitions[0].Detail["by"])
+	require.Equal(t, "send", h.transitions[0].Detail["during"])
 }
 
 func TestCancellationNoticeWorkflowSendsOneNotice(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.mayHaveSent = true
 	h.env.ExecuteWorkflow(workflows.CancellationNoticeWorkflow, workflows.CancellationNoticeInput{
 		ReminderID: "SHP-1/window-1/ops", ShipmentID: "SHP-1", UpdateID: "window-1", SubscriberID: "ops", By: "tracker",
 	})
@@ -617,12 +658,14 @@ func TestWorkflowCancellationIsRecorded(t *testing.T) {
 	require.Equal(t, "workflow cancellation", h.transitions[0].Detail["via"])
 }
 
-// The fast path: the first attempt runs as a local activity at the due time;
-// when it fails for now, the regular activity delivers, once, a retry's
-// backoff later.
+// Reminders at the fast path's version (changeLocalFirstAttempt 1, from the
+// releases before it was retired) keep it: the first attempt runs as a
+// local activity at the due time; when it fails for now, the regular
+// activity delivers, once, a retry's backoff later.
 func TestFailedLocalAttemptFallsBackToTheActivity(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.pin(workflows.ChangeLocalFirstAttempt, 1)
 	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
 		if len(h.notifies) == 1 {
 			return activities.NotifyResult{}, errors.New("mail API answered 503")
@@ -645,10 +688,12 @@ func TestFailedLocalAttemptFallsBackToTheActivity(t *testing.T) {
 	require.Equal(t, due.Add(time.Second), sends[1].At, "the fallback waits a retry's first backoff")
 }
 
-// A delivered reminder's one attempt is the local one.
+// A delivered reminder of the fast path's version made its one attempt
+// locally.
 func TestDeliveredReminderSendsOnceLocally(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.pin(workflows.ChangeLocalFirstAttempt, 1)
 	res := h.run(input(t0.Add(time.Hour)))
 	require.Equal(t, reminder.Sent, res.State)
 	require.Len(t, h.sends(""), 1)
@@ -656,10 +701,11 @@ func TestDeliveredReminderSendsOnceLocally(t *testing.T) {
 }
 
 // A provider that asks to be called back later (Retry-After) is called
-// back no sooner by the fallback.
+// back no sooner by the fast path's fallback.
 func TestFallbackWaitsAsTheProviderAsked(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.pin(workflows.ChangeLocalFirstAttempt, 1)
 	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
 		if len(h.notifies) == 1 {
 			return activities.NotifyResult{}, temporal.NewApplicationErrorWithOptions("mail API answered 429", "DeliveryFailed",
@@ -679,6 +725,7 @@ func TestFallbackWaitsAsTheProviderAsked(t *testing.T) {
 func TestLocalSendNotRecordedIsRecordedNotSentAgain(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.pin(workflows.ChangeLocalFirstAttempt, 1)
 	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
 		if len(h.notifies) == 1 {
 			return activities.NotifyResult{}, temporal.NewApplicationErrorWithOptions("sent, but not recorded: database down",
@@ -701,6 +748,7 @@ func TestLocalSendNotRecordedIsRecordedNotSentAgain(t *testing.T) {
 func TestCancelDuringTheLocalAttemptIsCompensated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 3*time.Second)
+	h.pin(workflows.ChangeLocalFirstAttempt, 1)
 	due := t0.Add(time.Hour)
 	o := h.update(time.Hour+time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
 
@@ -714,4 +762,141 @@ func TestCancelDuringTheLocalAttemptIsCompensated(t *testing.T) {
 	require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
 	require.Equal(t, due.Add(3*time.Second), h.sends("")[0].At, "the send, begun at the due time, was answered after the cancel came")
 	require.False(t, o.at.Before(h.sends("")[0].At), "the cancel answered once the send it waited for was done: %v", o.at)
+}
+
+func errorType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+// A reminder's one attempt is the regular notify activity, at the due time:
+// the local first attempt is retired for new reminders (it passed by the
+// provider's rate cap and a cancel).
+func TestDeliveredReminderSendsOnceAsAnActivity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	due := t0.Add(time.Hour)
+	res := h.run(input(due))
+	require.Equal(t, reminder.Sent, res.State)
+	require.Len(t, h.sends(""), 1)
+	require.False(t, h.sends("")[0].Local, "a regular activity, rate-capped on its task queue")
+	require.Equal(t, due, h.sends("")[0].At)
+}
+
+// A cancel of the workflow itself (the Web UI, the temporal CLI, the
+// starter's fallback) while an attempt is in the provider's hands waits for
+// the activity's answer: the reminder it sent ends cancelled with one
+// notice, never failed, never silent. (The test environment cancels the
+// attempt itself; on the real server it finishes its call:
+// starter.TestWorkflowCancelledDuringTheSendIsCompensated.)
+func TestWorkflowCancelledDuringTheSendIsCompensated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3*time.Second)
+	due := t0.Add(time.Hour)
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Hour+time.Second)
+	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(due))
+	require.True(t, h.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled, "the workflow shows as cancelled")
+	require.Len(t, h.sends(""), 1)
+	require.Len(t, h.sends(reminder.PurposeCancellation), 1, "one notice")
+	require.Empty(t, h.sends(reminder.PurposeEscalation), "not a failure")
+	require.Equal(t, []string{"cancelled"}, h.events(), "no failed")
+	require.Equal(t, "temporal", h.transitions[0].Detail["by"])
+}
+
+// A cancel of the workflow itself while the send retries (nothing reached
+// the provider) ends cancelled with nothing sent: the notice asks the
+// mirror and finds nothing to compensate. Before changeCancelSettlesTheSend
+// this ended failed, with an escalation.
+func TestWorkflowCancelledWhileTheSendRetriesEndsCancelled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.fail = errors.New("mail API answered 503")
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Hour+90*time.Second)
+	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(time.Hour)))
+	require.True(t, h.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	require.Empty(t, h.sends(reminder.PurposeEscalation), "a cancel is no failure")
+	require.Equal(t, []string{"cancelled"}, h.events())
+	require.Equal(t, "send", h.transitions[0].Detail["during"])
+	require.Equal(t, "temporal", h.transitions[0].Detail["by"])
+}
+
+// An unconfirmed send (no answer after the request left) is a send: a
+// cancel while its retries wait for the provider's evidence ends cancelled
+// with the notice.
+func TestCancelAfterAnUnconfirmedSendSendsTheNotice(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		return activities.NotifyResult{}, temporal.NewApplicationError("mail API gave no answer after the request may have reached it",
+			activities.ErrTypeSendUnconfirmed)
+	}
+	o := h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	res := h.run(input(t0.Add(time.Hour)))
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.True(t, res.Compensated)
+	require.Len(t, h.sends(reminder.PurposeCancellation), 1)
+	require.NoError(t, o.err)
+	require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+	require.Equal(t, []string{"cancelled"}, h.events())
+}
+
+// A cancel that finds the reminder already sent in the mirror (its record
+// was taken, the activity's answer lost) takes the mirror's state.
+func TestCancelDuringTheSendTakesTheMirrorsState(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.fail = errors.New("mail API answered 503")
+	h.mirrorState, h.mayHaveSent = reminder.Sent, true
+	o := h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	res := h.run(input(t0.Add(time.Hour)))
+	require.Equal(t, reminder.Sent, res.State)
+	require.True(t, res.Compensated)
+	require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+}
+
+// A fast-path reminder whose local attempt sent but could not record, then
+// is cancelled while its fallback waits: the proof only the workflow holds
+// is recorded (its record-only activity is not stopped), then compensated.
+func TestCancelAfterALocalSentNotRecordedRecordsThenCompensates(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"update", "workflow"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t)
+			h.pin(workflows.ChangeLocalFirstAttempt, 1)
+			h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+				if in.SentAs == "" {
+					return activities.NotifyResult{}, temporal.NewApplicationErrorWithOptions("sent, but not recorded: database down",
+						activities.ErrTypeSentNotRecorded, temporal.ApplicationErrorOptions{
+							Details: []any{activities.SentProof{ProviderMessageID: "pm-local"}},
+						})
+				}
+				return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: in.SentAs}, nil
+			}
+			// The cancel comes during the fallback's one-second backoff.
+			at := time.Hour + 500*time.Millisecond
+			var o *outcome
+			if how == "update" {
+				o = h.update(at, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+			} else {
+				h.env.RegisterDelayedCallback(h.env.CancelWorkflow, at)
+			}
+			h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(time.Hour)))
+			require.True(t, h.env.IsWorkflowCompleted())
+			sends := h.sends("")
+			require.Len(t, sends, 2)
+			require.Equal(t, "pm-local", sends[1].In.SentAs, "the proof was recorded")
+			require.Len(t, h.sends(reminder.PurposeCancellation), 1, "then compensated")
+			if o != nil {
+				require.NoError(t, h.env.GetWorkflowError())
+				require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+			}
+		})
+	}
 }
