@@ -24,9 +24,15 @@ var (
 	buildErr  error
 )
 
-// Binary builds the shipnotify command once per test binary and returns its path.
+// Binary builds the shipnotify command once per test binary and returns its
+// path. SHIPNOTIFY_TEST_BINARY names another build to run instead, so the
+// tests that drive the product from outside can be run against an earlier
+// release (to see them fail where it had the bug they guard against).
 func Binary(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("SHIPNOTIFY_TEST_BINARY"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "shipnotify-bin-")
 		if err != nil {
@@ -295,6 +301,7 @@ func (s *Stack) Env(extra ...string) []string {
 		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK=true",
 		// Several workers run at once; each serves its metrics on a free port.
 		"SHIPNOTIFY_METRICS_ADDR=127.0.0.1:0",
+		"SHIPNOTIFY_UNCONFIRMED_SEND_WAIT=" + s.EvidenceWait.String(),
 	}
 	return append(env, extra...)
 }

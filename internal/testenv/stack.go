@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -10,11 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -41,6 +44,11 @@ type Stack struct {
 	Worker          sdkworker.Worker
 	// Logs holds everything the worker and clients logged (JSON lines).
 	Logs *SyncBuffer
+	// EvidenceWait is how long the stack's workers, in process or not,
+	// wait for the provider's evidence of a maybe-sent email.
+	EvidenceWait time.Duration
+
+	versions map[string]workflow.Version
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers.
@@ -75,7 +83,22 @@ type StackOptions struct {
 	// as a member of shipnotify_runtime, as production does; DB.Pool stays
 	// the owner's, for the test's own SQL.
 	RuntimeRole bool
+	// Versions pins the version the stack's worker records for these
+	// change ids, so a test walks the path reminders of an earlier release
+	// took.
+	Versions map[string]workflow.Version
+	// Events has the mail sink post SendGrid's signed Event Webhook events
+	// to serve's own handler (and runs its escalator), so a send whose
+	// outcome was unknown is settled by the provider's evidence; the
+	// stack's workers then wait EventsEvidenceWait for it. Without it they
+	// wait for none (no event would come).
+	Events bool
 }
+
+// EventsEvidenceWait is how long a stack's workers wait for the provider's
+// event for a maybe-sent key when the stack has the Event Webhook: the mail
+// sink posts its events within a tenth of a second.
+const EventsEvidenceWait = 20 * time.Second
 
 // NewStack builds and starts a Stack; everything stops when the test ends.
 func NewStack(t testing.TB) *Stack {
@@ -123,10 +146,16 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 		}),
 		Webhook: webhook.NewSender(webhook.Options{Guard: webhook.Guard{AllowLoopback: true}}),
 	}
+	if o.Events {
+		s.EvidenceWait = EventsEvidenceWait
+		s.startEventWebhook(t)
+	}
+	s.Activities.EvidenceWait = s.EvidenceWait
 	s.Starter = &starter.Starter{
 		Temporal: s.Temporal, Mirror: s.Mirror, TaskQueue: s.TaskQueue,
 		Webhooks: webhook.Guard{AllowLoopback: true}, Now: time.Now,
 	}
+	s.versions = o.Versions
 	if !o.NoWorker {
 		s.StartWorker(t)
 	}
@@ -137,7 +166,17 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 // (or earlier by StopWorker).
 func (s *Stack) StartWorker(t testing.TB) {
 	t.Helper()
-	s.Worker = worker.New(s.Temporal, s.TaskQueue, s.Activities, worker.Options{})
+	opts := worker.SDKOptions(worker.Options{})
+	if len(s.versions) > 0 {
+		opts.PreferredVersionProvider = func(in sdkworker.PreferredVersionProviderInput) *sdkworker.VersionPreference {
+			if v, ok := s.versions[in.ChangeID]; ok {
+				return &sdkworker.VersionPreference{Version: v}
+			}
+			return nil
+		}
+	}
+	s.Worker = sdkworker.New(s.Temporal, s.TaskQueue, opts)
+	worker.Register(s.Worker, s.Activities)
 	if err := s.Worker.Start(); err != nil {
 		t.Fatalf("starting worker: %v", err)
 	}
@@ -166,4 +205,29 @@ func (s *Stack) Update(t testing.TB, due time.Time, channels ...reminder.Channel
 		u.Subscribers = append(u.Subscribers, sub)
 	}
 	return u
+}
+
+// startEventWebhook serves the Event Webhook's handler and runs the
+// escalator as serve does, and has the mail sink post its events there.
+func (s *Stack) startEventWebhook(t testing.TB) {
+	t.Helper()
+	key, err := sink.NewEventKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := outcome.ParseVerificationKey(key.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	esc := outcome.NewEscalator(s.Mirror, s.Temporal, s.TaskQueue)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go esc.Run(ctx)
+	h, err := outcome.NewHandler(outcome.Options{Key: pub, Store: s.Mirror, DeferAfter: 4 * time.Hour, Escalate: esc.Nudge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s.Mail.EmitEvents(sink.EventOptions{URL: srv.URL, Key: key})
 }

@@ -1,0 +1,119 @@
+package faults
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// Every send is safe, seen from outside through the binary: a slow
+// provider, a rate cap and a cancel from the Web UI during a send.
+
+// A mail API that takes each mail as soon as its body arrives (as SendGrid
+// queues it) and answers 202 only after 6 s gets each key once: the call
+// has the client's own 20 s, and a cut call would keep its claim. (The
+// local first attempt cut it at 5 s and sent every key again.)
+func TestASlowMailAPIGetsEachKeyOnce(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	s.Mail.SetLatency(6 * time.Second)
+	worker := testenv.StartProcess(t, s.Env(), testenv.Binary(t), "worker")
+	results, err := s.Starter.Schedule(context.Background(), emailUpdate(t, 4, time.Now().Add(time.Second), 0))
+	require.NoError(t, err)
+	waitAll(t, s, results, 2*time.Minute)
+	require.Empty(t, audit(t, s, results), "each key once\n%s", worker.Log())
+	require.Equal(t, len(results), s.Mail.Requests(), "no call was made twice")
+}
+
+// With a cap of 2 deliveries a second (SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND)
+// 30 reminders due at one instant reach the mail API over at least 12 s,
+// never more than 4 in any second: the cap holds on the task queue and,
+// exactly, in the mirror, whichever partition or path reached a worker.
+// (Local first attempts passed by the task queue's limit: all 30 came
+// within 0.2 s.)
+func TestTheRateCapHoldsForABurst(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=2"), testenv.Binary(t), "worker")
+	results, err := s.Starter.Schedule(context.Background(), emailUpdate(t, 30, time.Now().Add(2*time.Second), 0))
+	require.NoError(t, err)
+	waitAll(t, s, results, 3*time.Minute)
+	require.Empty(t, audit(t, s, results), worker.Log())
+	var at []time.Time
+	for _, m := range s.Mail.Mails() {
+		at = append(at, m.Received)
+	}
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	require.GreaterOrEqual(t, at[len(at)-1].Sub(at[0]), 12*time.Second, "30 at 2/s take at least 12 s")
+	for i := 0; i+4 < len(at); i++ {
+		require.GreaterOrEqual(t, at[i+4].Sub(at[i]), time.Second, "five within a second at a cap of 2/s (from %s)", at[i].Format(time.StampMilli))
+	}
+	t.Logf("30 due at once at 2/s: the first to the last took %s", at[len(at)-1].Sub(at[0]).Round(100*time.Millisecond))
+}
+
+// A cancel of the workflow itself, as the Web UI and the temporal CLI make
+// it, while the provider holds the reminder's call: the call finishes and is
+// recorded, the workflow ends cancelled, and the subscriber gets the one
+// cancellation notice. (It ended failed, with an escalation and no notice.)
+func TestAWebUICancelDuringASendEndsCancelledWithOneNotice(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	worker := testenv.StartProcess(t, s.Env(), testenv.Binary(t), "worker")
+	release := s.Mail.Hold()
+	defer release()
+	results, err := s.Starter.Schedule(context.Background(), emailUpdate(t, 1, time.Now(), 0))
+	require.NoError(t, err)
+	r := results[0]
+	require.Eventually(t, func() bool { return s.Mail.Held() == 1 }, time.Minute, 20*time.Millisecond, worker.Log())
+
+	out, err := exec.Command(os.Getenv("SHIPNOTIFY_DEV_TEMPORAL_BIN"), "workflow", "cancel", "--address", s.TemporalAddress,
+		"--workflow-id", r.WorkflowID).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	// The cancel reaches the workflow while its send is in the provider's hands.
+	require.Eventually(t, func() bool { return hasEvent(s, r.WorkflowID, enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED) },
+		30*time.Second, 20*time.Millisecond)
+	release()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+		return err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	}, time.Minute, 50*time.Millisecond)
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+	require.NoError(t, err)
+	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus(), "the Web UI shows it cancelled")
+
+	_, err = s.Mail.Wait(ctx, func(m []sink.Mail) bool { return len(m) == 2 })
+	require.NoError(t, err, "the reminder and one notice")
+	purposes := map[string]int{}
+	for _, m := range s.Mail.Mails() {
+		purposes[m.CustomArgs["purpose"]]++
+	}
+	require.Equal(t, map[string]int{string(reminder.PurposeReminder): 1, string(reminder.PurposeCancellation): 1}, purposes)
+	events, err := s.Mirror.Events(ctx, r.ReminderID)
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{"scheduled", "sent", "cancelled", "cancellation_sent"}, types, "never failed, never silent")
+	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "it was sent: the row says so, the trail says it was cancelled after")
+}
+
+func row(t *testing.T, s *testenv.Stack, id string) reminder.State {
+	t.Helper()
+	got, err := s.Mirror.Get(context.Background(), id)
+	require.NoError(t, err)
+	return got.State
+}
