@@ -48,16 +48,14 @@ func TestCancelStopsARetryingSend(t *testing.T) {
 	require.Equal(t, reminder.Cancelled, row(t, s, results[0].ReminderID).State)
 	require.Empty(t, s.Mail.Mails(), "nothing was accepted")
 	require.Empty(t, mailsFor(s, results[0].ReminderID, reminder.PurposeCancellation))
-	testenv.RecordHistory(t, s.Temporal, results[0].WorkflowID, "cancel-stops-retrying-send")
+	testenv.RecordHistory(t, s.Temporal, results[0].WorkflowID, "cancel-stops-retrying-send-settled")
 }
 
 // A cancel that comes while the provider is answering the send cannot
 // unsend it: the send finishes, and the notice follows, once. If the
 // provider refuses the notice for good, the cancel says so instead of
-// "compensated". (The send is the fast path's local attempt, so the
-// reminder's workflow completes in the task that ran it, before the cancel
-// update reaches it; the notice then comes from the cancellation-notice
-// workflow, whose outcome the cancel waits for.)
+// "compensated". (The workflow stops the activity, which already called the
+// provider; it waits for the activity's answer, then compensates.)
 func TestCancelDuringAnInFlightSendIsCompensated(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -94,6 +92,9 @@ func TestCancelDuringAnInFlightSendIsCompensated(t *testing.T) {
 			}
 			require.Len(t, mailsFor(s, r.ReminderID, reminder.PurposeCancellation), notices)
 			require.Equal(t, reminder.Sent, row(t, s, r.ReminderID).State, "a sent reminder stays sent")
+			if !tc.refuseNotice {
+				testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "cancel-during-send-compensated")
+			}
 		})
 	}
 }
@@ -159,6 +160,41 @@ func TestWorkflowCancelledFromOutsideIsMirrored(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus())
 	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "cancelled-from-outside")
+}
+
+// A cancel of the workflow itself while its send is retrying (the mail API
+// answering 503) ends it cancelled, with nothing sent and no notice: the
+// notice asks the mirror, which holds no delivery that may have gone. It
+// ended failed, escalating, though nothing had failed for good.
+func TestWorkflowCancelledWhileItsSendRetriesEndsCancelled(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	s.Mail.Fail(failing(503, 100)...)
+	u := s.Update(t, time.Now(), reminder.Email)
+	u.EscalationEmail = "lead@shipper.example"
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	require.Eventually(t, func() bool { return s.Mail.Requests() >= 2 }, time.Minute, 50*time.Millisecond, "the send is retrying")
+
+	require.NoError(t, s.Temporal.CancelWorkflow(ctx, r.WorkflowID, ""))
+	ctx2, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = s.Temporal.GetWorkflow(ctx2, r.WorkflowID, "").Get(ctx2, nil)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, err, &canceled, "the workflow shows as cancelled")
+	require.Equal(t, reminder.Cancelled, row(t, s, r.ReminderID).State, "not failed")
+	require.Empty(t, s.Mail.Mails(), "nothing was sent: no reminder, no notice, no escalation")
+	events, err := s.Mirror.Events(ctx, r.ReminderID)
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{"scheduled", "cancelled"}, types)
+	require.Equal(t, "send", events[1].Detail["during"])
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "cancelled-from-outside-while-send-retries")
 }
 
 // A cancellation notice that failed is not reported as already done: a

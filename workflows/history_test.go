@@ -108,7 +108,7 @@ func TestFailedReminderHistory(t *testing.T) {
 	s.Mail.Fail(sink.Answer{Status: 400})
 	_, res, id := runReminder(t, s)
 	require.Equal(t, reminder.Failed, res.State)
-	testenv.RecordHistory(t, s.Temporal, id, "failed-escalation-beside")
+	testenv.RecordHistory(t, s.Temporal, id, "failed-by-activity")
 }
 
 // Recorded histories of every path replay against today's workflow code; a
