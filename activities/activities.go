@@ -115,6 +115,11 @@ type Activities struct {
 	// mirror, whatever path or task-queue partition reached them; 0 is no
 	// cap.
 	SendsPerSecond float64
+	// OwnBackoffOnly leaves every retry's wait to the retry policy and the
+	// provider's Retry-After, as before retries followed the provider's
+	// outage; the benchmark's provider-outage workload compares the two in
+	// one run. It neither reads nor writes the shared outage record.
+	OwnBackoffOnly bool
 
 	// failing remembers the providers this worker saw fail, so the first
 	// answer after tells the shared record the outage is over, and a
@@ -424,7 +429,7 @@ func (a *Activities) unconfirmed(ctx context.Context, key, owner string, derr *d
 // every worker through the mirror, calls for (delivery.Backoff). A refusal
 // of our own key is no outage.
 func (a *Activities) backoff(ctx context.Context, provider string, derr *delivery.Error, attempt int32) time.Duration {
-	if derr.Credentials {
+	if derr.Credentials || a.OwnBackoffOnly {
 		return derr.RetryAfter
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
