@@ -237,6 +237,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 			outcome = "sent"
 		case isNonRetryable(err):
 			outcome = "failed"
+		case errType(err) == ErrTypeSendUnconfirmed:
+			// The provider may have it; the key waits for its evidence.
+			outcome = "unconfirmed"
 		}
 		a.Metrics.Delivery(channel, string(in.purpose()), outcome, took)
 	}()
@@ -553,6 +556,14 @@ func leaseFor(ctx context.Context) time.Duration {
 // notInTheMirror fails a delivery for good: no retry brings the row back.
 func notInTheMirror(err error) error {
 	return temporal.NewNonRetryableApplicationError("reminder is not in the mirror", ErrTypeReminderNotFound, err)
+}
+
+func errType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
 }
 
 func isNonRetryable(err error) bool {

@@ -41,7 +41,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"channel"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shipnotify_deliveries_total",
-			Help: "Notify executions by channel, purpose and outcome (sent, already_sent, retry, failed, skipped).",
+			Help: "Notify executions by channel, purpose and outcome (sent, already_sent, retry, unconfirmed, failed, skipped).",
 		}, []string{"channel", "purpose", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shipnotify_delivery_retries_total",
