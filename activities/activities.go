@@ -273,9 +273,6 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		res.Skipped, res.SkipReason = skip != "", skip
 		return res, err
 	}
-	if err := a.waitForSendSlot(ctx); err != nil {
-		return res, err
-	}
 
 	owner := fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	if info.IsLocalActivity {
@@ -334,7 +331,11 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 	// From here on this attempt holds the key: anything that ends it
 	// without a send releases it, so the next attempt need not wait out
-	// the lease.
+	// the lease. The provider's rate cap gives the call its slot first.
+	if err := a.waitForSendSlot(ctx); err != nil {
+		a.release(ctx, key, owner, logger)
+		return res, err
+	}
 	if err := ctx.Err(); err != nil {
 		a.release(ctx, key, owner, logger)
 		return res, err
@@ -491,7 +492,7 @@ func providerOf(in NotifyInput, t mirror.Target) string {
 // waitForSendSlot holds a call to the provider's rate cap, kept in the
 // mirror for every worker: it waits in place for a slot up to maxSlotWait
 // (leaving the call its SendAllowance), and past that asks to be retried
-// when one is near. Nothing is claimed yet.
+// when one is near. Nothing has been sent; the caller releases its claim.
 func (a *Activities) waitForSendSlot(ctx context.Context) error {
 	if a.SendsPerSecond <= 0 {
 		return nil
