@@ -179,6 +179,10 @@ temporal_up() {
   local args=(server start-dev --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port"
     --db-filename "$temporal_dir/temporal.db"
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
+    # The SDK asks for an activity a workflow task schedules to come back in
+    # the task's answer (eager dispatch), saving a matching round trip; the
+    # server grants it only when this is on. A rate-capped worker asks for none.
+    --dynamic-config-value system.enableActivityEagerExecution=true
     --log-level warn
     # `shipnotify codec-server` (started by the demo) decrypts payloads for the UI.
     --ui-codec-endpoint "http://localhost:$codec_port")

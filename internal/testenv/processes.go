@@ -149,6 +149,8 @@ func StartDevServer(t testing.TB, dynamicConfig ...string) *DevServer {
 	for _, sa := range []string{"ShipmentId=Keyword", "UpdateId=Keyword", "ReminderState=Keyword", "DueAt=Datetime"} {
 		args = append(args, "--search-attribute", sa)
 	}
+	// As scripts/dev.sh starts the shared one.
+	args = append(args, "--dynamic-config-value", "system.enableActivityEagerExecution=true")
 	for _, kv := range dynamicConfig {
 		args = append(args, "--dynamic-config-value", kv)
 	}
