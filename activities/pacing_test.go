@@ -97,3 +97,17 @@ func TestTheRateCapHoldsAcrossWorkers(t *testing.T) {
 		require.GreaterOrEqual(t, at[i+4].Sub(at[i]), 900*time.Millisecond, "five sends within a second at a cap of 4/s: %v", at)
 	}
 }
+
+// A cap of 0 is no cap: the sends take no slot and wait for none.
+func TestNoCapTakesNoSlot(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for range 3 {
+		_, err := f.notify(t, f.schedule(t, reminder.Email))
+		require.NoError(t, err)
+	}
+	var slots int
+	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM send_rate`).Scan(&slots))
+	require.Zero(t, slots)
+	require.Len(t, f.mail.Mails(), 3)
+}
