@@ -23,11 +23,12 @@ test-ui:
 	@scripts/test-ui.sh
 
 ## bench: the full reminder path against two bare baselines, 5 alternating pairs, a fresh dev server per
-## workload (about an hour; the table and targets at the end, out/bench.json kept); BENCH_ARGS passes flags
+## workload, burst and catch-up against a realistic and an instant mail provider, then a slow provider and a
+## provider outage (about two hours; the table and targets at the end, out/bench.json kept); BENCH_ARGS passes flags
 bench:
 	@scripts/bench.sh $(BENCH_ARGS)
 
-## bench-engine: the same on the PostgreSQL-backed server make test-engine builds (about 2 h; out/bench-engine.json)
+## bench-engine: the same on the PostgreSQL-backed server make test-engine builds (about 3 h; out/bench-engine.json)
 bench-engine:
 	@scripts/bench.sh --engine $(BENCH_ARGS)
 

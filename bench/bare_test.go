@@ -5,7 +5,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sink"
 )
 
 // Both baselines sleep until due, run the no-op once and report when it
@@ -45,10 +49,49 @@ func TestNoopCountsRunsPerWorkflow(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(n)
-	val, err := env.ExecuteActivity(n.Run)
+	val, err := env.ExecuteActivity(n.Run, NoopInput{})
 	require.NoError(t, err)
 	var res BareResult
 	require.NoError(t, val.Get(&res))
 	require.Equal(t, 1, res.Executions)
 	require.False(t, res.StartedAt.IsZero())
+}
+
+// Asked to send, the no-op pays the full path's provider through the real
+// client, under its workflow id: an accepted mail is counted; a 429 fails
+// the attempt with the provider's wait as the next retry's delay, and is
+// not counted; a no-op with no provider refuses rather than skip the cost.
+func TestSendingNoopPaysTheProvider(t *testing.T) {
+	t.Parallel()
+	mail, err := sink.StartMail("", "SG.bench")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mail.Close() })
+	n := NewSendingNoop(email.NewSender(email.Options{APIKey: "SG.bench", BaseURL: mail.URL(), FromEmail: "r@bench.example"}))
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(n)
+
+	val, err := env.ExecuteActivity(n.Run, NoopInput{Send: true})
+	require.NoError(t, err)
+	var res BareResult
+	require.NoError(t, val.Get(&res))
+	require.Equal(t, 1, res.Executions)
+	mails := mail.Mails()
+	require.Len(t, mails, 1)
+	require.Equal(t, "default-test-workflow-id", mails[0].CustomArgs["delivery_key"], "keyed by the workflow id")
+
+	mail.Fail(sink.Answer{Status: 429, Headers: map[string]string{"Retry-After": "7"}})
+	_, err = env.ExecuteActivity(n.Run, NoopInput{Send: true})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.False(t, appErr.NonRetryable())
+	require.Equal(t, 7*time.Second, appErr.NextRetryDelay())
+	require.Len(t, mail.Mails(), 1, "a refused send is not accepted")
+	require.Equal(t, 2, n.count("default-test-workflow-id"), "and not counted: the next run is the second")
+
+	silent := NewNoop()
+	env.RegisterActivity(silent)
+	_, err = env.ExecuteActivity(silent.Run, NoopInput{Send: true})
+	require.ErrorAs(t, err, &appErr)
+	require.True(t, appErr.NonRetryable())
 }

@@ -32,6 +32,13 @@ const (
 	// Pruning is the full path's steady workload while `prune` runs beside
 	// it: what retention does to delivery lag.
 	Pruning Kind = "full+prune"
+	// Paced and OwnBackoff are the outage workload's two full-path
+	// workers, each on its own task queue and mirror schema under the same
+	// rate cap: the product's retries, which follow the provider's outage,
+	// and the per-reminder backoff they replaced
+	// (activities.Activities.OwnBackoffOnly).
+	Paced      Kind = "full-paced"
+	OwnBackoff Kind = "full-own-backoff"
 )
 
 // Worker is the worker process a kind's reminders run on: the API
@@ -42,6 +49,10 @@ func (k Kind) Worker() Kind {
 	}
 	return k
 }
+
+// runsReminders reports whether kind runs the product's ReminderWorkflow
+// (its sends are the mail sink's journal), not a baseline.
+func (k Kind) runsReminders() bool { return k != Naive && k != Lean }
 
 // Workers starts and stops the worker processes of each kind and reads
 // what they used.
@@ -65,8 +76,13 @@ type Runner struct {
 	// Starter schedules the full path on its task queue.
 	Starter *starter.Starter
 	Mirror  *mirror.Store
-	// Mail is the local SendGrid the full path's worker sends to.
+	// Mail is the local SendGrid the full path's worker sends to, and the
+	// baselines' no-op too while a provider other than Instant is in use.
 	Mail *sink.MailSink
+	// Starters are the starters of kinds that schedule onto a mirror and
+	// task queue of their own (the outage workload's); any other full-path
+	// kind uses Starter.
+	Starters map[Kind]*starter.Starter
 	// Queues are the task queues of the naive, lean and full workers.
 	Queues  map[Kind]string
 	Workers Workers
@@ -98,6 +114,9 @@ type Runner struct {
 
 	seq atomic.Int64
 
+	// provider is how the mail sink answers while runs measure (UseProvider).
+	provider sink.Profile
+
 	mu sync.Mutex
 	// startRates is each kind's last measured start rate, for the lead of
 	// its next run.
@@ -111,6 +130,9 @@ type Runner struct {
 type Result struct {
 	Workload string `json:"workload"`
 	Kind     Kind   `json:"kind"`
+	// Provider is the mail sink's profile during the run (sink.Profile's
+	// Name; "" in reports from before providers had profiles: instant).
+	Provider string `json:"provider,omitempty"`
 	// Round is 0 for the discarded warm-up, then 1, 2, ... for the
 	// alternating rounds whose runs are compared pairwise.
 	Round int `json:"round"`
@@ -126,9 +148,15 @@ type Result struct {
 	Rate float64 `json:"rate,omitempty"`
 	// DrainRate is 0.8·N/(t90−t10) over the notify starts (burst, catchup).
 	DrainRate float64 `json:"drain_rate,omitempty"`
-	// Drain is time to drain from the due instant (burst) or the worker's
-	// first poll (catchup).
+	// Drain is time to drain: notify starts from the due instant (burst,
+	// slow) or the worker's first poll (catchup); each reminder's lag
+	// (steady).
 	Drain *Drain `json:"time_to_drain,omitempty"`
+	// Accepted is the same from the same reference, to when the provider
+	// accepted each reminder's first mail (the sink's Received), where the
+	// sink's journal is read: the full path, and the baselines while they
+	// send. A slow provider shows here, not in Drain.
+	Accepted *Drain `json:"time_to_accepted,omitempty"`
 	// Lag is notify start minus due time.
 	Lag       Lags `json:"lag"`
 	Delivered int  `json:"delivered"`
@@ -144,6 +172,8 @@ type Result struct {
 	Actions       *Actions `json:"actions,omitempty"`
 	// CPU is what each process used during the run, its settling included.
 	CPU CPU `json:"cpu_seconds"`
+	// Outage is the outage workload's own figures.
+	Outage *OutageFigures `json:"outage,omitempty"`
 	// QueryP99 is the mirror's due-between query p99 (hold only).
 	QueryP99 time.Duration `json:"due_between_query_p99_ns,omitempty"`
 	Elapsed  time.Duration `json:"elapsed_ns"`
@@ -158,6 +188,32 @@ type CPU struct {
 	Server   *float64 `json:"server"`
 	Worker   *float64 `json:"worker"`
 	Postgres *float64 `json:"postgres"`
+}
+
+// UseProvider makes the mail sink answer as p from the next run on. Each
+// run sets it again with its own origin (its due instant, or its worker's
+// return), so every path meets the same 429 windows at the same point of
+// its run, and the same latencies.
+func (r *Runner) UseProvider(p sink.Profile) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.provider = p
+}
+
+// providerFor puts the provider in use on the sink, its 429 windows
+// anchored at origin, and returns its name; Instant when none was chosen.
+func (r *Runner) providerFor(origin time.Time) (name string, sends bool) {
+	r.mu.Lock()
+	p := r.provider
+	r.mu.Unlock()
+	if p.Name == "" {
+		p = sink.Instant()
+	}
+	p.Origin = origin
+	if r.Mail != nil {
+		r.Mail.SetProfile(p)
+	}
+	return p.Name, !p.IsInstant()
 }
 
 func (r *Runner) logf(format string, args ...any) {

@@ -15,6 +15,14 @@ const (
 	MetricDrainRate    Metric = "drain_rate"
 	MetricScheduleRate Metric = "schedule_rate"
 	MetricLagP99       Metric = "lag_p99"
+	// MetricDrainP99 is time to drain p99, in seconds: the last of the
+	// drain, which a drain rate over its middle does not see.
+	MetricDrainP99 Metric = "time_to_drain_p99"
+	// MetricRecoveryP99 and MetricActionsMean are the outage workload's:
+	// p99 of delivery after recovery, in seconds, and billable actions per
+	// reminder, the mean over its histories.
+	MetricRecoveryP99 Metric = "recovery_p99"
+	MetricActionsMean Metric = "actions_mean"
 )
 
 // value is the metric of one run; ok is false when the run has none.
@@ -26,6 +34,18 @@ func (m Metric) value(r Result) (v float64, ok bool) {
 		v = r.ScheduleRate
 	case MetricLagP99:
 		v = r.Lag.P99.Seconds()
+	case MetricDrainP99:
+		if r.Drain != nil {
+			v = r.Drain.P99.Seconds()
+		}
+	case MetricRecoveryP99:
+		if r.Outage != nil {
+			v = r.Outage.AfterRecovery.P99.Seconds()
+		}
+	case MetricActionsMean:
+		if r.Outage != nil {
+			v = r.Outage.Actions.Mean
+		}
 	}
 	return v, v > 0
 }
@@ -121,10 +141,12 @@ func cmp(a, b string) string {
 }
 
 // Comparisons are the report's comparisons: per workload, the full path
-// against each baseline (drain rate for burst and catch-up, p99 lag for
-// steady), the baselines against each other, scheduling against the naive
-// baseline's starts, the API against the starter; and scheduling pooled
-// over every workload, which the scheduling target reads.
+// against each baseline (drain rate and time-to-drain p99 for burst,
+// catch-up and slow, p99 lag for steady), the baselines against each
+// other, scheduling against the naive baseline's starts, the API against
+// the starter; the outage's two retry paces (p99 after recovery, actions
+// per reminder); and scheduling pooled over burst, catch-up and steady
+// with either provider, which the scheduling target reads.
 func Comparisons(results []Result) []Comparison {
 	var out []Comparison
 	var workloads []string
@@ -152,21 +174,30 @@ func Comparisons(results []Result) []Comparison {
 				rs = append(rs, r)
 			}
 		}
-		if w == "burst" || w == "catchup" || w == "steady" {
+		base := BaseWorkload(w)
+		if base == "burst" || base == "catchup" || base == "steady" {
 			scheduling = append(scheduling, rs...)
 		}
 		metric := MetricDrainRate
-		if w == "steady" || w == SteadyPruneWorkload {
+		if base == "steady" || w == SteadyPruneWorkload {
 			metric = MetricLagP99
 		}
-		for _, c := range []Comparison{
+		cs := []Comparison{
 			Compare(w, rs, metric, Pruning, Full),
 			Compare(w, rs, metric, Full, Naive),
 			Compare(w, rs, metric, Full, Lean),
 			Compare(w, rs, metric, Lean, Naive),
+		}
+		if metric == MetricDrainRate {
+			cs = append(cs, Compare(w, rs, MetricDrainP99, Full, Naive), Compare(w, rs, MetricDrainP99, Full, Lean))
+		}
+		cs = append(cs,
 			Compare(w, rs, MetricScheduleRate, Full, Naive),
 			Compare(w, rs, MetricScheduleRate, API, Full),
-		} {
+			Compare(w, rs, MetricRecoveryP99, Paced, OwnBackoff),
+			Compare(w, rs, MetricActionsMean, Paced, OwnBackoff),
+		)
+		for _, c := range cs {
 			if has(rs, c) {
 				out = append(out, c)
 			}
@@ -177,6 +208,13 @@ func Comparisons(results []Result) []Comparison {
 	}
 	return out
 }
+
+// InstantSuffix names a workload run with the Instant provider
+// ("burst-instant"); the plain name is the realistic provider's.
+const InstantSuffix = "-instant"
+
+// BaseWorkload is the workload a name runs, whatever its provider.
+func BaseWorkload(name string) string { return strings.TrimSuffix(name, InstantSuffix) }
 
 // SteadyPruneWorkload is the steady workload's prune pairs: the full path
 // alone, and with prune running beside it.

@@ -10,7 +10,7 @@ import (
 // WriteTable prints the runs, the comparisons and the targets for people.
 func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Target) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tpath\tround\tn\tsched/s\tslack\tdrain/s\tdrain p50\tp90\tp99\tlag p50\tp99\tmax\t"+
+	fmt.Fprintln(tw, "workload\tpath\tprovider\tround\tn\tsched/s\tslack\tdrain/s\tdrain p50\tp90\tp99\taccepted p99\tlag p50\tp99\tmax\t"+
 		"delivered\tdup\tlost\tevents\tactions\tCPU s: server\tworker\tpostgres\tworker RSS\tquery p99\tcompared\t")
 	var left []string
 	for _, r := range results {
@@ -30,9 +30,17 @@ func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Tar
 		if r.Actions != nil {
 			acts = fmt.Sprint(r.Actions.Total)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			r.Workload, r.Kind, round, r.N, r.ScheduleRate, ms(r.Slack), rate(r.DrainRate),
-			ms(d.P50), ms(d.P90), ms(d.P99), ms(r.Lag.P50), ms(r.Lag.P99), ms(r.Lag.Max),
+		accepted := "-"
+		if r.Accepted != nil {
+			accepted = ms(r.Accepted.P99)
+		}
+		provider := r.Provider
+		if provider == "" {
+			provider = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Workload, r.Kind, provider, round, r.N, r.ScheduleRate, ms(r.Slack), rate(r.DrainRate),
+			ms(d.P50), ms(d.P90), ms(d.P99), accepted, ms(r.Lag.P50), ms(r.Lag.P99), ms(r.Lag.Max),
 			r.Delivered, r.Duplicates, r.Lost, count(r.HistoryEvents), acts,
 			seconds(r.CPU.Server), seconds(r.CPU.Worker), seconds(r.CPU.Postgres), mb(r.WorkerRSS), ms(r.QueryP99), compared)
 	}
@@ -41,6 +49,12 @@ func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Tar
 	}
 	for _, l := range left {
 		fmt.Fprintln(w, "  left out: "+l)
+	}
+	if err := writeStalls(w, results); err != nil {
+		return err
+	}
+	if err := writeOutage(w, results); err != nil {
+		return err
 	}
 	if len(comps) > 0 {
 		fmt.Fprintln(w)
@@ -118,4 +132,46 @@ func mb(b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
+}
+
+// writeStalls lists the runs in stall mode and counts them per path.
+func writeStalls(w io.Writer, results []Result) error {
+	stalls := Stalls(results)
+	counts := stallCounts(results, stalls)
+	if counts == "" {
+		return nil
+	}
+	fmt.Fprintf(w, "\nstall mode (drain rate below %.0f%% of its path's median in its workload): %d run(s); per path: %s\n",
+		StallShare*100, len(stalls), counts)
+	for _, s := range stalls {
+		fmt.Fprintf(w, "  stall: %s round %d %s: drain %.1f/s (path median %.1f/s), time-to-drain p99 %s\n",
+			s.Workload, s.Round, s.Kind, s.DrainRate, s.PathMedian, ms(s.P99))
+	}
+	return nil
+}
+
+// writeOutage prints the outage workload's own figures, a row a variant
+// and round.
+func writeOutage(w io.Writer, results []Result) error {
+	var rows []Result
+	for _, r := range results {
+		if r.Outage != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "outage\tretries\tround\tn\tdown for\tcap/s\tafter recovery p50\tp99\tmax\tbefore end\tpeak/s\t"+
+		"histories\tattempts mean\tp99\tmax\tactions mean\tp99\tmax\tdup\tlost\t")
+	for _, r := range rows {
+		o := r.Outage
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.1f\t%d\t%.2f\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%d\t%d\t\n",
+			r.Workload, r.Kind, r.Round, r.N, o.Outage, o.RateCap, ms(o.AfterRecovery.P50), ms(o.AfterRecovery.P99),
+			ms(o.AfterRecovery.Max), o.BeforeEnd, o.PeakRate, o.Histories, o.Attempts.Mean, o.Attempts.P99, o.Attempts.Max,
+			o.Actions.Mean, o.Actions.P99, o.Actions.Max, r.Duplicates, r.Lost)
+	}
+	return tw.Flush()
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/worker"
 )
@@ -52,7 +54,7 @@ func TestRunnerEndToEnd(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
 	queues := map[Kind]string{Naive: s.TaskQueue + "-naive", Lean: s.TaskQueue + "-lean", Full: s.TaskQueue}
-	noop := NewNoop()
+	noop := NewSendingNoop(email.NewSender(email.Options{APIKey: testenv.MailAPIKey, BaseURL: s.Mail.URL(), FromEmail: "r@bench.example"}))
 	bare := func(k Kind) func() sdkworker.Worker {
 		return func() sdkworker.Worker {
 			w := sdkworker.New(s.Temporal, queues[k], worker.SDKOptions(worker.Options{}))
@@ -116,7 +118,21 @@ func TestRunnerEndToEnd(t *testing.T) {
 	require.Equal(t, n, res.Delivered)
 	require.Equal(t, 10.0, res.Rate)
 	require.Positive(t, res.Lag.P99)
-	require.Nil(t, res.Drain, "a steady run has lags, not a drain")
+	require.NotNil(t, res.Drain, "a steady reminder drains from its own due time")
+	require.Equal(t, res.Lag.P99, res.Drain.P99)
+	require.Nil(t, res.Accepted, "the instant provider: the baselines send nothing")
+
+	// With a provider, the baselines pay it too, and their deliveries and
+	// duplicates are read from the sink's journal, as the full path's.
+	r.UseProvider(sink.Profile{Name: "slowish", Median: 300 * time.Millisecond})
+	res = r.Burst(ctx, Naive, n)
+	require.Empty(t, res.Invalid, "%+v", res)
+	require.Equal(t, "slowish", res.Provider)
+	require.Equal(t, n, res.Delivered)
+	require.Zero(t, res.Duplicates)
+	require.NotNil(t, res.Accepted)
+	require.GreaterOrEqual(t, res.Accepted.P50, 300*time.Millisecond, "accepted after the provider's latency")
+	r.UseProvider(sink.Instant())
 
 	res = r.Catchup(ctx, Naive, n)
 	require.Empty(t, res.Invalid, "%+v", res)

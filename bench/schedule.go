@@ -27,16 +27,23 @@ type batch struct {
 	// ids are the workflows started and dueAt their due times, in step.
 	ids   []string
 	dueAt []time.Time
-	keys  map[string]bool // full: delivery keys
+	// keys are the delivery keys the sink's journal knows the batch's mails
+	// by, with each one's due time: the full path's delivery keys, and the
+	// baselines' workflow ids while they send.
+	keys map[string]time.Time
+	// sends: the baselines' no-op calls the mail sink (a provider other
+	// than Instant is in use).
+	sends bool
 	// started is when scheduling began, scheduled when the last start
 	// returned.
 	started, scheduled time.Time
 }
 
 // schedule starts n reminders of kind, the i-th due at due(i), and
-// returns the batch and the start rate.
-func (r *Runner) schedule(ctx context.Context, kind Kind, n int, due func(i int) time.Time) (*batch, float64, error) {
-	b := &batch{kind: kind, shipment: fmt.Sprintf("BENCH-%s-%d", r.RunID, r.seq.Add(1)), keys: map[string]bool{}}
+// returns the batch and the start rate; sends makes a baseline's no-op
+// call the mail sink.
+func (r *Runner) schedule(ctx context.Context, kind Kind, n int, due func(i int) time.Time, sends bool) (*batch, float64, error) {
+	b := &batch{kind: kind, shipment: fmt.Sprintf("BENCH-%s-%d", r.RunID, r.seq.Add(1)), keys: map[string]time.Time{}, sends: sends}
 	b.planned = make([]time.Time, n)
 	for i := range n {
 		b.planned[i] = reminder.NormalizeTime(due(i))
@@ -75,6 +82,10 @@ func (r *Runner) scheduleBare(ctx context.Context, b *batch) error {
 	b.ids, b.dueAt = make([]string, len(b.planned)), b.planned
 	for i := range b.planned {
 		b.ids[i] = fmt.Sprintf("%s/%s/%06d", b.kind, b.shipment, i)
+		if b.sends {
+			// The no-op sends under its workflow id.
+			b.keys[b.ids[i]] = b.planned[i]
+		}
 	}
 	return r.inBatches(ctx, len(b.planned), func(ctx context.Context, first, end int) error {
 		// A batch's starts go out together, as an update's fan-out does.
@@ -84,7 +95,7 @@ func (r *Runner) scheduleBare(ctx context.Context, b *batch) error {
 				_, err := r.Temporal.ExecuteWorkflow(gctx, client.StartWorkflowOptions{
 					ID: b.ids[i], TaskQueue: r.Queues[b.kind],
 					WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-				}, workflowType, BareInput{DueAt: b.planned[i]})
+				}, workflowType, BareInput{DueAt: b.planned[i], Send: b.sends})
 				if err != nil {
 					return fmt.Errorf("error starting %s: %w", b.ids[i], err)
 				}
@@ -121,14 +132,22 @@ func (r *Runner) scheduleEach(ctx context.Context, b *batch, schedule func(conte
 		for _, res := range results {
 			b.ids = append(b.ids, res.WorkflowID)
 			b.dueAt = append(b.dueAt, res.DueAt)
-			b.keys[res.DeliveryKey] = true
+			b.keys[res.DeliveryKey] = res.DueAt
 		}
 		return err
 	})
 }
 
 func (r *Runner) scheduleFull(ctx context.Context, b *batch) error {
-	return r.scheduleEach(ctx, b, r.Starter.Schedule)
+	return r.scheduleEach(ctx, b, r.starterFor(b.kind).Schedule)
+}
+
+// starterFor is the starter that schedules kind's reminders.
+func (r *Runner) starterFor(kind Kind) *starter.Starter {
+	if st, ok := r.Starters[kind]; ok {
+		return st
+	}
+	return r.Starter
 }
 
 // scheduleAPI schedules each update by POST /v1/updates, as a tracker does:

@@ -43,12 +43,13 @@ func DrainRate(starts []time.Time) float64 {
 
 // Drain is how long after a reference instant (the due instant, or the
 // worker's first poll after an outage) a share of the reminders had begun
-// their notify.
+// their notify; or, per reminder, after its own due time.
 type Drain struct {
 	P50 time.Duration `json:"p50_ns"`
 	P90 time.Duration `json:"p90_ns"`
 	P95 time.Duration `json:"p95_ns"`
 	P99 time.Duration `json:"p99_ns"`
+	Max time.Duration `json:"max_ns,omitempty"`
 }
 
 // TimeToDrain gives the time-to-drain percentiles of starts from ref.
@@ -58,7 +59,19 @@ func TimeToDrain(starts []time.Time, ref time.Time) Drain {
 	}
 	s := sortedTimes(starts)
 	at := func(p float64) time.Duration { return quantile(s, p).Sub(ref) }
-	return Drain{P50: at(0.50), P90: at(0.90), P95: at(0.95), P99: at(0.99)}
+	return Drain{P50: at(0.50), P90: at(0.90), P95: at(0.95), P99: at(0.99), Max: s[len(s)-1].Sub(ref)}
+}
+
+// DurationsDrain gives the same percentiles of waits each measured from
+// its own reference (a steady reminder's lag from its due time), leaving
+// waits as they were.
+func DurationsDrain(waits []time.Duration) Drain {
+	if len(waits) == 0 {
+		return Drain{}
+	}
+	s := slices.Clone(waits)
+	slices.Sort(s)
+	return Drain{P50: quantile(s, 0.50), P90: quantile(s, 0.90), P95: quantile(s, 0.95), P99: quantile(s, 0.99), Max: s[len(s)-1]}
 }
 
 // Lags are the percentiles of notify start minus due time.

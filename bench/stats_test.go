@@ -69,8 +69,18 @@ func TestTimeToDrain(t *testing.T) {
 	t.Parallel()
 	// Ten starts one a second, the first a second after the reference.
 	got := TimeToDrain(at(everySecond(0, 9)...), t0.Add(-time.Second))
-	require.Equal(t, Drain{P50: 5 * time.Second, P90: 9 * time.Second, P95: 10 * time.Second, P99: 10 * time.Second}, got)
+	require.Equal(t, Drain{P50: 5 * time.Second, P90: 9 * time.Second, P95: 10 * time.Second, P99: 10 * time.Second, Max: 10 * time.Second}, got)
 	require.Equal(t, Drain{}, TimeToDrain(nil, t0))
+
+	// Each from its own reference (a steady reminder's lag): the same
+	// percentiles of the waits.
+	var waits []time.Duration
+	for ms := 100; ms >= 1; ms-- {
+		waits = append(waits, time.Duration(ms)*time.Millisecond)
+	}
+	require.Equal(t, Drain{P50: 50 * time.Millisecond, P90: 90 * time.Millisecond, P95: 95 * time.Millisecond,
+		P99: 99 * time.Millisecond, Max: 100 * time.Millisecond}, DurationsDrain(waits))
+	require.Equal(t, 100*time.Millisecond, waits[0], "the caller's slice is left as it was")
 }
 
 func TestLagPercentiles(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
+	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
 )
 
@@ -154,7 +155,8 @@ func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Res
 			return err
 		}
 		outs, err := r.results(ctx, b, time.Until(first)+time.Duration(n)*step+resultsGrace)
-		r.measure(ctx, &res, b, outs)
+		// Each reminder drains from its own due time: its lag.
+		r.measure(ctx, &res, b, outs, time.Time{})
 		return err
 	})
 }
@@ -178,7 +180,9 @@ func (r *Runner) Burst(ctx context.Context, kind Kind, n int) Result {
 func (r *Runner) scheduleAhead(ctx context.Context, res *Result, n int, offset func(i int) time.Duration) (*batch, time.Time, error) {
 	res.Lead = r.lead(res.Kind, n)
 	first := time.Now().Add(res.Lead)
-	b, schedRate, err := r.schedule(ctx, res.Kind, n, func(i int) time.Time { return first.Add(offset(i)) })
+	provider, sends := r.providerFor(first)
+	res.Provider = provider
+	b, schedRate, err := r.schedule(ctx, res.Kind, n, func(i int) time.Time { return first.Add(offset(i)) }, sends)
 	res.ScheduleRate = schedRate
 	if err != nil {
 		return b, first, err
@@ -205,7 +209,9 @@ func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 			}
 		}()
 		due := time.Now().Add(time.Second)
-		b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return due.Add(time.Duration(i) * time.Millisecond) })
+		provider, sends := r.providerFor(due)
+		res.Provider = provider
+		b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return due.Add(time.Duration(i) * time.Millisecond) }, sends)
 		res.ScheduleRate = schedRate
 		if err != nil {
 			return err
@@ -221,6 +227,8 @@ func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 			return ctx.Err()
 		}
 		restarted = true
+		// The provider's 429 windows count from the worker's return.
+		r.providerFor(time.Now())
 		firstPoll, err := r.Workers.Start(kind)
 		if err != nil {
 			return err
@@ -233,7 +241,7 @@ func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 // timed from ref.
 func (r *Runner) drain(ctx context.Context, res *Result, b *batch, within time.Duration, ref time.Time) error {
 	outs, err := r.results(ctx, b, within)
-	starts := r.measure(ctx, res, b, outs)
+	starts := r.measure(ctx, res, b, outs, ref)
 	res.DrainRate = DrainRate(starts)
 	d := TimeToDrain(starts, ref)
 	res.Drain = &d
@@ -249,7 +257,7 @@ func (r *Runner) Hold(ctx context.Context, n int, queries int) Result {
 		span := 30 * 24 * time.Hour
 		b, schedRate, err := r.schedule(ctx, Full, n, func(i int) time.Time {
 			return from.Add(time.Duration(float64(span) * float64(i) / float64(n)))
-		})
+		}, false)
 		res.ScheduleRate = schedRate
 		if err != nil {
 			return err
@@ -276,8 +284,9 @@ func (r *Runner) Hold(ctx context.Context, n int, queries int) Result {
 }
 
 // measure fills a finished batch's figures from its outcomes and returns
-// the notify starts.
-func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outcome) []time.Time {
+// the notify starts. ref is what Accepted is timed from; zero: each
+// reminder's due time, and then Drain is each reminder's lag too (steady).
+func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outcome, ref time.Time) []time.Time {
 	res.N = len(b.planned)
 	var starts []time.Time
 	var lags []time.Duration
@@ -296,20 +305,19 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outc
 		}
 	}
 	res.Lag = LagPercentiles(lags)
+	if ref.IsZero() && len(lags) > 0 {
+		d := DurationsDrain(lags)
+		res.Drain = &d
+	}
 	res.Delivered = len(starts)
-	if b.kind.Worker() == Full {
-		// What the provider received: distinct keys, and keys received twice.
-		counts := map[string]int{}
-		for _, m := range r.Mail.Mails() {
-			if k := m.CustomArgs["delivery_key"]; b.keys[k] {
-				counts[k]++
-			}
-		}
-		res.Delivered, res.Duplicates = len(counts), 0
-		for _, c := range counts {
-			if c > 1 {
-				res.Duplicates++
-			}
+	if b.kind.runsReminders() || b.sends {
+		// What the provider accepted: distinct keys, and keys accepted
+		// twice; for the baselines too while they send, so every path's
+		// duplicates are counted where the full path's are.
+		j := readJournal(r.Mail.Mails(), b.keys)
+		res.Delivered, res.Duplicates = len(j.first), j.duplicates()
+		if d, ok := j.accepted(b.keys, ref); ok {
+			res.Accepted = &d
 		}
 	}
 	res.Lost = res.N - res.Delivered
@@ -323,18 +331,77 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outc
 	return starts
 }
 
+// journal is what the mail sink accepted under a batch's keys: when each
+// key's first mail came, and how many came under it.
+type journal struct {
+	first  map[string]time.Time
+	counts map[string]int
+}
+
+// readJournal reads the mails accepted under keys.
+func readJournal(mails []sink.Mail, keys map[string]time.Time) journal {
+	j := journal{first: map[string]time.Time{}, counts: map[string]int{}}
+	for _, m := range mails {
+		k := m.CustomArgs["delivery_key"]
+		if _, ok := keys[k]; !ok {
+			continue
+		}
+		if j.counts[k]++; j.counts[k] == 1 || m.Received.Before(j.first[k]) {
+			j.first[k] = m.Received
+		}
+	}
+	return j
+}
+
+// duplicates counts the keys accepted more than once.
+func (j journal) duplicates() int {
+	n := 0
+	for _, c := range j.counts {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// accepted is how long after ref (zero: each key's due time) each key's
+// first mail was accepted; ok is false when none was.
+func (j journal) accepted(due map[string]time.Time, ref time.Time) (Drain, bool) {
+	if len(j.first) == 0 {
+		return Drain{}, false
+	}
+	waits := make([]time.Duration, 0, len(j.first))
+	for k, at := range j.first {
+		from := ref
+		if from.IsZero() {
+			from = due[k]
+		}
+		waits = append(waits, at.Sub(from))
+	}
+	return DurationsDrain(waits), true
+}
+
 // history reads a finished workflow's history: its length and its
 // billable actions.
 func (r *Runner) history(ctx context.Context, workflowID string) (int, *Actions, error) {
+	events, err := r.events(ctx, workflowID)
+	if err != nil {
+		return 0, nil, err
+	}
+	a := CountActions(events)
+	return len(events), &a, nil
+}
+
+// events reads a workflow's whole history.
+func (r *Runner) events(ctx context.Context, workflowID string) ([]*historypb.HistoryEvent, error) {
 	it := r.Temporal.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var events []*historypb.HistoryEvent
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return 0, nil, fmt.Errorf("error reading the history of %s: %w", workflowID, err)
+			return nil, fmt.Errorf("error reading the history of %s: %w", workflowID, err)
 		}
 		events = append(events, ev)
 	}
-	a := CountActions(events)
-	return len(events), &a, nil
+	return events, nil
 }

@@ -9,12 +9,15 @@
 # Each workload writes out/bench-<workload>.json (the engine: out/bench-engine-
 # <workload>.json); they are merged into out/bench.json (out/bench-engine.json),
 # whose table is printed at the end. --workloads picks and orders workloads.
+# burst and catchup run twice, against the realistic mail provider (burst,
+# catchup) and the instant one (burst-instant, catchup-instant), so the
+# report sets them side by side; steady runs against the realistic one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 engine=false
 if [ "${1:-}" = --engine ]; then engine=true; shift; fi
-workloads=burst,catchup,steady,hold,mirror,events
+workloads=burst,burst-instant,catchup,catchup-instant,steady,hold,slow,outage,mirror,events
 args=()
 print=()
 while [ $# -gt 0 ]; do
@@ -74,8 +77,10 @@ for w in ${workloads//,/ }; do
   fresh_server
   set -a; eval "$(env_of)"; set +a
   ceiling=()
-  # --rate auto: the lean burst of this invocation sets the steady rate.
-  for p in "${parts[@]}"; do [ "$p" = "$prefix-burst.json" ] && ceiling=(--ceiling-from "$p"); done
+  # --rate auto: the lean burst of this invocation with steady's provider
+  # (steady: burst; steady-instant: burst-instant) sets the steady rate.
+  case "$w" in steady*) burst_part="$prefix-burst${w#steady}.json" ;; *) burst_part= ;; esac
+  for p in "${parts[@]}"; do [ "$p" = "$burst_part" ] && ceiling=(--ceiling-from "$p"); done
   say "== $w on a fresh server"
   .dev/bin/shipnotify bench --workloads "$w" --out "$part" --engine "$label" \
     --server-pid-file "$server_pid_file" --postgres-pid-file "$(pg_datadir)/postmaster.pid" \

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/shipnotify/shipnotify/bench"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -50,14 +52,56 @@ type benchFlags struct {
 	// with prune beside it) and the old finished reminders each prune gets.
 	prunePairs, pruneSeed int
 	mirrorN               int
+	// provider is the mail sink's profile for burst, catchup and steady
+	// (a workload named with bench.InstantSuffix runs instant whatever it
+	// says).
+	provider string
+	// slowN and slowPairs: the slow workload's burst and its rounds.
+	slowN, slowPairs int
+	// outage, outagePairs and rateCap: the outage workload's 503s, its
+	// rounds, and the sends a second each of its two workers is held to.
+	outage      time.Duration
+	outagePairs int
+	rateCap     float64
 }
+
+// benchWorkloads are the workloads bench knows, in the order it runs
+// them by default (mirror and events are PostgreSQL alone, and make bench
+// runs them last).
+var benchWorkloads = []string{"burst", "burst" + bench.InstantSuffix, "catchup", "catchup" + bench.InstantSuffix,
+	"steady", "steady" + bench.InstantSuffix, "hold", "slow", bench.OutageWorkload, "mirror", "events"}
+
+// defaultWorkloads is --workloads' default.
+const defaultWorkloads = "burst,burst-instant,catchup,catchup-instant,steady,hold,slow,outage"
+
+// benchProvider is the provider profile a workload name runs with, and
+// the name its results carry: a run with the instant provider is named
+// with bench.InstantSuffix, so it never passes for a realistic one.
+func benchProvider(workload, flag string) (sink.Profile, string) {
+	base := bench.BaseWorkload(workload)
+	if workload != base || flag == sink.InstantName {
+		return sink.Instant(), base + bench.InstantSuffix
+	}
+	return sink.Realistic(providerSeed), base
+}
+
+// providerSeed fixes the realistic provider's latencies, so every run of
+// every invocation draws the same sequence.
+const providerSeed = 12
 
 func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	var f benchFlags
-	fs := newFlags(e, "bench", "bench [--workloads burst,catchup,steady,hold] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
+	fs := newFlags(e, "bench", "bench [--workloads "+defaultWorkloads+"] [--provider realistic|instant] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
 		"       bench --merge FILE,FILE,... [--out FILE] [--json]")
-	fs.StringVar(&f.workloads, "workloads", "burst,catchup,steady,hold", "which workloads to run, in order (also: mirror, ten million rows in PostgreSQL alone; events, the SendGrid Event Webhook's ingestion, PostgreSQL alone)")
-	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
+	fs.StringVar(&f.workloads, "workloads", defaultWorkloads, "which workloads to run, in order, of "+strings.Join(benchWorkloads, ", ")+
+		" (burst-instant and the like: that workload with the instant provider; mirror: ten million rows in PostgreSQL alone; events: the SendGrid Event Webhook's ingestion, PostgreSQL alone)")
+	fs.StringVar(&f.provider, "provider", sink.RealisticName, "burst, catchup and steady: how the mail sink answers every path's sends: realistic (median 220 ms, 1% at 6 s, 2.5 s of 429s a minute) or instant (at once; results named burst-instant, ...)")
+	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run, and per variant of the outage (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
+	fs.IntVar(&f.slowN, "slow-n", 200, "slow: reminders due at one instant per run, every provider answer taking 6 s")
+	fs.IntVar(&f.slowPairs, "slow-pairs", 2, "slow: alternating rounds after each path's warm-up")
+	fs.DurationVar(&f.outage, "outage", 5*time.Minute, "outage: how long the provider answers every call 503 while --n reminders a variant come due")
+	fs.IntVar(&f.outagePairs, "outage-pairs", 2, "outage: rounds, each running both variants (provider-paced retries, and the old own backoff) at once")
+	fs.Float64Var(&f.rateCap, "rate-cap", 50, "outage: sends a second each variant's worker is held to, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND holds the product's")
 	fs.IntVar(&f.pairs, "pairs", 5, "alternating rounds after each path's warm-up: every two paths meet as A B, B A, A B, ...")
 	fs.StringVar(&f.rate, "rate", "auto", "steady: reminders due a second, or auto: 0.8 × the lean baseline's burst drain rate (from this run's burst, --ceiling-from, or a quick lean burst)")
 	fs.DurationVar(&f.duration, "duration", 30*time.Second, "steady: how long reminders keep coming due")
@@ -89,6 +133,12 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	if f.n < 1 || f.duration <= 0 || f.holdN < 1 || f.fanout < 1 || f.concurrency < 1 || f.pairs < 1 || f.idleGap < 0 || f.minSlack < 0 {
 		return f, usagef("--n, --duration, --hold-n, --fanout, --concurrency and --pairs must be positive")
 	}
+	if f.slowN < 1 || f.slowPairs < 1 || f.outage <= 0 || f.outagePairs < 1 || f.rateCap <= 0 {
+		return f, usagef("--slow-n, --slow-pairs, --outage, --outage-pairs and --rate-cap must be positive")
+	}
+	if f.provider != sink.RealisticName && f.provider != sink.InstantName {
+		return f, usagef("--provider: want realistic or instant")
+	}
 	if f.prunePairs < 0 || f.pruneSeed < 1 || f.mirrorN < 1 {
 		return f, usagef("--prune-pairs must not be negative; --prune-seed and --mirror-n must be positive")
 	}
@@ -98,9 +148,7 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 		}
 	}
 	for _, w := range strings.Split(f.workloads, ",") {
-		switch w {
-		case "steady", "burst", "catchup", "hold", "mirror", "events":
-		default:
+		if !slices.Contains(benchWorkloads, w) {
 			return f, usagef("--workloads: unknown workload %q", w)
 		}
 	}
@@ -243,7 +291,11 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 	options := map[string]any{
 		"n": f.n, "pairs": f.pairs, "rate": f.rate, "duration": f.duration.String(), "hold_n": f.holdN,
 		"fanout": f.fanout, "concurrency": f.concurrency, "api": f.viaAPI, "idle_gap": f.idleGap.String(),
-		"min_slack": f.minSlack.String(), "temporal_address": d.cfg.Temporal.HostPort, "workers": map[string]int{
+		"min_slack": f.minSlack.String(), "temporal_address": d.cfg.Temporal.HostPort,
+		"provider": f.provider, "slow_n": f.slowN, "slow_pairs": f.slowPairs, "outage": f.outage.String(),
+		"outage_pairs": f.outagePairs, "rate_cap": f.rateCap,
+		// pollers 0: the SDK's autoscaling.
+		"workers": map[string]int{
 			"activity_slots": f.workers.activities, "workflow_task_slots": f.workers.workflowTasks,
 			"local_activity_slots": f.workers.localActivities, "pollers": f.workers.pollers, "cache_size": f.workers.cache,
 		},
@@ -258,9 +310,21 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		if res.Invalid != "" {
 			left = " [left out: " + res.Invalid + "]"
 		}
-		fmt.Fprintf(e.stderr, "bench: %s %s round %d: n=%d delivered=%d drain=%.1f/s sched=%.0f/s slack=%s p99=%s in %s%s\n",
-			res.Workload, res.Kind, res.Round, res.N, res.Delivered, res.DrainRate, res.ScheduleRate,
-			res.Slack.Round(time.Millisecond), res.Lag.P99.Round(time.Millisecond), res.Elapsed.Round(time.Second), left)
+		var drainP99 time.Duration
+		if res.Drain != nil {
+			drainP99 = res.Drain.P99
+		}
+		extra := ""
+		if o := res.Outage; o != nil {
+			extra = fmt.Sprintf(" after-recovery p50=%s p99=%s max=%s before-end=%d peak=%.1f/s attempts mean=%.2f actions mean=%.2f p99=%.0f max=%.0f",
+				o.AfterRecovery.P50.Round(time.Millisecond), o.AfterRecovery.P99.Round(time.Millisecond),
+				o.AfterRecovery.Max.Round(time.Millisecond), o.BeforeEnd, o.PeakRate, o.Attempts.Mean, o.Actions.Mean,
+				o.Actions.P99, o.Actions.Max)
+		}
+		fmt.Fprintf(e.stderr, "bench: %s %s (%s) round %d: n=%d delivered=%d dup=%d lost=%d drain=%.1f/s drain-p99=%s sched=%.0f/s slack=%s lag-p99=%s%s in %s%s\n",
+			res.Workload, res.Kind, res.Provider, res.Round, res.N, res.Delivered, res.Duplicates, res.Lost, res.DrainRate,
+			drainP99.Round(time.Millisecond), res.ScheduleRate, res.Slack.Round(time.Millisecond), res.Lag.P99.Round(time.Millisecond),
+			extra, res.Elapsed.Round(time.Second), left)
 	}
 	if err := r.Settle(ctx, 2*time.Minute); err != nil {
 		return BenchReport{}, err
@@ -270,7 +334,9 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		switch w {
+		provider, name := benchProvider(w, f.provider)
+		r.UseProvider(provider)
+		switch bench.BaseWorkload(w) {
 		case "burst":
 			kinds := paths
 			if f.viaAPI {
@@ -278,42 +344,72 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 			}
 			for _, s := range bench.Order(kinds, f.pairs) {
 				res := r.Burst(ctx, s.Kind, f.n)
-				res.Round = s.Round
+				res.Workload, res.Round = name, s.Round
 				record(res)
 			}
 		case "catchup":
 			for _, s := range bench.Order(paths, f.pairs) {
 				res := r.Catchup(ctx, s.Kind, f.n)
-				res.Round = s.Round
+				res.Workload, res.Round = name, s.Round
 				record(res)
 			}
 		case "steady":
-			perSecond, from, err := steadyRate(ctx, f, r, &report, record)
+			perSecond, from, err := steadyRate(ctx, f, r, &report, record, "burst"+strings.TrimPrefix(name, "steady"))
 			if err != nil {
 				// The other workloads' results still count.
-				report.Errors = append(report.Errors, "steady: "+err.Error())
-				fmt.Fprintf(e.stderr, "bench: steady left out: %v\n", err)
+				report.Errors = append(report.Errors, name+": "+err.Error())
+				fmt.Fprintf(e.stderr, "bench: %s left out: %v\n", name, err)
 				continue
 			}
 			options["steady_rate"], options["steady_rate_from"] = perSecond, from
 			count := int(perSecond * f.duration.Seconds())
 			for _, s := range bench.Order(paths, f.pairs) {
 				res := r.Steady(ctx, s.Kind, count, perSecond)
-				res.Round = s.Round
+				res.Workload, res.Round = name, s.Round
 				record(res)
 			}
+			prune := bench.SteadyPruneWorkload + strings.TrimPrefix(name, "steady")
 			for _, s := range bench.Order([]bench.Kind{bench.Full, bench.Pruning}, f.prunePairs) {
 				res, pruned, err := steadyBesidePrune(ctx, r, s.Kind, count, perSecond, f.pruneSeed, e)
 				if err != nil {
-					report.Errors = append(report.Errors, "steady-prune: "+err.Error())
+					report.Errors = append(report.Errors, prune+": "+err.Error())
 					break
 				}
-				res.Workload, res.Kind, res.Round = bench.SteadyPruneWorkload, s.Kind, s.Round
+				res.Workload, res.Kind, res.Round = prune, s.Kind, s.Round
 				record(res)
 				if pruned != nil {
 					report.Prune = append(report.Prune, *pruned)
 				}
 			}
+		case "slow":
+			// Every answer takes 6 s: what each path does with sends in
+			// flight that long, and whether any is made twice.
+			r.UseProvider(sink.Slow())
+			for _, s := range bench.Order(paths, f.slowPairs) {
+				res := r.Burst(ctx, s.Kind, f.slowN)
+				res.Workload, res.Round = "slow", s.Round
+				record(res)
+			}
+		case bench.OutageWorkload:
+			stop, err := startOutageVariants(ctx, d, admin, st, r, workers, f, runID)
+			if err != nil {
+				report.Errors = append(report.Errors, "outage: "+err.Error())
+				fmt.Fprintf(e.stderr, "bench: outage left out: %v\n", err)
+				continue
+			}
+			o := bench.OutageOptions{N: f.n, Outage: f.outage, RateCap: f.rateCap}
+			for round := 1; round <= f.outagePairs && ctx.Err() == nil; round++ {
+				// Each goes first as often: the first is scheduled first.
+				kinds := []bench.Kind{bench.Paced, bench.OwnBackoff}
+				if round%2 == 0 {
+					slices.Reverse(kinds)
+				}
+				for _, res := range r.Outage(ctx, kinds, o) {
+					res.Round = round
+					record(res)
+				}
+			}
+			stop()
 		case "mirror":
 			res, err := mirrorWorkload(ctx, e, d, admin.Pool().Config().ConnString(), bench.MirrorOptions{N: f.mirrorN})
 			report.Mirror = &res
@@ -332,6 +428,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 				report.Errors = append(report.Errors, "events: "+f)
 			}
 		case "hold":
+			r.UseProvider(sink.Instant())
 			record(r.Hold(ctx, f.holdN, 1000))
 		}
 	}
@@ -377,7 +474,7 @@ const steadyShare = 0.8
 // steadyRate is the steady workload's reminders a second: the --rate
 // given, or steadyShare of the lean baseline's burst drain rate, measured
 // in this run, read from --ceiling-from, or measured now with a lean burst.
-func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *BenchReport, record func(bench.Result)) (float64, string, error) {
+func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *BenchReport, record func(bench.Result), burst string) (float64, string, error) {
 	if f.rate != "auto" {
 		v, _ := strconv.ParseFloat(f.rate, 64)
 		return v, "--rate", nil
@@ -385,7 +482,7 @@ func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *Benc
 	share := func(c float64, note, where string) string {
 		return fmt.Sprintf("%.0f%% of the lean burst drain rate %.1f/s %s%s", steadyShare*100, c, where, note)
 	}
-	if c, note, ok := leanCeiling(report.Results); ok {
+	if c, note, ok := leanCeiling(report.Results, burst); ok {
 		return steadyShare * c, share(c, note, "of this run"), nil
 	}
 	if f.ceilingFrom != "" {
@@ -393,14 +490,14 @@ func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *Benc
 		if err != nil {
 			return 0, "", usageError{fmt.Errorf("--ceiling-from: %w", err)}
 		}
-		if c, note, ok := leanCeiling(prev.Results); ok {
+		if c, note, ok := leanCeiling(prev.Results, burst); ok {
 			return steadyShare * c, share(c, note, "in "+f.ceilingFrom), nil
 		}
 	}
 	res := r.Burst(ctx, bench.Lean, f.n)
-	res.Workload = ceilingWorkload
+	res.Workload = ceilingWorkload + strings.TrimPrefix(burst, "burst")
 	record(res)
-	if c, note, ok := leanCeiling([]bench.Result{res}); ok {
+	if c, note, ok := leanCeiling([]bench.Result{res}, burst); ok {
 		return steadyShare * c, share(c, note, "measured for it"), nil
 	}
 	return 0, "", fmt.Errorf("--rate auto: the lean burst that measures the ceiling did not deliver everything (%s); pass --rate", res.Invalid)
@@ -410,18 +507,20 @@ func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *Benc
 // other to go by.
 const ceilingWorkload = "ceiling"
 
-// leanCeiling is the lean baseline's median burst drain rate over its
-// compared runs; when none of them was valid, over the lean bursts that
-// delivered everything (left out for another reason, such as a short
-// slack, which matters less to a ceiling), and note says so.
-func leanCeiling(results []bench.Result) (rate float64, note string, ok bool) {
+// leanCeiling is the lean baseline's median drain rate over its compared
+// runs of the burst workload named burst (burst, or burst-instant: the
+// steady workload's provider's); when none of them was valid, over the
+// lean bursts that delivered everything (left out for another reason, such
+// as a short slack, which matters less to a ceiling), and note says so.
+func leanCeiling(results []bench.Result, burst string) (rate float64, note string, ok bool) {
 	drain := func(r bench.Result) (float64, bool) { return r.DrainRate, r.DrainRate > 0 }
-	if v, ok := bench.MedianOf(results, "burst", bench.Lean, drain); ok {
+	if v, ok := bench.MedianOf(results, burst, bench.Lean, drain); ok {
 		return v, "", true
 	}
+	ceiling := ceilingWorkload + strings.TrimPrefix(burst, "burst")
 	var rates []float64
 	for _, r := range results {
-		if r.Kind == bench.Lean && (r.Workload == "burst" || r.Workload == ceilingWorkload) && r.Error == "" && r.Lost == 0 && r.DrainRate > 0 {
+		if r.Kind == bench.Lean && (r.Workload == burst || r.Workload == ceiling) && r.Error == "" && r.Lost == 0 && r.DrainRate > 0 {
 			rates = append(rates, r.DrainRate)
 		}
 	}
@@ -429,6 +528,61 @@ func leanCeiling(results []bench.Result) (rate float64, note string, ok bool) {
 		return 0, "", false
 	}
 	return bench.Median(rates), " (no lean burst was valid for comparison: the median of those that delivered everything)", true
+}
+
+// startOutageVariants gives the outage workload its two full-path
+// workers, started: the product's provider-paced retries and the old own
+// backoff, each with a mirror schema of its own (migrated, dropped with
+// the benchmark's unless --keep), so each has its rate cap and outage
+// record to itself, its own task queue, and a starter over both. stop
+// stops the workers.
+func startOutageVariants(ctx context.Context, d *deps, admin *mirror.Store, st *starter.Starter, r *bench.Runner,
+	workers *processWorkers, f benchFlags, runID string) (stop func(), err error) {
+	if r.Starters == nil {
+		r.Starters = map[bench.Kind]*starter.Starter{}
+	}
+	for _, v := range []struct {
+		kind  bench.Kind
+		label string
+		flags []string
+	}{{bench.Paced, "paced", nil}, {bench.OwnBackoff, "own", []string{"--own-backoff"}}} {
+		schema := "bench_" + runID + "_" + v.label
+		dbURL, err := withSearchPath(d.cfg.DatabaseURL, schema)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+		}
+		if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+			return nil, fmt.Errorf("error creating the outage schema: %w", err)
+		}
+		if !f.keep {
+			d.closers = append(d.closers, func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+		}
+		store, err := d.mirrorAt(ctx, "DATABASE_URL", dbURL, 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
+			return nil, err
+		}
+		queue := "bench-" + v.label + "-" + runID
+		r.Queues[v.kind] = queue
+		r.Starters[v.kind] = &starter.Starter{Temporal: st.Temporal, Mirror: store, TaskQueue: queue, Concurrency: st.Concurrency,
+			Webhooks: st.Webhooks, Now: st.Now}
+		workers.args[v.kind] = append(append([]string{"bench-worker", "--path", string(bench.Full), "--task-queue", queue,
+			"--rate-cap", strconv.FormatFloat(f.rateCap, 'f', -1, 64)}, v.flags...), f.workers.args()...)
+		workers.extraEnv[v.kind] = []string{"DATABASE_URL=" + dbURL, "SHIPNOTIFY_TASK_QUEUE=" + queue}
+	}
+	stop = func() {
+		workers.Stop(bench.Paced)
+		workers.Stop(bench.OwnBackoff)
+	}
+	for _, k := range []bench.Kind{bench.Paced, bench.OwnBackoff} {
+		if _, err := workers.Start(k); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
 }
 
 // pidCPU reads the CPU of the process tree named by a pid file; nil (the

@@ -2,13 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/worker"
 )
 
 // make bench runs each workload on its own server and merges the reports:
@@ -51,15 +55,18 @@ func TestBenchMerge(t *testing.T) {
 	for _, tg := range rep.Targets {
 		byName[tg.Name] = tg
 	}
-	require.Equal(t, bench.Missed, byName["burst drain, full/naive"].Verdict, "1.4 and 1.12: one pair falls short of 1.3")
+	require.Equal(t, bench.Missed, byName["burst drain or time-to-drain p99, full/naive"].Verdict, "1.4 and 1.12: one pair falls short of 1.3")
 	require.Equal(t, bench.Met, byName["burst drain, full/lean"].Verdict, "0.93 ≥ 0.9")
-	require.Equal(t, bench.NotMeasured, byName["catchup drain, full/naive"].Verdict, "its one pair was left out")
+	require.Equal(t, bench.NotMeasured, byName["catchup drain or time-to-drain p99, full/naive"].Verdict, "its one pair was left out")
+	require.Equal(t, bench.Met, byName["no run in stall mode (drain below a quarter of its path's median)"].Verdict)
 }
 
 func TestBenchFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"--rate", "fast"}, {"--rate", "-3"}, {"--workloads", "burst,nap"}, {"--pairs", "0"}, {"--pollers", "1"},
+		{"--pollers", "-2"}, {"--provider", "sendgrid"}, {"--slow-n", "0"}, {"--outage", "0s"}, {"--rate-cap", "0"},
+		{"--workloads", "hold-instant"},
 	} {
 		code, _, stderr := cli{env: map[string]string{}}.run(t, "", append([]string{"bench"}, args...)...)
 		require.Equal(t, 2, code, "%v: %s", args, stderr)
@@ -85,16 +92,68 @@ func TestLeanCeiling(t *testing.T) {
 		return bench.Result{Workload: "burst", Kind: bench.Lean, Round: round, N: 10, Delivered: 10 - lost, Lost: lost,
 			DrainRate: drain, Invalid: invalid}
 	}
-	rate, note, ok := leanCeiling([]bench.Result{lean(0, 10, "", 0), lean(1, 60, "", 0), lean(2, 70, "", 0), lean(3, 1, "slack", 0)})
+	rate, note, ok := leanCeiling([]bench.Result{lean(0, 10, "", 0), lean(1, 60, "", 0), lean(2, 70, "", 0), lean(3, 1, "slack", 0)}, "burst")
 	require.True(t, ok)
 	require.InDelta(t, 65, rate, 1e-9)
 	require.Empty(t, note)
 
-	rate, note, ok = leanCeiling([]bench.Result{lean(0, 40, "slack", 0), lean(1, 50, "slack", 0), lean(2, 5, "partly drained", 3)})
+	rate, note, ok = leanCeiling([]bench.Result{lean(0, 40, "slack", 0), lean(1, 50, "slack", 0), lean(2, 5, "partly drained", 3)}, "burst")
 	require.True(t, ok)
 	require.InDelta(t, 45, rate, 1e-9)
 	require.Contains(t, note, "no lean burst was valid")
 
-	_, _, ok = leanCeiling([]bench.Result{lean(1, 5, "partly drained", 3), {Workload: "burst", Kind: bench.Full, Round: 1, DrainRate: 50}})
+	_, _, ok = leanCeiling([]bench.Result{lean(1, 5, "partly drained", 3), {Workload: "burst", Kind: bench.Full, Round: 1, DrainRate: 50}}, "burst")
 	require.False(t, ok)
+
+	// The steady workload's provider picks the burst it goes by.
+	instant := lean(1, 90, "", 0)
+	instant.Workload = "burst-instant"
+	rate, _, ok = leanCeiling([]bench.Result{lean(1, 60, "", 0), instant}, "burst-instant")
+	require.True(t, ok)
+	require.InDelta(t, 90, rate, 1e-9)
+}
+
+// Pollers 0, the default, leave them to the SDK's autoscaling, as the
+// product's worker does; a number pins them, at least the SDK's 2.
+func TestWorkerPollersAutoscaleUnlessPinned(t *testing.T) {
+	t.Parallel()
+	var s workerSettings
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	s.register(fs)
+	require.NoError(t, fs.Parse(nil))
+	require.Zero(t, s.pollers)
+	require.NoError(t, s.check())
+	o := worker.SDKOptions(s.options())
+	require.NotNil(t, o.WorkflowTaskPollerBehavior, "autoscaling")
+	require.NotNil(t, o.ActivityTaskPollerBehavior, "autoscaling")
+	require.Contains(t, strings.Join(s.args(), " "), "--pollers 0")
+
+	require.NoError(t, fs.Parse([]string{"--pollers", "8"}))
+	require.NoError(t, s.check())
+	o = worker.SDKOptions(s.options())
+	require.Nil(t, o.WorkflowTaskPollerBehavior)
+	require.Equal(t, 8, o.MaxConcurrentWorkflowTaskPollers)
+	s.pollers = 1
+	require.Error(t, s.check())
+}
+
+// A workload runs with the --provider asked for, unless its name says
+// instant; results with the instant provider are always named so.
+func TestBenchProvider(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		workload, flag, name, provider string
+	}{
+		{"burst", "realistic", "burst", sink.RealisticName},
+		{"burst", "instant", "burst-instant", sink.InstantName},
+		{"burst-instant", "realistic", "burst-instant", sink.InstantName},
+		{"catchup-instant", "instant", "catchup-instant", sink.InstantName},
+		{"steady", "realistic", "steady", sink.RealisticName},
+	} {
+		p, name := benchProvider(tc.workload, tc.flag)
+		require.Equal(t, tc.name, name, "%s with --provider %s", tc.workload, tc.flag)
+		require.Equal(t, tc.provider, p.Name)
+	}
+	p, _ := benchProvider("burst", "realistic")
+	require.Equal(t, sink.Realistic(providerSeed), p, "one fixed seed")
 }

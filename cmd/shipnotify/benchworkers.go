@@ -5,8 +5,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +17,9 @@ import (
 
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/worker"
 )
 
@@ -33,13 +37,14 @@ func (s *workerSettings) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.activities, "activity-slots", 200, "every worker: activities in flight (the product's default)")
 	fs.IntVar(&s.workflowTasks, "workflow-task-slots", 1000, "every worker: workflow tasks in flight (the SDK's default)")
 	fs.IntVar(&s.localActivities, "local-activity-slots", 1000, "every worker: local activities in flight (the SDK's default)")
-	fs.IntVar(&s.pollers, "pollers", 2, "every worker: workflow-task pollers and activity-task pollers, each (the SDK's default; at least 2)")
+	fs.IntVar(&s.pollers, "pollers", 0, "every worker: workflow-task pollers and activity-task pollers, each; 0 (the default): they scale themselves, as the product's worker's do; N ≥ 2 pins them")
 	fs.IntVar(&s.cache, "cache-size", worker.DefaultCacheSize, "every worker: workflows kept in memory (the product's default)")
 }
 
 func (s workerSettings) check() error {
-	if s.activities < 1 || s.workflowTasks < 2 || s.localActivities < 1 || s.pollers < 2 || s.cache < 1 {
-		return usagef("--activity-slots, --local-activity-slots and --cache-size must be positive, --workflow-task-slots and --pollers at least 2 (the SDK's minimum)")
+	if s.activities < 1 || s.workflowTasks < 2 || s.localActivities < 1 || s.pollers < 0 || s.pollers == 1 || s.cache < 1 {
+		return usagef("--activity-slots, --local-activity-slots and --cache-size must be positive, --workflow-task-slots at least 2, " +
+			"--pollers 0 (autoscaling) or at least 2 (the SDK's minimum)")
 	}
 	return nil
 }
@@ -53,6 +58,7 @@ func (s workerSettings) args() []string {
 }
 
 // options are the settings as worker options; no rate limit on any path.
+// Pollers 0 leave the pollers to the SDK's autoscaling (worker.SDKOptions).
 func (s workerSettings) options() worker.Options {
 	return worker.Options{
 		MaxConcurrentActivities: s.activities, MaxConcurrentWorkflowTasks: s.workflowTasks,
@@ -66,9 +72,11 @@ func (s workerSettings) options() worker.Options {
 const readyLine = "bench-worker polling since"
 
 func runBenchWorker(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "bench-worker", "bench-worker --path naive|lean|full --task-queue Q [worker settings]")
+	fs := newFlags(e, "bench-worker", "bench-worker --path naive|lean|full --task-queue Q [--rate-cap R] [--own-backoff] [worker settings]")
 	path := fs.String("path", "", "naive, lean or full")
 	queue := fs.String("task-queue", "", "the task queue to poll")
+	rateCap := fs.Float64("rate-cap", 0, "full: sends a second, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND sets the product's worker (the task queue's activity rate and the mirror's send slots); 0: no cap")
+	ownBackoff := fs.Bool("own-backoff", false, "full: retries after a provider's failure wait the retry policy's own backoff (1 s doubling to 10 min), not the provider's outage: the old behaviour, for the outage workload")
 	var s workerSettings
 	s.register(fs)
 	if err := parseFlags(fs, e, args); err != nil {
@@ -76,6 +84,9 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 	}
 	if *queue == "" {
 		return usagef("--task-queue is required")
+	}
+	if *rateCap < 0 {
+		return usagef("--rate-cap must not be negative")
 	}
 	if err := s.check(); err != nil {
 		return err
@@ -90,8 +101,11 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 	switch bench.Kind(*path) {
 	case bench.Full:
 		// The product's worker; its metrics served nowhere, as the baselines'.
-		d.cfg.TaskQueue, d.cfg.MetricsAddr = *queue, ""
-		return serveWorker(ctx, d, s.options(), ready)
+		// A rate cap is set where the worker command reads it.
+		d.cfg.TaskQueue, d.cfg.MetricsAddr, d.cfg.WorkerActivitiesPerSecond = *queue, "", *rateCap
+		o := s.options()
+		o.ActivitiesPerSecond = *rateCap
+		return serveWorker(ctx, d, o, ready, func(a *activities.Activities) { a.OwnBackoffOnly = *ownBackoff })
 	case bench.Naive, bench.Lean:
 		// The same SDK metrics handler as the full worker's.
 		_, tc, closeMetrics, err := opsTemporal(ctx, d)
@@ -100,7 +114,16 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 		}
 		defer closeMetrics()
 		w := sdkworker.New(tc, *queue, worker.SDKOptions(s.options()))
-		bench.RegisterBare(w, bench.NewNoop())
+		noop := bench.NewNoop()
+		if d.cfg.SendGridAPIKey != "" {
+			// The mail API the full path's worker sends to, through the
+			// same client, for runs whose provider is not instant.
+			noop = bench.NewSendingNoop(email.NewSender(email.Options{
+				APIKey: d.cfg.SendGridAPIKey, BaseURL: d.cfg.SendGridBaseURL,
+				FromEmail: d.cfg.FromEmail, FromName: d.cfg.FromName, Now: time.Now,
+			}))
+		}
+		bench.RegisterBare(w, noop)
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("error starting the %s worker: %w", *path, err)
 		}
@@ -118,10 +141,13 @@ const workerStartTimeout = time.Minute
 // processWorkers runs each kind's worker as a child process of this binary,
 // so its memory and CPU are its own.
 type processWorkers struct {
-	env   []string
-	args  map[bench.Kind][]string
-	mu    sync.Mutex
-	procs map[bench.Kind]*process
+	env  []string
+	args map[bench.Kind][]string
+	// extraEnv is a kind's own variables over env (the outage variants'
+	// mirror schemas).
+	extraEnv map[bench.Kind][]string
+	mu       sync.Mutex
+	procs    map[bench.Kind]*process
 	// spent is the CPU seconds of each kind's stopped processes.
 	spent map[bench.Kind]float64
 }
@@ -133,7 +159,8 @@ type process struct {
 }
 
 func newProcessWorkers(env []string, args map[bench.Kind][]string) *processWorkers {
-	return &processWorkers{env: env, args: args, procs: map[bench.Kind]*process{}, spent: map[bench.Kind]float64{}}
+	return &processWorkers{env: env, args: args, extraEnv: map[bench.Kind][]string{}, procs: map[bench.Kind]*process{},
+		spent: map[bench.Kind]float64{}}
 }
 
 // Start launches kind's worker and waits for its ready line.
@@ -145,6 +172,9 @@ func (p *processWorkers) Start(k bench.Kind) (time.Time, error) {
 	ready := &readyWriter{at: make(chan time.Time, 1)}
 	cmd := exec.Command(self, p.args[k]...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, ready, os.Stderr
+	if extra := p.extraEnv[k]; len(extra) > 0 {
+		cmd.Env = workerEnv(p.env, extra...)
+	}
 	if err := cmd.Start(); err != nil {
 		return time.Time{}, fmt.Errorf("error starting the %s worker: %w", k, err)
 	}
@@ -209,7 +239,10 @@ func (p *processWorkers) Stop(k bench.Kind) {
 }
 
 func (p *processWorkers) stopAll() {
-	for _, k := range []bench.Kind{bench.Naive, bench.Lean, bench.Full} {
+	p.mu.Lock()
+	kinds := slices.Collect(maps.Keys(p.procs))
+	p.mu.Unlock()
+	for _, k := range kinds {
 		p.Stop(k)
 	}
 }

@@ -38,9 +38,10 @@ func runWorker(ctx context.Context, e env, args []string) error {
 
 // serveWorker runs the reminder worker with o until ctx ends; ready, when
 // set, hears when its pollers have started. The benchmark runs its full
-// path through here with every option pinned. o.MaxConcurrentActivities
+// path through here with every option pinned, and tune adjusts its
+// activities (the outage workload's old backoff). o.MaxConcurrentActivities
 // must be set: the PostgreSQL pool is sized to it.
-func serveWorker(ctx context.Context, d *deps, o worker.Options, ready func()) error {
+func serveWorker(ctx context.Context, d *deps, o worker.Options, ready func(), tune ...func(*activities.Activities)) error {
 	if err := d.cfg.RequireSender(); err != nil {
 		return usageError{err}
 	}
@@ -57,6 +58,9 @@ func serveWorker(ctx context.Context, d *deps, o worker.Options, ready func()) e
 	}
 	defer closeMetrics()
 	acts := newActivities(d.cfg, store)
+	for _, t := range tune {
+		t(acts)
+	}
 	acts.Metrics = metrics.New(reg)
 	metrics.WatchCredentials(reg, "sendgrid", acts.Email)
 	if d.cfg.MetricsAddr != "" {

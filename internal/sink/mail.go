@@ -41,7 +41,9 @@ type MailSink struct {
 	refuseMu sync.Mutex
 	refuse   map[string]int
 
-	latency atomic.Int64
+	// model answers each call as the Profile set last says; nil answers
+	// at once.
+	model atomic.Pointer[answerModel]
 	// inFlight counts, by delivery key, the calls being answered: checked
 	// and not yet accepted. Guarded by the recorder's mutex, so it and the
 	// accepted messages change together.
@@ -53,8 +55,24 @@ type MailSink struct {
 
 // SetLatency makes every accepted message take d to answer; the message is
 // recorded (accepted) even if the caller has gone by then, as a real
-// provider would.
-func (s *MailSink) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+// provider would. It replaces the profile with that one latency.
+func (s *MailSink) SetLatency(d time.Duration) {
+	s.SetProfile(Profile{Name: "latency " + d.String(), Median: d})
+}
+
+// SetProfile makes every call from now on answered as p says: the latency
+// of an accepted message (recorded even if its caller has gone, as with
+// SetLatency), and the windows in which calls are refused with 429 or 503
+// and nothing is accepted. Scripted answers (Fail) still come first.
+func (s *MailSink) SetProfile(p Profile) { s.model.Store(newAnswerModel(p, time.Now())) }
+
+// Profile is the profile set last (Instant when none was).
+func (s *MailSink) Profile() Profile {
+	if m := s.model.Load(); m != nil {
+		return m.p
+	}
+	return Instant()
+}
 
 // Hold makes every message about to be accepted wait, unanswered (in
 // flight), until release is called; then each is accepted, even if its
@@ -205,6 +223,17 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, a)
 		return
 	}
+	var v verdict
+	if m := s.model.Load(); m != nil {
+		v = m.answer(time.Now())
+	}
+	if v.Status != 0 {
+		for k, val := range v.Headers {
+			w.Header().Set(k, val)
+		}
+		sgError(w, v.Status, "", http.StatusText(v.Status))
+		return
+	}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 30<<20+1))
 	if err != nil {
 		sgError(w, http.StatusBadRequest, "", "could not read body")
@@ -230,8 +259,8 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 	}
 	key := m.CustomArgs["delivery_key"]
 	s.begin(key)
-	if d := time.Duration(s.latency.Load()); d > 0 {
-		<-time.After(d)
+	if v.Delay > 0 {
+		<-time.After(v.Delay)
 	}
 	s.pass()
 	m.MessageID = randomID()
