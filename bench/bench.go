@@ -25,6 +25,13 @@ const (
 	Lean Kind = "lean"
 	// Full is the product: starter, mirror, ReminderWorkflow, notify.
 	Full Kind = "full"
+	// FullLocal is the product with the retired fast path: its worker
+	// pins workflows.ChangeLocalFirstAttempt to 1, so the notify's first
+	// attempt runs as a local activity in the timer's workflow task, as
+	// reminders of the releases before it was retired did. It is measured
+	// beside full to show what retiring it cost, and where its stalls
+	// came from.
+	FullLocal Kind = "full-local"
 	// API is the full path scheduled through the tracker API (POST
 	// /v1/updates over real HTTP) instead of the starter called in process:
 	// the same reminders and worker, plus the API's own cost.
@@ -170,6 +177,9 @@ type Result struct {
 	// length and billable actions.
 	HistoryEvents int      `json:"history_events,omitempty"`
 	Actions       *Actions `json:"actions,omitempty"`
+	// Tasks is where a sample of the run's reminders waited for their
+	// workflow and activity tasks, and how often one timed out or failed.
+	Tasks *TaskStats `json:"tasks,omitempty"`
 	// CPU is what each process used during the run, its settling included.
 	CPU CPU `json:"cpu_seconds"`
 	// Outage is the outage workload's own figures.

@@ -187,9 +187,13 @@ func Comparisons(results []Result) []Comparison {
 			Compare(w, rs, metric, Full, Naive),
 			Compare(w, rs, metric, Full, Lean),
 			Compare(w, rs, metric, Lean, Naive),
+			// What retiring the local first attempt cost (or saved).
+			Compare(w, rs, metric, Full, FullLocal),
+			Compare(w, rs, metric, FullLocal, Naive),
 		}
 		if metric == MetricDrainRate {
-			cs = append(cs, Compare(w, rs, MetricDrainP99, Full, Naive), Compare(w, rs, MetricDrainP99, Full, Lean))
+			cs = append(cs, Compare(w, rs, MetricDrainP99, Full, Naive), Compare(w, rs, MetricDrainP99, Full, Lean),
+				Compare(w, rs, MetricDrainP99, Full, FullLocal), Compare(w, rs, MetricDrainP99, FullLocal, Naive))
 		}
 		cs = append(cs,
 			Compare(w, rs, MetricScheduleRate, Full, Naive),

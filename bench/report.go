@@ -50,6 +50,9 @@ func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Tar
 	for _, l := range left {
 		fmt.Fprintln(w, "  left out: "+l)
 	}
+	if err := writeTasks(w, results); err != nil {
+		return err
+	}
 	if err := writeStalls(w, results); err != nil {
 		return err
 	}
@@ -144,10 +147,64 @@ func writeStalls(w io.Writer, results []Result) error {
 	fmt.Fprintf(w, "\nstall mode (drain rate below %.0f%% of its path's median in its workload): %d run(s); per path: %s\n",
 		StallShare*100, len(stalls), counts)
 	for _, s := range stalls {
-		fmt.Fprintf(w, "  stall: %s round %d %s: drain %.1f/s (path median %.1f/s), time-to-drain p99 %s\n",
-			s.Workload, s.Round, s.Kind, s.DrainRate, s.PathMedian, ms(s.P99))
+		fmt.Fprintf(w, "  stall: %s round %d %s: drain %.1f/s (path median %.1f/s), time-to-drain p99 %s%s\n",
+			s.Workload, s.Round, s.Kind, s.DrainRate, s.PathMedian, ms(s.P99), taskLine(s.Tasks))
 	}
 	return nil
+}
+
+// taskLine says where a run's tasks waited, for a stall's line.
+func taskLine(t *TaskStats) string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf("; in %d histories: %d sticky schedule-to-start timeouts, %d start-to-close, %d heartbeat tasks, failed %v, workflow-task wait p99 %s",
+		t.Histories, t.StickyTimeouts, t.StartTimeouts, t.Heartbeats, t.Failed, ms(t.WorkflowTaskWait.P99))
+}
+
+// writeTasks sums, per workload and path, where the sampled reminders
+// waited for their tasks: the evidence of what a slow drain waited on.
+func writeTasks(w io.Writer, results []Result) error {
+	type key struct {
+		workload string
+		kind     Kind
+	}
+	var order []key
+	sums := map[key]*TaskStats{}
+	waits := map[key][]float64{}
+	for _, r := range results {
+		if r.Tasks == nil {
+			continue
+		}
+		k := key{r.Workload, r.Kind}
+		if sums[k] == nil {
+			order = append(order, k)
+			sums[k] = &TaskStats{}
+		}
+		t := sums[k]
+		t.Histories += r.Tasks.Histories
+		t.StickyTimeouts += r.Tasks.StickyTimeouts
+		t.StartTimeouts += r.Tasks.StartTimeouts
+		t.Heartbeats += r.Tasks.Heartbeats
+		for c, n := range r.Tasks.Failed {
+			if t.Failed == nil {
+				t.Failed = map[string]int{}
+			}
+			t.Failed[c] += n
+		}
+		waits[k] = append(waits[k], r.Tasks.WorkflowTaskWait.P99.Seconds())
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nwhere the tasks waited (sampled histories, all runs)\nworkload\tpath\thistories\tsticky timeouts\tstart timeouts\theartbeat tasks\tfailed\tworkflow-task wait p99, median of runs")
+	for _, k := range order {
+		t := sums[k]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%v\t%.3fs\n", k.workload, k.kind, t.Histories, t.StickyTimeouts, t.StartTimeouts,
+			t.Heartbeats, t.Failed, Median(waits[k]))
+	}
+	return tw.Flush()
 }
 
 // writeOutage prints the outage workload's own figures, a row a variant

@@ -23,6 +23,8 @@ type Stall struct {
 	PathMedian float64 `json:"path_median_drain_rate"`
 	// P99 is the run's time-to-drain p99.
 	P99 time.Duration `json:"time_to_drain_p99_ns"`
+	// Tasks is where the run's sample of reminders waited for their tasks.
+	Tasks *TaskStats `json:"tasks,omitempty"`
 }
 
 // drained reports whether a run counts for stall mode: it has a drain
@@ -51,7 +53,7 @@ func Stalls(results []Result) []Stall {
 		}
 		median := Median(rates[key{r.Workload, r.Kind}])
 		if r.DrainRate < StallShare*median {
-			s := Stall{Workload: r.Workload, Kind: r.Kind, Round: r.Round, DrainRate: r.DrainRate, PathMedian: median}
+			s := Stall{Workload: r.Workload, Kind: r.Kind, Round: r.Round, DrainRate: r.DrainRate, PathMedian: median, Tasks: r.Tasks}
 			if r.Drain != nil {
 				s.P99 = r.Drain.P99
 			}

@@ -328,7 +328,32 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outc
 			r.logf("%v", err)
 		}
 	}
+	res.Tasks = r.taskStats(ctx, b.ids)
 	return starts
+}
+
+// taskSample is how many of a run's histories its task stats read: evenly
+// spread over the batch, so a stall's tail is in it.
+const taskSample = 60
+
+// taskStats reads where a sample of the run's reminders waited for their
+// tasks (nil if none could be read).
+func (r *Runner) taskStats(ctx context.Context, ids []string) *TaskStats {
+	step := max(len(ids)/taskSample, 1)
+	var histories [][]*historypb.HistoryEvent
+	for i := 0; i < len(ids); i += step {
+		events, err := r.events(ctx, ids[i])
+		if err != nil {
+			r.logf("%v", err)
+			continue
+		}
+		histories = append(histories, events)
+	}
+	if len(histories) == 0 {
+		return nil
+	}
+	st := ReadTaskStats(histories)
+	return &st
 }
 
 // journal is what the mail sink accepted under a batch's keys: when each

@@ -31,6 +31,10 @@ type Options struct {
 	MaxConcurrentLocalActivities int
 	WorkflowTaskPollers          int
 	ActivityTaskPollers          int
+	// Versions pins the version new runs record for these change ids (the
+	// SDK's preferred version), so the benchmark and the tests can walk a
+	// path reminders of an earlier release take; empty records the latest.
+	Versions map[string]workflow.Version
 }
 
 // DefaultCacheSize is how many running reminders a worker keeps in memory
@@ -92,6 +96,14 @@ func SDKOptions(o Options) sdkworker.Options {
 	}
 	if o.ActivityTaskPollers == 0 {
 		opts.ActivityTaskPollerBehavior = sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
+	}
+	if len(o.Versions) > 0 {
+		opts.PreferredVersionProvider = func(in sdkworker.PreferredVersionProviderInput) *sdkworker.VersionPreference {
+			if v, ok := o.Versions[in.ChangeID]; ok {
+				return &sdkworker.VersionPreference{Version: v}
+			}
+			return nil
+		}
 	}
 	return opts
 }

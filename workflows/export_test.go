@@ -2,6 +2,5 @@ package workflows
 
 // Change ids a test pins to run a path reminders of an earlier release take.
 const (
-	ChangeLocalFirstAttempt    = changeLocalFirstAttempt
 	ChangeCancelSettlesTheSend = changeCancelSettlesTheSend
 )

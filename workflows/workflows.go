@@ -23,6 +23,12 @@ const (
 	DeliveryEscalationWorkflowName = "DeliveryEscalationWorkflow"
 )
 
+// ChangeLocalFirstAttempt is the change id under which ReminderWorkflow's
+// notify ran its first attempt as a local activity (version 1) until it was
+// retired (version 2); reminders that recorded version 1 keep that path. A
+// worker may pin it (worker.Options.Versions) to walk that path.
+const ChangeLocalFirstAttempt = changeLocalFirstAttempt
+
 // Update and query names of ReminderWorkflow.
 const (
 	// UpdateReschedule moves the due time (RescheduleRequest → RescheduleResult).

@@ -58,6 +58,9 @@ type benchFlags struct {
 	provider string
 	// slowN and slowPairs: the slow workload's burst and its rounds.
 	slowN, slowPairs int
+	// localPath adds full-local (the retired local first attempt) to the
+	// burst, catch-up and slow workloads.
+	localPath bool
 	// outage, outagePairs and rateCap: the outage workload's 503s, its
 	// rounds, and the sends a second each of its two workers is held to.
 	outage      time.Duration
@@ -99,6 +102,7 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run, and per variant of the outage (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
 	fs.IntVar(&f.slowN, "slow-n", 200, "slow: reminders due at one instant per run, every provider answer taking 6 s")
 	fs.IntVar(&f.slowPairs, "slow-pairs", 2, "slow: alternating rounds after each path's warm-up")
+	fs.BoolVar(&f.localPath, "local-path", true, "burst, catchup and slow: also run full-local, the product with the retired local first attempt (its worker pins it), to show what retiring it cost")
 	fs.DurationVar(&f.outage, "outage", 5*time.Minute, "outage: how long the provider answers every call 503 while --n reminders a variant come due")
 	fs.IntVar(&f.outagePairs, "outage-pairs", 2, "outage: rounds, each running both variants (provider-paced retries, and the old own backoff) at once")
 	fs.Float64Var(&f.rateCap, "rate-cap", 50, "outage: sends a second each variant's worker is held to, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND holds the product's")
@@ -253,6 +257,9 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 	queues := map[bench.Kind]string{
 		bench.Naive: "bench-naive-" + runID, bench.Lean: "bench-lean-" + runID, bench.Full: "bench-full-" + runID,
 	}
+	if f.localPath {
+		queues[bench.FullLocal] = "bench-full-local-" + runID
+	}
 	st.TaskQueue = queues[bench.Full]
 	// One update's fan-out starts together, as a baseline batch does.
 	st.Concurrency = f.fanout
@@ -260,12 +267,20 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 	for k, q := range queues {
 		args[k] = append([]string{"bench-worker", "--path", string(k), "--task-queue", q}, f.workers.args()...)
 	}
+	if f.localPath {
+		args[bench.FullLocal] = append([]string{"bench-worker", "--path", string(bench.Full), "--task-queue", queues[bench.FullLocal],
+			"--local-first-attempt"}, f.workers.args()...)
+	}
 	workers := newProcessWorkers(workerEnv(os.Environ(),
 		"DATABASE_URL="+dbURL, "SENDGRID_API_KEY="+apiKey, "SENDGRID_BASE_URL="+mail.URL(),
 		"SHIPNOTIFY_TASK_QUEUE="+st.TaskQueue, "SHIPNOTIFY_LOG_LEVEL=warn", "SHIPNOTIFY_METRICS_ADDR=off",
 		"TEMPORAL_ADDRESS="+d.cfg.Temporal.HostPort), args)
 	defer workers.stopAll()
-	for _, k := range []bench.Kind{bench.Naive, bench.Lean, bench.Full} {
+	paths := []bench.Kind{bench.Naive, bench.Lean, bench.Full}
+	if f.localPath {
+		paths = append(paths, bench.FullLocal)
+	}
+	for _, k := range paths {
 		if _, err := workers.Start(k); err != nil {
 			return BenchReport{}, err
 		}
@@ -275,6 +290,12 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		Queues: queues, Workers: workers, RunID: runID, Fanout: f.fanout, Concurrency: f.concurrency,
 		Progress: e.stderr, IdleGap: f.idleGap, MinSlack: f.minSlack,
 		ServerCPU: pidCPU(e, f.serverPIDFile), PostgresCPU: pidCPU(e, f.postgresPIDFile),
+	}
+	if f.localPath {
+		// The same mirror, its own task queue.
+		local := *st
+		local.TaskQueue = queues[bench.FullLocal]
+		r.Starters = map[bench.Kind]*starter.Starter{bench.FullLocal: &local}
 	}
 	if f.viaAPI {
 		stop, err := benchAPI(r, st, d)
@@ -321,6 +342,11 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 				o.AfterRecovery.Max.Round(time.Millisecond), o.BeforeEnd, o.PeakRate, o.Attempts.Mean, o.Actions.Mean,
 				o.Actions.P99, o.Actions.Max)
 		}
+		if t := res.Tasks; t != nil {
+			extra += fmt.Sprintf(" tasks: sticky-timeouts=%d start-timeouts=%d failed=%v heartbeats=%d wft-wait p50=%s p99=%s act-wait p99=%s (%d histories)",
+				t.StickyTimeouts, t.StartTimeouts, t.Failed, t.Heartbeats, t.WorkflowTaskWait.P50.Round(time.Millisecond),
+				t.WorkflowTaskWait.P99.Round(time.Millisecond), t.ActivityTaskWait.P99.Round(time.Millisecond), t.Histories)
+		}
 		fmt.Fprintf(e.stderr, "bench: %s %s (%s) round %d: n=%d delivered=%d dup=%d lost=%d drain=%.1f/s drain-p99=%s sched=%.0f/s slack=%s lag-p99=%s%s in %s%s\n",
 			res.Workload, res.Kind, res.Provider, res.Round, res.N, res.Delivered, res.Duplicates, res.Lost, res.DrainRate,
 			drainP99.Round(time.Millisecond), res.ScheduleRate, res.Slack.Round(time.Millisecond), res.Lag.P99.Round(time.Millisecond),
@@ -329,7 +355,6 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 	if err := r.Settle(ctx, 2*time.Minute); err != nil {
 		return BenchReport{}, err
 	}
-	paths := []bench.Kind{bench.Naive, bench.Lean, bench.Full}
 	for _, w := range strings.Split(f.workloads, ",") {
 		if ctx.Err() != nil {
 			break
@@ -363,7 +388,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 			}
 			options["steady_rate"], options["steady_rate_from"] = perSecond, from
 			count := int(perSecond * f.duration.Seconds())
-			for _, s := range bench.Order(paths, f.pairs) {
+			for _, s := range bench.Order([]bench.Kind{bench.Naive, bench.Lean, bench.Full}, f.pairs) {
 				res := r.Steady(ctx, s.Kind, count, perSecond)
 				res.Workload, res.Round = name, s.Round
 				record(res)

@@ -16,11 +16,13 @@ import (
 	"time"
 
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/bench"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/worker"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 func init() {
@@ -76,6 +78,7 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 	path := fs.String("path", "", "naive, lean or full")
 	queue := fs.String("task-queue", "", "the task queue to poll")
 	rateCap := fs.Float64("rate-cap", 0, "full: sends a second, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND sets the product's worker (the task queue's activity rate and the mirror's send slots); 0: no cap")
+	localFirst := fs.Bool("local-first-attempt", false, "full: pin the retired fast path (workflows.ChangeLocalFirstAttempt at 1): the notify's first attempt runs as a local activity, as reminders of the releases before it was retired did")
 	ownBackoff := fs.Bool("own-backoff", false, "full: retries after a provider's failure wait the retry policy's own backoff (1 s doubling to 10 min), not the provider's outage: the old behaviour, for the outage workload")
 	var s workerSettings
 	s.register(fs)
@@ -105,6 +108,9 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 		d.cfg.TaskQueue, d.cfg.MetricsAddr, d.cfg.WorkerActivitiesPerSecond = *queue, "", *rateCap
 		o := s.options()
 		o.ActivitiesPerSecond = *rateCap
+		if *localFirst {
+			o.Versions = map[string]workflow.Version{workflows.ChangeLocalFirstAttempt: 1}
+		}
 		return serveWorker(ctx, d, o, ready, func(a *activities.Activities) { a.OwnBackoffOnly = *ownBackoff })
 	case bench.Naive, bench.Lean:
 		// The same SDK metrics handler as the full worker's.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/codec"
@@ -18,6 +19,7 @@ import (
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/webhook"
 	"github.com/shipnotify/shipnotify/worker"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // fastPathWorkerEnv, set to 1, makes this test binary a worker of the
@@ -25,10 +27,6 @@ import (
 // (changeLocalFirstAttempt at version 1), so a test can SIGKILL one in its
 // local attempt and hand its reminders to today's worker, as a deploy does.
 const fastPathWorkerEnv = "SHIPNOTIFY_FAULTS_FAST_PATH_WORKER"
-
-// changeLocalFirstAttempt is workflows.changeLocalFirstAttempt; a test that
-// pins it checks the local attempt ran, so a wrong id fails there.
-const changeLocalFirstAttempt = "notify-first-attempt-local"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(fastPathWorkerEnv) == "1" {
@@ -75,15 +73,8 @@ func runFastPathWorker() error {
 		Webhook:      webhook.NewSender(webhook.Options{Guard: webhook.Guard{AllowLoopback: true}}),
 		EvidenceWait: wait,
 	}
-	opts := worker.SDKOptions(worker.Options{})
-	opts.PreferredVersionProvider = func(in sdkworker.PreferredVersionProviderInput) *sdkworker.VersionPreference {
-		if in.ChangeID == changeLocalFirstAttempt {
-			return &sdkworker.VersionPreference{Version: 1}
-		}
-		return nil
-	}
-	w := sdkworker.New(c, os.Getenv("SHIPNOTIFY_TASK_QUEUE"), opts)
-	worker.Register(w, acts)
+	w := worker.New(c, os.Getenv("SHIPNOTIFY_TASK_QUEUE"), acts,
+		worker.Options{Versions: map[string]workflow.Version{workflows.ChangeLocalFirstAttempt: 1}})
 	fmt.Println("fast-path worker polling")
 	return w.Run(sdkworker.InterruptCh())
 }

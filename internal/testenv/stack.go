@@ -166,17 +166,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 // (or earlier by StopWorker).
 func (s *Stack) StartWorker(t testing.TB) {
 	t.Helper()
-	opts := worker.SDKOptions(worker.Options{})
-	if len(s.versions) > 0 {
-		opts.PreferredVersionProvider = func(in sdkworker.PreferredVersionProviderInput) *sdkworker.VersionPreference {
-			if v, ok := s.versions[in.ChangeID]; ok {
-				return &sdkworker.VersionPreference{Version: v}
-			}
-			return nil
-		}
-	}
-	s.Worker = sdkworker.New(s.Temporal, s.TaskQueue, opts)
-	worker.Register(s.Worker, s.Activities)
+	s.Worker = worker.New(s.Temporal, s.TaskQueue, s.Activities, worker.Options{Versions: s.versions})
 	if err := s.Worker.Start(); err != nil {
 		t.Fatalf("starting worker: %v", err)
 	}
