@@ -65,6 +65,8 @@ type benchFlags struct {
 	// rounds, and the sends a second each of its two workers is held to.
 	outage      time.Duration
 	outagePairs int
+	// outageN is reminders per outage variant, due during the outage.
+	outageN int
 	rateCap     float64
 }
 
@@ -104,6 +106,7 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	fs.IntVar(&f.slowPairs, "slow-pairs", 2, "slow: alternating rounds after each path's warm-up")
 	fs.BoolVar(&f.localPath, "local-path", true, "burst, catchup and slow: also run full-local, the product with the retired local first attempt (its worker pins it), to show what retiring it cost")
 	fs.DurationVar(&f.outage, "outage", 5*time.Minute, "outage: how long the provider answers every call 503 while --n reminders a variant come due")
+	fs.IntVar(&f.outageN, "outage-n", 1000, "outage: reminders per variant, due uniformly during the outage")
 	fs.IntVar(&f.outagePairs, "outage-pairs", 2, "outage: rounds, each running both variants (provider-paced retries, and the old own backoff) at once")
 	fs.Float64Var(&f.rateCap, "rate-cap", 50, "outage: sends a second each variant's worker is held to, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND holds the product's")
 	fs.IntVar(&f.pairs, "pairs", 5, "alternating rounds after each path's warm-up: every two paths meet as A B, B A, A B, ...")
@@ -137,8 +140,8 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	if f.n < 1 || f.duration <= 0 || f.holdN < 1 || f.fanout < 1 || f.concurrency < 1 || f.pairs < 1 || f.idleGap < 0 || f.minSlack < 0 {
 		return f, usagef("--n, --duration, --hold-n, --fanout, --concurrency and --pairs must be positive")
 	}
-	if f.slowN < 1 || f.slowPairs < 1 || f.outage <= 0 || f.outagePairs < 1 || f.rateCap <= 0 {
-		return f, usagef("--slow-n, --slow-pairs, --outage, --outage-pairs and --rate-cap must be positive")
+	if f.slowN < 1 || f.slowPairs < 1 || f.outage <= 0 || f.outageN < 1 || f.outagePairs < 1 || f.rateCap <= 0 {
+		return f, usagef("--slow-n, --slow-pairs, --outage, --outage-n, --outage-pairs and --rate-cap must be positive")
 	}
 	if f.provider != sink.RealisticName && f.provider != sink.InstantName {
 		return f, usagef("--provider: want realistic or instant")
@@ -314,7 +317,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		"fanout": f.fanout, "concurrency": f.concurrency, "api": f.viaAPI, "idle_gap": f.idleGap.String(),
 		"min_slack": f.minSlack.String(), "temporal_address": d.cfg.Temporal.HostPort,
 		"provider": f.provider, "slow_n": f.slowN, "slow_pairs": f.slowPairs, "outage": f.outage.String(),
-		"outage_pairs": f.outagePairs, "rate_cap": f.rateCap,
+		"outage_pairs": f.outagePairs, "outage_n": f.outageN, "rate_cap": f.rateCap,
 		// pollers 0: the SDK's autoscaling.
 		"workers": map[string]int{
 			"activity_slots": f.workers.activities, "workflow_task_slots": f.workers.workflowTasks,
@@ -422,7 +425,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 				fmt.Fprintf(e.stderr, "bench: outage left out: %v\n", err)
 				continue
 			}
-			o := bench.OutageOptions{N: f.n, Outage: f.outage, RateCap: f.rateCap}
+			o := bench.OutageOptions{N: f.outageN, Outage: f.outage, RateCap: f.rateCap}
 			for round := 1; round <= f.outagePairs && ctx.Err() == nil; round++ {
 				// Each goes first as often: the first is scheduled first.
 				kinds := []bench.Kind{bench.Paced, bench.OwnBackoff}
