@@ -49,6 +49,19 @@ func (f *fixture) waitMails(t *testing.T, n int) []sink.Mail {
 	return mails
 }
 
+// unconfirmedSend schedules an email reminder whose first notify gets no
+// answer within the client's timeout from a mail API that takes it anyway,
+// waits until the mail is taken, and returns the reminder and the mail.
+func (f *fixture) unconfirmedSend(t *testing.T, evidenceWait time.Duration) (activities.NotifyInput, sink.Mail) {
+	t.Helper()
+	f.slowMailAPI(time.Second, 200*time.Millisecond)
+	f.acts.EvidenceWait = evidenceWait
+	in := f.schedule(t, reminder.Email)
+	_, err := f.notify(t, in)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
+	return in, f.waitMails(t, 1)[0]
+}
+
 // A call cut after its request may have reached the provider is a send:
 // the attempt keeps its claim, marked maybe sent with why, and the next
 // attempt sends nothing while it waits for the provider's evidence. (Before,
@@ -57,21 +70,14 @@ func (f *fixture) waitMails(t *testing.T, n int) []sink.Mail {
 func TestAnUnansweredSendKeepsItsClaim(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.slowMailAPI(time.Second, 200*time.Millisecond)
-	f.acts.EvidenceWait = time.Minute
-	in := f.schedule(t, reminder.Email)
+	in, _ := f.unconfirmedSend(t, time.Minute)
+	require.Equal(t, "maybe_sent", f.delivery(t, in.Key()).Status, "the claim is kept")
 
 	_, err := f.notify(t, in)
-	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "the retry waits for evidence: %v", err)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.False(t, appErr.NonRetryable())
-	require.Equal(t, "maybe_sent", f.delivery(t, in.Key()).Status, "the claim is kept")
-	f.waitMails(t, 1)
-
-	_, err = f.notify(t, in)
-	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "the retry waits for evidence: %v", err)
-	require.ErrorAs(t, err, &appErr)
 	require.Positive(t, appErr.NextRetryDelay(), "it says when to look again")
 	require.Equal(t, 1, f.mail.Requests(), "nothing sent again")
 	require.Equal(t, []string{"scheduled", "send_unconfirmed"}, f.eventTypes(t, in.ReminderID))
@@ -83,13 +89,8 @@ func TestAnUnansweredSendKeepsItsClaim(t *testing.T) {
 func TestAProviderEventSettlesAnUnconfirmedSend(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.slowMailAPI(time.Second, 200*time.Millisecond)
-	f.acts.EvidenceWait = time.Minute
-	in := f.schedule(t, reminder.Email)
-	_, err := f.notify(t, in)
-	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
-	m := f.waitMails(t, 1)[0]
-	_, err = f.mirror.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{{
+	in, m := f.unconfirmedSend(t, time.Minute)
+	_, err := f.mirror.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{{
 		ID: "ev-1", DeliveryKey: in.Key(), Outcome: reminder.OutcomeProcessed, At: time.Now().UTC().Truncate(time.Second),
 		MessageID: m.MessageID,
 	}}, time.Hour)
@@ -118,12 +119,7 @@ func TestAProviderEventSettlesAnUnconfirmedSend(t *testing.T) {
 func TestWithoutEvidenceAnUnconfirmedSendGoesAgainAfterTheWait(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.slowMailAPI(time.Second, 200*time.Millisecond)
-	f.acts.EvidenceWait = 2 * time.Second
-	in := f.schedule(t, reminder.Email)
-	_, err := f.notify(t, in)
-	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
-	f.waitMails(t, 1)
+	in, _ := f.unconfirmedSend(t, 2*time.Second)
 	unconfirmedAt := time.Now()
 
 	f.mail.SetLatency(0)

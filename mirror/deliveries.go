@@ -266,30 +266,34 @@ UPDATE deliveries SET status = 'released', lease_until = now()
 	return nil
 }
 
-// unconfirmedEvent appends the 'send_unconfirmed' event of the deliveries
-// a statement marked maybe sent (its CTE d).
-const unconfirmedEvent = `
-INSERT INTO reminder_events (reminder_id, type, detail)
-SELECT reminder_id, 'send_unconfirmed',
-       jsonb_build_object('delivery_key', delivery_key, 'purpose', purpose, 'reason', maybe_sent_reason, 'attempts', attempts)
-  FROM d`
-
-// MarkMaybeSent records that the owner's call got no answer after its
-// request may have reached the provider: the key stays claimed (it is never
-// released as "nothing was sent") until the provider's evidence settles it
-// or the evidence wait passes. The trail says so.
-func (s *Store) MarkMaybeSent(ctx context.Context, key, owner, reason string) error {
+// markMaybeSent marks the 'sending' claims where matches as maybe sent:
+// since and reason are SQL expressions over the row ($2 is the reason
+// given), and a 'send_unconfirmed' event is appended for each.
+func (s *Store) markMaybeSent(ctx context.Context, where, since, reason string, args ...any) error {
 	_, err := s.pool.Exec(ctx, `
 WITH d AS (
     UPDATE deliveries
-       SET status = 'maybe_sent', maybe_sent_at = now(), maybe_sent_reason = $3, lease_until = now()
-     WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $2
+       SET status = 'maybe_sent', maybe_sent_at = `+since+`,
+           maybe_sent_reason = `+reason+`, lease_until = least(lease_until, now())
+     WHERE status = 'sending' AND `+where+`
     RETURNING delivery_key, reminder_id, purpose, attempts, maybe_sent_reason
-)`+unconfirmedEvent, key, owner, reason)
+)
+INSERT INTO reminder_events (reminder_id, type, detail)
+SELECT reminder_id, 'send_unconfirmed',
+       jsonb_build_object('delivery_key', delivery_key, 'purpose', purpose, 'reason', maybe_sent_reason, 'attempts', attempts)
+  FROM d`, args...)
 	if err != nil {
 		return fmt.Errorf("error recording an unconfirmed send: %w", err)
 	}
 	return nil
+}
+
+// MarkMaybeSent records that the owner's call got no answer after its
+// request may have reached the provider: the key stays claimed (it is never
+// released as "nothing was sent") until the provider's evidence settles it
+// or the evidence wait passes, counted from now. The trail says so.
+func (s *Store) MarkMaybeSent(ctx context.Context, key, owner, reason string) error {
+	return s.markMaybeSent(ctx, `delivery_key = $1 AND claimed_by = $3`, `now()`, `$2`, key, reason, owner)
 }
 
 // AbandonClaims records the claims of a reminder's own delivery that their
@@ -298,35 +302,15 @@ WITH d AS (
 // reminder cancelled after such a send is compensated, and prune is not
 // held back by a claim nothing will ever finish.
 func (s *Store) AbandonClaims(ctx context.Context, reminderID string) error {
-	_, err := s.pool.Exec(ctx, `
-WITH d AS (
-    UPDATE deliveries
-       SET status = 'maybe_sent', maybe_sent_at = coalesce(maybe_sent_at, now()),
-           maybe_sent_reason = coalesce(maybe_sent_reason, $2), lease_until = now()
-     WHERE reminder_id = $1 AND purpose = 'reminder' AND status = 'sending'
-    RETURNING delivery_key, reminder_id, purpose, attempts, maybe_sent_reason
-)`+unconfirmedEvent, reminderID, "its attempt ended without a record or a release")
-	if err != nil {
-		return fmt.Errorf("error recording abandoned claims: %w", err)
-	}
-	return nil
+	return s.markMaybeSent(ctx, `reminder_id = $1 AND purpose = 'reminder'`, `coalesce(maybe_sent_at, now())`,
+		`coalesce(maybe_sent_reason, $2)`, reminderID, "its attempt ended without a record or a release")
 }
 
 // markLapsed records a claim whose lease lapsed with no word from its holder
 // as maybe sent, from when the lease lapsed.
 func (s *Store) markLapsed(ctx context.Context, key string) error {
-	_, err := s.pool.Exec(ctx, `
-WITH d AS (
-    UPDATE deliveries
-       SET status = 'maybe_sent', maybe_sent_at = coalesce(maybe_sent_at, lease_until),
-           maybe_sent_reason = coalesce(maybe_sent_reason, $2)
-     WHERE delivery_key = $1 AND status = 'sending' AND lease_until < now()
-    RETURNING delivery_key, reminder_id, purpose, attempts, maybe_sent_reason
-)`+unconfirmedEvent, key, reasonLapsed)
-	if err != nil {
-		return fmt.Errorf("error recording a lapsed claim: %w", err)
-	}
-	return nil
+	return s.markMaybeSent(ctx, `delivery_key = $1 AND lease_until < now()`, `coalesce(maybe_sent_at, lease_until)`,
+		`coalesce(maybe_sent_reason, $2)`, key, reasonLapsed)
 }
 
 // Marking a delivery sent, moving its reminder to 'sent' (for a reminder's own
