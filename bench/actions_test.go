@@ -105,6 +105,12 @@ func TestCountActionsOnRecordedHistories(t *testing.T) {
 		want   Actions
 	}{
 		{"sent.json", 17, Actions{WorkflowStarted: 1, Timers: 1, ActivityAttempts: 1, Upserts: 1, Total: TodaysActionsPerReminder}},
+		// Today's, started at the current level: no version marker, so no
+		// more than before the fast path.
+		{"sent-at-level-1.json", 17, Actions{WorkflowStarted: 1, Timers: 1, ActivityAttempts: 1, Upserts: 1, Total: TodaysActionsPerReminder}},
+		// Started before levels, on a release that retired the fast path:
+		// the GetVersion marker's task is one more.
+		{"sent-first-attempt-an-activity.json", 19, Actions{WorkflowStarted: 1, Timers: 1, ActivityAttempts: 1, MarkerTasks: 1, Upserts: 1, Total: 5}},
 		// Approved while waiting: the approval's timer, the update, its
 		// mirror write (a local activity) and upsert, then the due timer,
 		// the send and the sent upsert.

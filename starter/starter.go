@@ -76,6 +76,11 @@ type Starter struct {
 	// accepted by then is refused when it arrives later, so a reported
 	// failure never moves anything afterwards.
 	UpdateWait time.Duration
+	// Unleveled starts reminders as the releases before workflow levels
+	// did (ReminderInput.Level 0), so they ask GetVersion for every change
+	// and a worker's pinned versions (worker.Options.Versions) decide their
+	// path: the benchmark's full-local, and tests of those paths.
+	Unleveled bool
 
 	// afterMirror, when set (by tests), runs between the mirror write and the
 	// workflow starts; an error aborts there, as a crash would.
@@ -278,7 +283,10 @@ func parallel[T, R any](ctx context.Context, limit int, items []T, fn func(conte
 func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, error) {
 	in := workflows.ReminderInput{
 		ReminderID: r.ID, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
-		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval,
+		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval, Level: workflows.CurrentLevel,
+	}
+	if s.Unleveled {
+		in.Level = 0
 	}
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       r.WorkflowID,

@@ -83,7 +83,7 @@ func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (Reschedul
 	if err := r.checkReschedule(ctx, req); err != nil {
 		return RescheduleResult{}, err
 	}
-	if workflow.GetVersion(ctx, changeRescheduleWritesFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if r.version(ctx, changeRescheduleWritesFirst) == workflow.DefaultVersion {
 		return r.rescheduleMemoryFirst(ctx, req)
 	}
 	due := reminder.NormalizeTime(req.DueAt)

@@ -39,40 +39,6 @@ const (
 	historyLimit = 10_000
 )
 
-// Change ids for workflow.GetVersion. Each names a change to the commands
-// the workflow emits; reminders started before it replay the old way. A
-// reminder sleeps across many releases, so these stay as long as any
-// reminder that started before them can still be running.
-const (
-	// changeEscalationBeside: an escalation runs beside the reminder, so
-	// one that keeps failing holds neither an expiry nor a cancel behind it.
-	changeEscalationBeside = "escalation-beside-the-reminder"
-	// changeRescheduleWritesFirst: a reschedule writes the mirror first and
-	// moves the timer only once the write is taken.
-	changeRescheduleWritesFirst = "operator-change-writes-mirror-first"
-	// changeCancelStopsSend: a cancel stops a send that is still retrying.
-	changeCancelStopsSend = "cancel-stops-a-retrying-send"
-	// changeLocalFirstAttempt: at version 1 the notify's first attempt ran
-	// as a local activity in the timer's workflow task, the activity its
-	// fallback. Version 2 retires it: a local activity passes by the task
-	// queue's rate limit, cannot hear a cancel, and holds the workflow task
-	// open while the provider answers. Reminders at version 1 replay it.
-	changeLocalFirstAttempt = "notify-first-attempt-local"
-	// changeCancelSettlesTheSend: a cancel during the send (the cancel
-	// update, or a cancel of the workflow itself) waits for the send's own
-	// outcome and ends cancelled, with the notice when the provider may
-	// have the reminder; a proof of a send only the workflow holds is
-	// recorded first. Before it, a workflow cancel during the send ended
-	// failed, and a stopped send counted as nothing sent.
-	changeCancelSettlesTheSend = "cancel-settles-the-send"
-)
-
-// The versions of changeLocalFirstAttempt.
-const (
-	localFirstAttempt   workflow.Version = 1
-	firstAttemptRetired workflow.Version = 2
-)
-
 var a *activities.Activities
 
 // ReminderWorkflow is one reminder's life. It waits for approval when the
@@ -288,7 +254,7 @@ func (r *run) deliver(ctx workflow.Context) error {
 	r.showSending(ctx)
 	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due}
 	began := workflow.Now(ctx)
-	if workflow.GetVersion(ctx, changeLocalFirstAttempt, workflow.DefaultVersion, firstAttemptRetired) == localFirstAttempt {
+	if r.version(ctx, changeLocalFirstAttempt) == localFirstAttempt {
 		sent, err := r.sendLocally(ctx, in)
 		if !tryAgainAsActivity(err) || ctx.Err() != nil && r.settlesTheSend(ctx) {
 			return r.sent(ctx, sent, err)
@@ -310,7 +276,7 @@ func (r *run) deliver(ctx workflow.Context) error {
 func (r *run) settlesTheSend(ctx workflow.Context) bool {
 	if r.settles == nil {
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
-		v := workflow.GetVersion(ctx, changeCancelSettlesTheSend, workflow.DefaultVersion, 1)
+		v := r.version(ctx, changeCancelSettlesTheSend)
 		r.settles = &v
 	}
 	return *r.settles == 1
@@ -390,7 +356,7 @@ func (r *run) sendAsActivity(ctx workflow.Context, in activities.NotifyInput, bu
 		// As reminders before changeCancelSettlesTheSend ran it.
 		return activities.NotifyResult{}, err
 	case err == nil && !f.IsReady() && !proofOnly &&
-		workflow.GetVersion(ctx, changeCancelStopsSend, workflow.DefaultVersion, 1) == 1:
+		r.version(ctx, changeCancelStopsSend) == 1:
 		// The activity heartbeats, so an attempt in flight hears of it
 		// before it calls the provider; one that already called finishes
 		// and reports the send (then compensated).
@@ -622,7 +588,7 @@ func (r *run) escalate(ctx workflow.Context, reason, detail string) {
 		Purpose: reminder.PurposeEscalation, ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID,
 		DueAt: r.due, Reason: reason, Detail: detail,
 	}
-	if workflow.GetVersion(ctx, changeEscalationBeside, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if r.version(ctx, changeEscalationBeside) == workflow.DefaultVersion {
 		var res activities.NotifyResult
 		err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, in).Get(ctx, &res)
 		r.noteEscalation(ctx, reason, res, err)

@@ -102,6 +102,11 @@ type ReminderInput struct {
 	SubscriberID string
 	DueAt        time.Time
 	Approval     reminder.Approval
+	// Level is the workflow behaviour the reminder was started at
+	// (CurrentLevel): it fixes the versions of the changes made up to it,
+	// so the reminder asks GetVersion for none of them. 0: started before
+	// levels, it asks.
+	Level int `json:",omitempty"`
 	// Carried is the state a run hands to its continuation
 	// (continue-as-new); nil on the first run.
 	Carried *Carried `json:",omitempty"`

@@ -193,6 +193,18 @@ func (h *harness) update(d time.Duration, name string, arg any) *outcome {
 	return o
 }
 
+// runCancelled runs the workflow with a cancel of the workflow itself (the
+// Web UI's, the temporal CLI's) after d of workflow time, and requires it
+// to end cancelled.
+func (h *harness) runCancelled(in workflows.ReminderInput, d time.Duration) {
+	h.t.Helper()
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, d)
+	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, in)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(h.t, h.env.GetWorkflowError(), &canceled, "the workflow shows as cancelled")
+}
+
 func (h *harness) run(in workflows.ReminderInput) workflows.ReminderResult {
 	h.t.Helper()
 	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, in)
@@ -648,11 +660,7 @@ func TestReminderFinishedInTheMirrorEndsAsTheMirrorSays(t *testing.T) {
 func TestWorkflowCancellationIsRecorded(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Hour)
-	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(day)))
-	require.True(t, h.env.IsWorkflowCompleted())
-	var canceled *temporal.CanceledError
-	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	h.runCancelled(input(t0.Add(day)), time.Hour)
 	require.Empty(t, h.notifies)
 	require.Equal(t, []string{"cancelled"}, h.events())
 	require.Equal(t, "workflow cancellation", h.transitions[0].Detail["via"])
@@ -796,11 +804,7 @@ func TestWorkflowCancelledDuringTheSendIsCompensated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 3*time.Second)
 	due := t0.Add(time.Hour)
-	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Hour+time.Second)
-	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(due))
-	require.True(t, h.env.IsWorkflowCompleted())
-	var canceled *temporal.CanceledError
-	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled, "the workflow shows as cancelled")
+	h.runCancelled(input(due), time.Hour+time.Second)
 	require.Len(t, h.sends(""), 1)
 	require.Len(t, h.sends(reminder.PurposeCancellation), 1, "one notice")
 	require.Empty(t, h.sends(reminder.PurposeEscalation), "not a failure")
@@ -816,11 +820,7 @@ func TestWorkflowCancelledWhileTheSendRetriesEndsCancelled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.fail = errors.New("mail API answered 503")
-	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Hour+90*time.Second)
-	h.env.ExecuteWorkflow(workflows.ReminderWorkflow, input(t0.Add(time.Hour)))
-	require.True(t, h.env.IsWorkflowCompleted())
-	var canceled *temporal.CanceledError
-	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	h.runCancelled(input(t0.Add(time.Hour)), time.Hour+90*time.Second)
 	require.Empty(t, h.sends(reminder.PurposeEscalation), "a cancel is no failure")
 	require.Equal(t, []string{"cancelled"}, h.events())
 	require.Equal(t, "send", h.transitions[0].Detail["during"])
@@ -898,5 +898,35 @@ func TestCancelAfterALocalSentNotRecordedRecordsThenCompensates(t *testing.T) {
 				require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
 			}
 		})
+	}
+}
+
+// A reminder started at the current level knows the version of every
+// change made up to it: it asks GetVersion for none, so its history has no
+// version marker and no TemporalChangeVersion upsert, on the delivered path
+// and through a cancel during its send. One started before levels asks.
+func TestAReminderAtTheCurrentLevelAsksForNoVersion(t *testing.T) {
+	t.Parallel()
+	for _, level := range []int{workflows.CurrentLevel, 0} {
+		h := newHarness(t)
+		var asked []string
+		h.env.SetWorkerOptions(sdkworker.Options{
+			PreferredVersionProvider: func(in sdkworker.PreferredVersionProviderInput) *sdkworker.VersionPreference {
+				asked = append(asked, in.ChangeID)
+				return nil
+			},
+		})
+		h.fail = errors.New("mail API answered 503")
+		in := input(t0.Add(time.Hour))
+		in.Level = level
+		h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+		res := h.run(in)
+		require.Equal(t, reminder.Cancelled, res.State)
+		if level == 0 {
+			require.Equal(t, []string{"notify-first-attempt-local", "cancel-stops-a-retrying-send", "cancel-settles-the-send"}, asked,
+				"started before levels, it asks")
+			continue
+		}
+		require.Empty(t, asked, "no version asked at level %d", level)
 	}
 }

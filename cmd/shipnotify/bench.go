@@ -67,7 +67,7 @@ type benchFlags struct {
 	outagePairs int
 	// outageN is reminders per outage variant, due during the outage.
 	outageN int
-	rateCap     float64
+	rateCap float64
 }
 
 // benchWorkloads are the workloads bench knows, in the order it runs
@@ -295,9 +295,10 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		ServerCPU: pidCPU(e, f.serverPIDFile), PostgresCPU: pidCPU(e, f.postgresPIDFile),
 	}
 	if f.localPath {
-		// The same mirror, its own task queue.
+		// The same mirror, its own task queue; reminders started as the
+		// releases before levels did, so the worker's pin decides.
 		local := *st
-		local.TaskQueue = queues[bench.FullLocal]
+		local.TaskQueue, local.Unleveled = queues[bench.FullLocal], true
 		r.Starters = map[bench.Kind]*starter.Starter{bench.FullLocal: &local}
 	}
 	if f.viaAPI {

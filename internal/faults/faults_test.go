@@ -362,6 +362,8 @@ func TestMailAPIFailingForAWhile(t *testing.T) {
 func TestWorkerKilledDuringTheLocalAttempt(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true, Events: true})
+	// Started as that release's starter did, so the worker's pin decides.
+	s.Starter.Unleveled = true
 	old := testenv.StartProcess(t, s.Env(fastPathWorkerEnv+"=1"), os.Args[0], "-test.run=^$")
 	release := s.Mail.Hold()
 	defer release()

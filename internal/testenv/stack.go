@@ -84,8 +84,9 @@ type StackOptions struct {
 	// the owner's, for the test's own SQL.
 	RuntimeRole bool
 	// Versions pins the version the stack's worker records for these
-	// change ids, so a test walks the path reminders of an earlier release
-	// took.
+	// change ids, and the stack's starter starts reminders unleveled, as
+	// the releases before workflow levels did, so a test walks the path
+	// reminders of an earlier release took.
 	Versions map[string]workflow.Version
 	// Events has the mail sink post SendGrid's signed Event Webhook events
 	// to serve's own handler (and runs its escalator), so a send whose
@@ -153,7 +154,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	s.Activities.EvidenceWait = s.EvidenceWait
 	s.Starter = &starter.Starter{
 		Temporal: s.Temporal, Mirror: s.Mirror, TaskQueue: s.TaskQueue,
-		Webhooks: webhook.Guard{AllowLoopback: true}, Now: time.Now,
+		Webhooks: webhook.Guard{AllowLoopback: true}, Now: time.Now, Unleveled: len(o.Versions) > 0,
 	}
 	s.versions = o.Versions
 	if !o.NoWorker {

@@ -1,0 +1,78 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// How ReminderWorkflow changes while reminders sleep across releases: every
+// change to the commands it emits has a change id and a latest version
+// here; the workflow asks workflow.GetVersion for it where the change
+// applies, so a reminder that started before the change replays the old
+// way. A reminder started at a level (ReminderInput.Level) knows the
+// versions of every change made up to that level and asks for none of them:
+// no version marker, no TemporalChangeVersion upsert, two history events
+// and an action fewer each. Recorded histories of every path
+// (testdata/histories, append-only) replay in TestReplayRecordedHistories.
+//
+// To change the commands: add a change id with its latest version, branch
+// on r.version where it applies, record the new path's history under a new
+// name, and raise CurrentLevel with the new change in its versions.
+
+// Change ids for workflow.GetVersion. These stay as long as any reminder
+// that started before them can still be running.
+const (
+	// changeEscalationBeside: an escalation runs beside the reminder, so
+	// one that keeps failing holds neither an expiry nor a cancel behind it.
+	changeEscalationBeside = "escalation-beside-the-reminder"
+	// changeRescheduleWritesFirst: a reschedule writes the mirror first and
+	// moves the timer only once the write is taken.
+	changeRescheduleWritesFirst = "operator-change-writes-mirror-first"
+	// changeCancelStopsSend: a cancel stops a send that is still retrying.
+	changeCancelStopsSend = "cancel-stops-a-retrying-send"
+	// changeLocalFirstAttempt: at version 1 the notify's first attempt ran
+	// as a local activity in the timer's workflow task, the activity its
+	// fallback. Version 2 retires it: a local activity passes by the task
+	// queue's rate limit, cannot hear a cancel, and holds the workflow task
+	// open while the provider answers. Reminders at version 1 replay it.
+	changeLocalFirstAttempt = "notify-first-attempt-local"
+	// changeCancelSettlesTheSend: a cancel during the send (the cancel
+	// update, or a cancel of the workflow itself) waits for the send's own
+	// outcome and ends cancelled, with the notice when the provider may
+	// have the reminder; a proof of a send only the workflow holds is
+	// recorded first. Before it, a workflow cancel during the send ended
+	// failed, and a stopped send counted as nothing sent.
+	changeCancelSettlesTheSend = "cancel-settles-the-send"
+)
+
+// The versions of changeLocalFirstAttempt.
+const (
+	localFirstAttempt   workflow.Version = 1
+	firstAttemptRetired workflow.Version = 2
+)
+
+// latest is each change's latest version: what a reminder that asks
+// GetVersion for the first time records.
+var latest = map[string]workflow.Version{
+	changeEscalationBeside:      1,
+	changeRescheduleWritesFirst: 1,
+	changeCancelStopsSend:       1,
+	changeLocalFirstAttempt:     firstAttemptRetired,
+	changeCancelSettlesTheSend:  1,
+}
+
+// CurrentLevel is the level the starter starts reminders at.
+const CurrentLevel = 1
+
+// levels are the versions a reminder started at each level runs, with no
+// GetVersion: level 1 is every change above at its latest version.
+var levels = map[int]map[string]workflow.Version{
+	1: latest,
+}
+
+// version is the version of changeID this run takes: fixed by its start
+// level, or asked of workflow.GetVersion (recorded the first time, replayed
+// after) for a reminder started before the level knew it.
+func (r *run) version(ctx workflow.Context, changeID string) workflow.Version {
+	if v, ok := levels[r.in.Level][changeID]; ok {
+		return v
+	}
+	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, latest[changeID])
+}
