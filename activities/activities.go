@@ -647,15 +647,38 @@ func (a *Activities) record(ctx context.Context, key, providerID string, detail 
 // TransitionInput is a state change of a reminder to mirror.
 type TransitionInput struct {
 	ReminderID string
-	To         reminder.State
-	Event      string
-	Detail     map[string]any
+	// From, when set, are the states the change may leave: from any other
+	// it is refused (ErrTypeTransitionRefused) and nothing is written.
+	// Without it, the change is made unless the reminder is finished, and
+	// its event is appended either way (a note: "cancelled" after sent).
+	From   []reminder.State `json:",omitempty"`
+	To     reminder.State
+	Event  string
+	Detail map[string]any
 }
+
+// ErrTypeTransitionRefused: the mirror did not make a state change because
+// the reminder was not in a state it may leave by it; the error's details
+// carry the state it found. Not retried.
+const ErrTypeTransitionRefused = "TransitionRefused"
 
 // RecordTransition mirrors a workflow's state change and appends its event.
 // Small and idempotent enough to run as a local activity.
 func (a *Activities) RecordTransition(ctx context.Context, in TransitionInput) error {
-	_, err := a.Mirror.Transition(ctx, in.ReminderID, in.To, in.Event, in.Detail)
+	if len(in.From) == 0 {
+		_, err := a.Mirror.Transition(ctx, in.ReminderID, in.To, in.Event, in.Detail)
+		return err
+	}
+	return refusal(a.Mirror.TransitionFrom(ctx, in.ReminderID, in.From, in.To, in.Event, in.Detail))
+}
+
+// refusal turns the mirror's refusal of a change into the workflow's
+// non-retryable answer, with the state the mirror holds.
+func refusal(err error) error {
+	var refused *mirror.RefusedError
+	if errors.As(err, &refused) {
+		return temporal.NewNonRetryableApplicationError(refused.Error(), ErrTypeTransitionRefused, nil, refused.State)
+	}
 	return err
 }
 
@@ -678,5 +701,5 @@ type RescheduleInput struct {
 // RecordReschedule mirrors a reschedule: the new due time and key, and the
 // "rescheduled" event. A local activity.
 func (a *Activities) RecordReschedule(ctx context.Context, in RescheduleInput) error {
-	return a.Mirror.Reschedule(ctx, in.ReminderID, in.DueAt, in.DeliveryKey, in.Detail)
+	return refusal(a.Mirror.Reschedule(ctx, in.ReminderID, in.DueAt, in.DeliveryKey, in.Detail))
 }

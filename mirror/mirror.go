@@ -24,12 +24,14 @@ var ErrNotFound = errors.New("not found in the mirror")
 type Store struct {
 	pool   *pgxpool.Pool
 	sealer Sealer
+	// updateLocks counts the connections LockUpdate holds.
+	updateLocks chan struct{}
 }
 
 // New returns a store over pool. The pool's size bounds the store's
 // concurrency; size it to the worker's activity concurrency.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool}
+	return &Store{pool: pool, updateLocks: make(chan struct{}, maxUpdateLocks)}
 }
 
 // Pool is the store's pool, for health checks and migrations.
@@ -58,6 +60,58 @@ SELECT EXISTS (SELECT 1 FROM r)`, reminderID, string(to), eventType, jsonDetail(
 	return changed, nil
 }
 
+// RefusedError is a state change the mirror did not make because the
+// reminder was not in a state it may leave by that change: the answer,
+// never a silent success.
+type RefusedError struct {
+	// State is the state the reminder is in.
+	State reminder.State
+}
+
+func (e *RefusedError) Error() string {
+	return "refused: the reminder is " + string(e.State) + " in the mirror"
+}
+
+// TransitionFrom moves a reminder from one of the states from to to and
+// appends an event of type with detail, in one statement, only if it was
+// in one of them: a change that would leave another state (a decision on
+// a reminder that expired meanwhile, an expiry of one just approved) is
+// refused with a *RefusedError naming the state it found, and writes
+// nothing. Repeating a change that was taken (its answer lost) finds the
+// reminder in to and answers as taken, writing nothing more.
+func (s *Store) TransitionFrom(ctx context.Context, reminderID string, from []reminder.State, to reminder.State, eventType string, detail map[string]any) error {
+	var state *string
+	var changed bool
+	err := s.pool.QueryRow(ctx, `
+WITH r AS (
+    UPDATE reminders SET state = $3, updated_at = now()
+     WHERE id = $1 AND state = ANY($2::text[])
+    RETURNING state
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT $1, $4, $5 FROM r
+)
+SELECT coalesce((SELECT state FROM r), (SELECT state FROM reminders WHERE id = $1)), EXISTS (SELECT 1 FROM r)`,
+		reminderID, statesText(from), string(to), eventType, jsonDetail(detail)).Scan(&state, &changed)
+	switch {
+	case err != nil:
+		return fmt.Errorf("error recording %s for reminder: %w", eventType, err)
+	case state == nil:
+		return fmt.Errorf("error recording %s for reminder: %w: %s", eventType, ErrNotFound, reminderID)
+	case changed || reminder.State(*state) == to:
+		return nil
+	}
+	return &RefusedError{State: reminder.State(*state)}
+}
+
+func statesText(states []reminder.State) []string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = string(st)
+	}
+	return out
+}
+
 // Cancel moves a pending reminder to cancelled and appends an event of type
 // with detail either way; it returns the state the row is in after:
 // cancelled, or the final state it had reached.
@@ -83,23 +137,33 @@ SELECT coalesce((SELECT state FROM r), (SELECT state FROM reminders WHERE id = $
 	return reminder.State(*state), nil
 }
 
-// Reschedule moves a reminder to a new due time and delivery key and
-// appends the "rescheduled" event, unless the reminder is finished. It is
-// idempotent: a retry of a write that was taken (its answer lost) finds the
-// key in place and appends nothing.
+// Reschedule moves a pending reminder to a new due time and delivery key
+// and appends the "rescheduled" event. It is idempotent: a retry of a write
+// that was taken (its answer lost) finds the key in place and appends
+// nothing. A reminder no longer pending is refused with a *RefusedError,
+// and nothing moves.
 func (s *Store) Reschedule(ctx context.Context, reminderID string, due time.Time, key string, detail map[string]any) error {
-	_, err := s.pool.Exec(ctx, `
+	var state *string
+	var moved bool
+	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET due_at = $2, delivery_key = $3, updated_at = now()
      WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval') AND delivery_key <> $3
     RETURNING id
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT id, 'rescheduled', $4 FROM r
 )
-INSERT INTO reminder_events (reminder_id, type, detail)
-SELECT id, 'rescheduled', $4 FROM r`, reminderID, due, key, jsonDetail(detail))
-	if err != nil {
+SELECT (SELECT state FROM reminders WHERE id = $1), EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail)).Scan(&state, &moved)
+	switch {
+	case err != nil:
 		return fmt.Errorf("error rescheduling reminder: %w", err)
+	case state == nil:
+		return fmt.Errorf("error rescheduling reminder: %w: %s", ErrNotFound, reminderID)
+	case moved || reminder.State(*state).Pending():
+		return nil
 	}
-	return nil
+	return &RefusedError{State: reminder.State(*state)}
 }
 
 // RequestCancel notes on a pending reminder that a cancel was asked for and
@@ -141,27 +205,40 @@ SELECT requested_window_start, window_start FROM updates WHERE shipment_id = $1 
 	return requested, current, nil
 }
 
+// maxUpdateLocks bounds the connections that hold an update's lock at
+// once, on their own beside the pool: a move holds its lock for minutes of
+// Temporal calls, and those connections must never be the pool's, which
+// the move's own reads and writes, and everything else, need.
+const maxUpdateLocks = 8
+
 // LockUpdate serialises the operations that move an update's window: it
-// holds a session advisory lock on a connection of its own until unlock
-// is called (or the session ends with the process).
+// holds a session advisory lock, on a connection of its own outside the
+// pool (at most maxUpdateLocks of them at once; a further mover waits for
+// one, holding nothing), until unlock is called or the session ends with
+// the process. However many moves run, the pool stays the pool's.
 func (s *Store) LockUpdate(ctx context.Context, shipmentID, updateID string) (unlock func(), err error) {
-	conn, err := s.pool.Acquire(ctx)
+	select {
+	case s.updateLocks <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("error locking update: %w", ctx.Err())
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
+		<-s.updateLocks
 		return nil, fmt.Errorf("error locking update: %w", err)
 	}
 	const key = `hashtextextended('shipnotify update ' || $1 || '/' || $2, 0)`
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`, shipmentID, updateID); err != nil {
-		conn.Release()
+		_ = conn.Close(context.WithoutCancel(ctx))
+		<-s.updateLocks
 		return nil, fmt.Errorf("error locking update: %w", err)
 	}
 	return func() {
+		// Closing the session drops the lock.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(`+key+`)`, shipmentID, updateID); err != nil {
-			// Closing the session drops the lock.
-			_ = conn.Conn().Close(ctx)
-		}
-		conn.Release()
+		_ = conn.Close(ctx)
+		<-s.updateLocks
 	}, nil
 }
 

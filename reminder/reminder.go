@@ -65,6 +65,15 @@ func (s State) Terminal() bool {
 	return false
 }
 
+// Pending states are those a reminder waits in before its send: the ones
+// a reschedule, a decision, an expiry or a cancel may leave.
+var PendingStates = []State{Scheduled, AwaitingApproval}
+
+// Pending reports whether the reminder has yet to be sent or finished.
+func (s State) Pending() bool {
+	return s == Scheduled || s == AwaitingApproval
+}
+
 // Handed reports whether the reminder was handed to its provider: sent,
 // and whatever the provider reported since.
 func (s State) Handed() bool {

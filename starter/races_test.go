@@ -3,14 +3,17 @@ package starter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -326,4 +329,169 @@ func TestAFinishedRowStopsItsWorkflowAtTheSend(t *testing.T) {
 	require.Equal(t, reminder.Cancelled, waitFor(t, s, r.WorkflowID).State)
 	require.Zero(t, s.Mail.Requests(), "nothing sent")
 	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "ended-as-mirror-at-level-1")
+}
+
+// More window moves at once than serve's pool has connections (16, as
+// serve runs): each move holds its update's lock for its Temporal calls on
+// a connection outside the pool, so the moves finish, and a schedule made
+// meanwhile, which needs the pool, is not held behind them. (A move once
+// pinned a pooled connection for its lock and waited for a second one: 16
+// moves took the whole pool and hung until their deadline.)
+func TestMoreWindowMovesThanConnectionsStallNothing(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const servePool, movers = 16, 24
+	cfg, err := pgxpool.ParseConfig(s.DB.ProductURL())
+	require.NoError(t, err)
+	cfg.MaxConns = servePool
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := *s.Starter
+	st.Mirror = mirror.New(pool).SealSecretsWith(testenv.Codec(t))
+
+	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
+	var updates []reminder.Update
+	for i := range movers {
+		u := s.Update(t, time.Time{}, reminder.Email)
+		u.UpdateID = fmt.Sprintf("window-%02d", i)
+		u.WindowStart = window
+		u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 24*time.Hour
+		results, err := st.Schedule(ctx, u)
+		require.NoError(t, err)
+		terminateAtCleanup(t, s, workflowIDs(results)...)
+		updates = append(updates, u)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(updates))
+	for i, u := range updates {
+		wg.Go(func() {
+			_, errs[i] = st.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, window.Add(time.Hour), starter.Actor{By: "planner"})
+		})
+	}
+	// Meanwhile the pool serves the rest of serve.
+	other := s.Update(t, time.Now().Add(time.Hour), reminder.Email)
+	other.UpdateID = "meanwhile"
+	results, err := st.Schedule(ctx, other)
+	require.NoError(t, err, "a schedule is not held behind the moves")
+	terminateAtCleanup(t, s, workflowIDs(results)...)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "move %d", i)
+	}
+	for _, u := range updates {
+		_, current, err := st.Mirror.Window(ctx, u.ShipmentID, u.UpdateID)
+		require.NoError(t, err)
+		require.True(t, current.Equal(window.Add(time.Hour)), "every window moved")
+	}
+}
+
+// A window move finds a reminder whose workflow never started (its starter
+// died after the mirror write): the row moves in the mirror, and the
+// reconciler starts its workflow at the moved due time. (The move answered
+// "refused: no longer running" for it, moved the window anyway, and the
+// reconciler later started it at its old due time.)
+func TestAWindowMoveMovesAReminderThatNeverStarted(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
+	u := s.Update(t, time.Time{}, reminder.Email)
+	u.WindowStart = window
+	u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 24*time.Hour
+	crashing := *s.Starter
+	crashing.CrashAfterMirror(errors.New("starter killed"))
+	_, err := crashing.Schedule(ctx, u)
+	require.ErrorContains(t, err, "starter killed")
+
+	later := window.Add(6 * time.Hour)
+	outs, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, later, starter.Actor{By: "planner"})
+	require.NoError(t, err)
+	require.Len(t, outs, 1)
+	require.Equal(t, starter.StatusRescheduled, outs[0].Status, outs[0].Error)
+	want := later.Add(-24 * time.Hour)
+	require.True(t, row(t, s, outs[0].ReminderID).DueAt.Equal(want), "the row moved")
+
+	results, err := s.Starter.Reconcile(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, results, 1)
+	terminateAtCleanup(t, s, results[0].WorkflowID)
+	require.True(t, results[0].DueAt.Equal(want), "started from the moved row")
+	v, err := s.Temporal.QueryWorkflow(ctx, results[0].WorkflowID, "", workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+	require.True(t, st.DueAt.Equal(want), "the workflow sleeps until the moved due time, not the old one: %s", st.DueAt)
+}
+
+// A window move lands between a start's read of the row and its mark: the
+// new workflow, started at the old due time, is moved to the row's.
+func TestAWindowMoveRacingAStartIsFollowed(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
+	u := s.Update(t, time.Time{}, reminder.Email)
+	u.WindowStart = window
+	u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 24*time.Hour
+	later := window.Add(6 * time.Hour)
+	racing := *s.Starter
+	racing.BetweenMirrorAndStart(func() error {
+		_, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, later, starter.Actor{By: "planner"})
+		return err
+	})
+	results, err := racing.Schedule(ctx, u)
+	require.NoError(t, err)
+	terminateAtCleanup(t, s, results[0].WorkflowID)
+	want := later.Add(-24 * time.Hour)
+	v, err := s.Temporal.QueryWorkflow(ctx, results[0].WorkflowID, "", workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+	require.True(t, st.DueAt.Equal(want), "the workflow follows the move: %s", st.DueAt)
+	require.True(t, row(t, s, results[0].ReminderID).DueAt.Equal(want))
+}
+
+// An approval that arrives while the expiry's mirror write is held (the
+// reminder's row locked, as a slow or failing-over PostgreSQL would hold
+// it) is refused, and the reminder ends expired in the mirror and in the
+// engine, with no "approved" on its trail. (It was answered "approved",
+// wrote an approved event beside the expiry, and the workflow closed with
+// the state "scheduled", which is not final.)
+func TestAnApprovalDuringTheExpiryIsRefused(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(time.Hour), reminder.Email)
+	u.Approval = reminder.Approval{Required: true, Timeout: 2 * time.Second, ExpireAfter: 2 * time.Second}
+	u.EscalationEmail = "lead@shipper.example"
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	terminateAtCleanup(t, s, r.WorkflowID)
+
+	hold, err := s.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = hold.Rollback(ctx) }()
+	_, err = hold.Exec(ctx, `SELECT 1 FROM reminders WHERE id = $1 FOR UPDATE`, r.ReminderID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, s.DB.Pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE reminders SET state = $3%')`).Scan(&waiting))
+		return waiting
+	}, 30*time.Second, 20*time.Millisecond, "the expiry's write waits on the held row")
+
+	outs, err := s.Starter.Decide(ctx, starter.Selection{ReminderID: r.ReminderID}, true, starter.Actor{By: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusRefused, outs[0].Status, "not approved: %+v", outs[0])
+	require.Contains(t, outs[0].Error, "expiring")
+	require.NoError(t, hold.Commit(ctx))
+
+	require.Equal(t, reminder.Expired, waitFor(t, s, r.WorkflowID).State, "the engine says expired")
+	require.Equal(t, reminder.Expired, row(t, s, r.ReminderID).State, "and so does the mirror")
+	require.NotContains(t, eventTypes(t, s, r.ReminderID), "approved")
+	require.Empty(t, mailsFor(s, r.ReminderID, reminder.PurposeReminder), "the reminder is never sent")
 }

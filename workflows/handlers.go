@@ -34,8 +34,16 @@ func (r *run) validateReschedule(ctx workflow.Context, req RescheduleRequest) er
 	if err := checkDeadline(ctx, req.Deadline); err != nil {
 		return err
 	}
+	if r.expiring {
+		return errExpiring
+	}
 	return r.checkReschedule(ctx, req)
 }
+
+// errExpiring refuses a change that arrives while the expiry is written:
+// the reminder is expired, or about to be. (Checked by the validators only:
+// they do not run on replay, so the check changes no reminder's history.)
+var errExpiring = errors.New("refused: the reminder is expiring (no decision by its final deadline)")
 
 func (r *run) checkReschedule(ctx workflow.Context, req RescheduleRequest) error {
 	if err := r.pending("rescheduled"); err != nil {
@@ -95,6 +103,9 @@ func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (Reschedul
 		ReminderID: r.in.ReminderID, DueAt: due, DeliveryKey: key,
 		Detail: map[string]any{"from": r.due, "to": due, "delivery_key": key, "by": req.By, "reason": req.Reason},
 	}).Get(ctx, nil)
+	if _, refused := refusedAs(err); refused {
+		return RescheduleResult{}, err
+	}
 	if err != nil {
 		return RescheduleResult{}, mirrorUnavailable("reschedule", err)
 	}
@@ -133,6 +144,9 @@ func (r *run) rescheduleMemoryFirst(ctx workflow.Context, req RescheduleRequest)
 func (r *run) validateDecision(ctx workflow.Context, d Decision) error {
 	if err := checkDeadline(ctx, d.Deadline); err != nil {
 		return err
+	}
+	if r.expiring {
+		return errExpiring
 	}
 	return r.checkDecision(d)
 }
@@ -185,9 +199,14 @@ func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionR
 	}
 	r.deciding = true
 	err := workflow.ExecuteLocalActivity(operatorWriteOptions(ctx), a.RecordTransition, activities.TransitionInput{
-		ReminderID: r.in.ReminderID, To: to, Event: event, Detail: detail,
+		ReminderID: r.in.ReminderID, From: []reminder.State{reminder.AwaitingApproval}, To: to, Event: event, Detail: detail,
 	}).Get(ctx, nil)
 	r.deciding = false
+	if _, refused := refusedAs(err); refused {
+		// The mirror holds another state (another path finished it):
+		// the decision is refused, and nothing changed.
+		return DecisionResult{}, err
+	}
 	if err != nil {
 		return DecisionResult{}, mirrorUnavailable("decision", err)
 	}

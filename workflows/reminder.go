@@ -94,6 +94,9 @@ type run struct {
 	mu   workflow.Mutex
 	// deciding: a decision is being written; a second one is refused.
 	deciding bool
+	// expiring: the expiry is being written; a decision or a reschedule
+	// arriving meanwhile is refused.
+	expiring bool
 	// escalations counts escalation notices still running beside the
 	// reminder; stopApprovalEscalation abandons the approval one.
 	escalations            int
@@ -180,6 +183,9 @@ func (r *run) awaitDecision(ctx workflow.Context) (done bool, err error) {
 				}
 				continue
 			}
+			// From here a decision or a reschedule is refused: the expiry's
+			// write may take a while, and nothing may land beside it.
+			r.expiring = true
 			r.setState(ctx, reminder.Expired, "expired", map[string]any{"reason": "no decision by the final deadline"})
 			r.abandonApprovalEscalation()
 			return true, r.finish(ctx)
@@ -385,7 +391,9 @@ func (r *run) sent(ctx workflow.Context, sent activities.NotifyResult, err error
 		reason := failureReason(err)
 		workflow.GetLogger(ctx).Warn("delivery failed for good", "reminder_id", r.in.ReminderID, "error", reason)
 		r.setState(ctx, reminder.Failed, "failed", map[string]any{"reason": reason})
-		r.escalate(ctx, "delivery_failed", reason)
+		if r.state == reminder.Failed {
+			r.escalate(ctx, "delivery_failed", reason)
+		}
 		return r.finish(ctx)
 	}
 	r.deliveryKey, r.providerID, r.notifyStartedAt = sent.DeliveryKey, sent.ProviderMessageID, sent.StartedAt
@@ -481,6 +489,15 @@ func (r *run) finish(ctx workflow.Context) error {
 	}
 }
 
+// cancelledOutcome is a cancel's answer once the reminder is in state: a
+// cancel, or the final state another path had reached first.
+func cancelledOutcome(state reminder.State) string {
+	if state == reminder.Cancelled {
+		return OutcomeCancelled
+	}
+	return "already_" + string(state)
+}
+
 // endCancelled ends a reminder cancelled before it was sent: nothing is sent.
 func (r *run) endCancelled(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return r.busy == 0 }); err != nil {
@@ -488,7 +505,7 @@ func (r *run) endCancelled(ctx workflow.Context) error {
 	}
 	r.setState(ctx, reminder.Cancelled, "cancelled", map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason})
 	r.abandonApprovalEscalation()
-	r.cancelOutcome = OutcomeCancelled
+	r.cancelOutcome = cancelledOutcome(r.state)
 	return r.finish(ctx)
 }
 
@@ -508,7 +525,7 @@ func (r *run) cancelledFromOutside(ctx workflow.Context, cause error) error {
 	case !r.state.Terminal():
 		r.setState(dctx, reminder.Cancelled, "cancelled",
 			map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "via": "workflow cancellation"})
-		r.cancelOutcome = OutcomeCancelled
+		r.cancelOutcome = cancelledOutcome(r.state)
 		r.showDone(dctx)
 	}
 	return cause
@@ -686,11 +703,13 @@ func (r *run) note(ctx workflow.Context, event, detail string) {
 	}
 }
 
-// setState moves the reminder to a state the workflow reached on its own:
-// first in the mirror (retried until PostgreSQL takes it), then in memory,
-// where the main loop and handlers see it, and in the search attributes.
+// setState moves the pending reminder to a state the workflow reached on
+// its own: first in the mirror (retried until PostgreSQL takes it), then in
+// memory, where the main loop and handlers see it, and in the search
+// attributes. A mirror row another path had finished refuses the change;
+// the reminder then takes the state the mirror holds.
 func (r *run) setState(ctx workflow.Context, to reminder.State, event string, detail map[string]any) {
-	recordTransition(ctx, r.in.ReminderID, to, event, detail)
+	to = recordStateChange(ctx, r.in.ReminderID, to, event, detail)
 	r.state = to
 	r.note(ctx, event, "")
 	if err := upsertState(ctx, to); err != nil {
@@ -772,6 +791,38 @@ func recordTransition(ctx workflow.Context, reminderID string, to reminder.State
 	if err != nil {
 		workflow.GetLogger(ctx).Error("mirror write failed", "reminder_id", reminderID, "event", event, "error", err)
 	}
+}
+
+// recordStateChange mirrors a pending reminder's change to to as
+// recordTransition does, and returns the state the mirror holds after: to,
+// or the final state of a row another path had finished, which refused it.
+func recordStateChange(ctx workflow.Context, reminderID string, to reminder.State, event string, detail map[string]any) reminder.State {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteLocalActivity(mirrorWriteOptions(ctx), a.RecordTransition, activities.TransitionInput{
+		ReminderID: reminderID, From: reminder.PendingStates, To: to, Event: event, Detail: detail,
+	}).Get(ctx, nil)
+	if state, refused := refusedAs(err); refused {
+		workflow.GetLogger(ctx).Info("the mirror had finished the reminder; it ends as the mirror says",
+			"reminder_id", reminderID, "event", event, "state", string(state))
+		return state
+	}
+	if err != nil {
+		workflow.GetLogger(ctx).Error("mirror write failed", "reminder_id", reminderID, "event", event, "error", err)
+	}
+	return to
+}
+
+// refusedAs reads the mirror's refusal of a change: the state it holds.
+func refusedAs(err error) (reminder.State, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeTransitionRefused {
+		return "", false
+	}
+	var state reminder.State
+	if appErr.HasDetails() && appErr.Details(&state) == nil {
+		return state, true
+	}
+	return "", false
 }
 
 func upsertState(ctx workflow.Context, s reminder.State) error {

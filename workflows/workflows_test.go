@@ -71,9 +71,21 @@ type harness struct {
 	// outcome; the cancellation notice stand-in sends only then, as the
 	// notify activity does from the mirror.
 	mayHaveSent bool
-	// mirrorState is the state RecordCancel finds the row in, when set.
-	mirrorState reminder.State
+	// row is the mirror row's state as the stand-ins keep it, refusing as
+	// the mirror does: a change that must leave a pending state finds a
+	// finished row and is refused, naming its state; a note on a finished
+	// row changes nothing. "" is a pending row no change has reached yet.
+	row reminder.State
 }
+
+// refuse is the mirror's refusal of a change to a row in state.
+func refuse(state reminder.State) error {
+	return temporal.NewNonRetryableApplicationError("refused: the reminder is "+string(state)+" in the mirror",
+		activities.ErrTypeTransitionRefused, nil, state)
+}
+
+// finished reports whether the stand-in row is in a final state.
+func (h *harness) finished() bool { return h.row != "" && !h.row.Pending() }
 
 // pin makes new runs record version v for changeID (reminders started on
 // an earlier release record what it knew; a test of their path pins it).
@@ -127,6 +139,14 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 			if h.failDecision != nil && (in.Event == "approved" || in.Event == "rejected") {
 				return h.failDecision
 			}
+			switch {
+			case len(in.From) > 0 && h.row == in.To:
+				return nil // a retry of a change that was taken
+			case len(in.From) > 0 && h.finished():
+				return refuse(h.row)
+			case in.To != "" && !h.finished():
+				h.row = in.To
+			}
 			h.transitions = append(h.transitions, in)
 			h.transitionsAt = append(h.transitionsAt, h.env.Now().UTC())
 			return nil
@@ -135,15 +155,18 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		func(_ context.Context, in activities.TransitionInput) (reminder.State, error) {
 			h.transitions = append(h.transitions, in)
 			h.transitionsAt = append(h.transitionsAt, h.env.Now().UTC())
-			if h.mirrorState != "" {
-				return h.mirrorState, nil
+			if !h.finished() {
+				h.row = reminder.Cancelled
 			}
-			return reminder.Cancelled, nil
+			return h.row, nil
 		})
 	h.env.OnActivity(acts.RecordReschedule, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RescheduleInput) error {
 			if h.failReschedule != nil {
 				return h.failReschedule
+			}
+			if h.finished() {
+				return refuse(h.row)
 			}
 			h.reschedules = append(h.reschedules, in)
 			return nil
@@ -853,7 +876,7 @@ func TestCancelDuringTheSendTakesTheMirrorsState(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.fail = errors.New("mail API answered 503")
-	h.mirrorState, h.mayHaveSent = reminder.Sent, true
+	h.row, h.mayHaveSent = reminder.Sent, true
 	o := h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
 	res := h.run(input(t0.Add(time.Hour)))
 	require.Equal(t, reminder.Sent, res.State)
@@ -929,4 +952,51 @@ func TestAReminderAtTheCurrentLevelAsksForNoVersion(t *testing.T) {
 		}
 		require.Empty(t, asked, "no version asked at level %d", level)
 	}
+}
+
+// A decision or a reschedule that arrives while the expiry is being written
+// (PostgreSQL slow, or failing over) is refused: the expiry and a decision
+// exclude each other, so the reminder never closes "approved" in a state
+// that is not final while the mirror says expired. (Before, the approval
+// passed validation, its write found the row expired and changed nothing,
+// yet it answered "approved".)
+func TestADecisionDuringTheExpiryIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// Every mirror write takes an hour of workflow time.
+	h.transition.After(time.Hour)
+	expiry := 3 * day
+	approve := h.update(expiry+30*time.Minute, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	move := h.update(expiry+31*time.Minute, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(4 * day), By: "ops"})
+
+	res := h.run(withApproval(input(t0.Add(12 * time.Hour))))
+
+	require.Equal(t, reminder.Expired, res.State)
+	require.True(t, approve.done)
+	require.ErrorContains(t, approve.rejected, "expiring", "the approval is refused, not answered approved")
+	require.True(t, move.done)
+	require.ErrorContains(t, move.rejected, "expiring")
+	require.Equal(t, []string{"expired"}, h.events(), "no approved event beside the expiry")
+	require.Empty(t, h.sends(""))
+}
+
+// A change of the workflow's own that finds the mirror row finished by
+// another path (reconcile --verify cancelled it, say) is refused there, and
+// the reminder takes the mirror's state: the mirror and the engine agree.
+func TestAStateChangeTheMirrorRefusesEndsAsTheMirrorSays(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.row = reminder.Cancelled
+	res := h.run(withApproval(input(t0.Add(12 * time.Hour))))
+	require.Equal(t, reminder.Cancelled, res.State, "the expiry was refused: the row is cancelled")
+	require.Empty(t, h.events(), "the refused change wrote nothing")
+	require.Empty(t, h.sends(""))
+
+	h = newHarness(t)
+	h.row = reminder.Expired
+	o := h.update(time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	res = h.run(withApproval(input(t0.Add(12 * time.Hour))))
+	require.True(t, o.done)
+	require.ErrorContains(t, o.err, "refused: the reminder is expired", "a decision the mirror refused is an answer")
+	require.Equal(t, reminder.Expired, res.State)
 }
