@@ -207,3 +207,48 @@ func TestAnUnconfirmedWebhookGoesAgainUnderTheSameID(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{in.Key(), in.Key()}, ids, "sent again under the same webhook-id")
 }
+
+// A "deferred too long" escalation reads its reminder as committed: while a
+// batch of provider events that delivers it is applying (it holds the row),
+// the escalation waits for it, then finds the reminder delivered and sends
+// nothing. (It read the moment before the batch committed, "sent", and
+// escalated a delivered reminder.)
+func TestADeferredEscalationWaitsForTheBatchThatDeliveredIt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	in := f.schedule(t, reminder.Email)
+	_, err := f.notify(t, in)
+	require.NoError(t, err)
+	_, err = f.db.Pool.Exec(ctx, `UPDATE updates SET escalation_email = 'lead@shipper.example'`)
+	require.NoError(t, err)
+
+	batch, err := f.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = batch.Rollback(ctx) }()
+	_, err = batch.Exec(ctx, `UPDATE reminders SET state = 'delivered', delivered_at = now() WHERE id = $1`, in.ReminderID)
+	require.NoError(t, err)
+
+	type answer struct {
+		res activities.NotifyResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := f.notify(t, activities.NotifyInput{Purpose: reminder.PurposeEscalation, ReminderID: in.ReminderID,
+			SubscriberID: in.SubscriberID, Reason: "delivery_deferred"})
+		done <- answer{res, err}
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, f.db.Pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE OF r%')`).Scan(&waiting))
+		return waiting
+	}, 10*time.Second, 20*time.Millisecond, "the escalation waits for the batch holding the reminder")
+	require.NoError(t, batch.Commit(ctx))
+	got := <-done
+	require.NoError(t, got.err)
+	require.True(t, got.res.Skipped, "the reminder was delivered: nothing to escalate")
+	require.Contains(t, got.res.SkipReason, "delivered")
+	require.Len(t, f.mail.Mails(), 1, "the reminder alone; no escalation mail")
+}

@@ -391,13 +391,17 @@ SELECT EXISTS (SELECT 1 FROM deliveries
 }
 
 // EscalationContact returns the escalation address of a reminder's update
-// ("" when it names none) and the reminder's state.
+// ("" when it names none) and the reminder's state, as committed: a batch
+// of provider events applying to the reminder right now (it holds the row)
+// is waited for, so an escalation never decides on the state of the moment
+// before the batch that delivered it commits.
 func (s *Store) EscalationContact(ctx context.Context, reminderID string) (string, reminder.State, error) {
 	var contact, state string
 	err := s.pool.QueryRow(ctx, `
 SELECT coalesce(u.escalation_email, ''), r.state
   FROM reminders r JOIN updates u USING (shipment_id, update_id)
- WHERE r.id = $1`, reminderID).Scan(&contact, &state)
+ WHERE r.id = $1
+   FOR SHARE OF r`, reminderID).Scan(&contact, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", fmt.Errorf("error reading escalation contact: %w: %s", ErrNotFound, reminderID)
 	}
