@@ -242,30 +242,62 @@ func scanNewReminder(row pgx.CollectableRow) (NewReminder, error) {
 	return r, err
 }
 
+// StartedRow is a reminder's row as marking its workflow started found it.
+type StartedRow struct {
+	State reminder.State
+	DueAt time.Time
+}
+
 // MarkStarted records that Temporal accepted the workflows of these
 // reminders (rows never marked are the reconciler's to start) and returns
-// each row's state. A row a cancel finished while its workflow was being
-// started comes back cancelled: the caller must cancel the new workflow. The
-// row lock this update takes orders it against CancelUnstarted, so one of the
-// two always sees the other.
-func (s *Store) MarkStarted(ctx context.Context, ids []string) (map[string]reminder.State, error) {
+// each row's state and due time. A row a cancel finished while its workflow
+// was being started comes back cancelled: the caller must cancel the new
+// workflow; one a window move moved meanwhile (RescheduleUnstarted) comes
+// back with its new due time: the caller must move the new workflow. The
+// row lock this update takes orders it against CancelUnstarted and
+// RescheduleUnstarted, so one of each two always sees the other.
+func (s *Store) MarkStarted(ctx context.Context, ids []string) (map[string]StartedRow, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	rows, _ := s.pool.Query(ctx, `
 UPDATE reminders SET workflow_started_at = coalesce(workflow_started_at, now())
  WHERE id = ANY($1)
-RETURNING id, state`, ids)
-	states := map[string]reminder.State{}
+RETURNING id, state, due_at`, ids)
+	out := map[string]StartedRow{}
 	var id, state string
-	_, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error {
-		states[id] = reminder.State(state)
+	var due time.Time
+	_, err := pgx.ForEachRow(rows, []any{&id, &state, &due}, func() error {
+		out[id] = StartedRow{State: reminder.State(state), DueAt: due}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error marking workflows started: %w", err)
 	}
-	return states, nil
+	return out, nil
+}
+
+// RescheduleUnstarted moves a pending reminder whose workflow never started
+// to a new due time and delivery key, and reports whether it did; its
+// workflow will start from the row. It does nothing to a reminder whose
+// workflow was marked started meanwhile: that one moves through its
+// workflow.
+func (s *Store) RescheduleUnstarted(ctx context.Context, reminderID string, due time.Time, key string, detail map[string]any) (bool, error) {
+	var moved bool
+	err := s.pool.QueryRow(ctx, `
+WITH r AS (
+    UPDATE reminders SET due_at = $2, delivery_key = $3, updated_at = now()
+     WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval') AND workflow_started_at IS NULL
+    RETURNING id
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT id, 'rescheduled', $4 FROM r
+)
+SELECT EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail)).Scan(&moved)
+	if err != nil {
+		return false, fmt.Errorf("error rescheduling reminder: %w", err)
+	}
+	return moved, nil
 }
 
 // CancelUnstarted cancels a pending reminder whose workflow never started,

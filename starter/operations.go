@@ -311,12 +311,38 @@ func (s *Starter) RescheduleUpdate(ctx context.Context, shipmentID, updateID str
 		return nil, err
 	}
 	outs, err := s.each(ctx, rows, func(ctx context.Context, row mirror.Row) (Outcome, error) {
-		return s.rescheduleOne(ctx, row, row.RequestedDueAt.Add(shift), who)
+		due := reminder.NormalizeTime(row.RequestedDueAt.Add(shift))
+		if row.WorkflowStartedAt == nil && row.State.Pending() {
+			// Its workflow never started: the row moves, and the workflow
+			// starts from it (or, started meanwhile, follows it).
+			if out, ok, err := s.rescheduleUnstarted(ctx, row, due, who); ok || err != nil {
+				return out, err
+			}
+		}
+		return s.rescheduleOne(ctx, row, due, who)
 	})
 	if err != nil {
 		return outs, err
 	}
 	return outs, s.Mirror.SetWindowStart(ctx, shipmentID, updateID, windowStart)
+}
+
+// rescheduleUnstarted moves a reminder whose workflow never started in the
+// mirror; ok is false when its workflow was marked started meanwhile.
+func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due time.Time, who Actor) (Outcome, bool, error) {
+	out := Outcome{ReminderID: row.ID, State: row.State}
+	if due.Equal(row.DueAt) {
+		out.Status, out.DueAt, out.DeliveryKey = StatusUnchanged, &row.DueAt, row.DeliveryKey
+		return out, true, nil
+	}
+	key := reminder.DeliveryKey(row.ID, row.SubscriberID, due)
+	moved, err := s.Mirror.RescheduleUnstarted(ctx, row.ID, due, key,
+		map[string]any{"from": row.DueAt, "to": due, "delivery_key": key, "by": who.By, "reason": who.Reason, "workflow": "not started"})
+	if err != nil || !moved {
+		return out, false, err
+	}
+	out.Status, out.DueAt, out.DeliveryKey = StatusRescheduled, &due, key
+	return out, true, nil
 }
 
 // RescheduleReminder moves one reminder's due time. A refusal (finished

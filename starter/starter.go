@@ -243,23 +243,42 @@ func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Re
 		}
 	}
 	startErr := errors.Join(errs...)
-	states, err := s.Mirror.MarkStarted(ctx, started)
+	marked, err := s.Mirror.MarkStarted(ctx, started)
 	if err != nil {
 		return results, errors.Join(startErr, err)
 	}
 	var late []mirror.NewReminder
+	var moved []moveTo
 	for i, r := range rows {
-		if st, ok := states[r.ID]; ok {
-			results[i].State = st
-			if st == reminder.Cancelled {
+		if m, ok := marked[r.ID]; ok {
+			results[i].State = m.State
+			switch {
+			case m.State == reminder.Cancelled:
 				late = append(late, r)
+			case m.State.Pending() && !m.DueAt.Equal(r.DueAt):
+				moved = append(moved, moveTo{row: r, due: m.DueAt})
+				results[i].DueAt, results[i].DeliveryKey = m.DueAt, reminder.DeliveryKey(r.ID, r.SubscriberID, m.DueAt)
 			}
 		}
 	}
 	_, cancelErrs := parallel(ctx, s.concurrency(), late, func(ctx context.Context, r mirror.NewReminder) (Outcome, error) {
 		return s.cancelWorkflow(ctx, r.ID, r.WorkflowID, Actor{By: "shipnotify", Reason: "cancelled while its workflow was being started"})
 	})
-	return results, errors.Join(startErr, errors.Join(cancelErrs...))
+	// A window move that came while these started moved their rows: their
+	// new workflows follow.
+	_, moveErrs := parallel(ctx, s.concurrency(), moved, func(ctx context.Context, m moveTo) (Outcome, error) {
+		var res workflows.RescheduleResult
+		return Outcome{}, s.update(ctx, m.row.WorkflowID, workflows.UpdateReschedule, workflows.RescheduleRequest{
+			DueAt: m.due, By: "shipnotify", Reason: "moved while its workflow was being started", Deadline: s.requestDeadline(),
+		}, &res)
+	})
+	return results, errors.Join(startErr, errors.Join(cancelErrs...), errors.Join(moveErrs...))
+}
+
+// moveTo is a started reminder whose row a move gave a new due time.
+type moveTo struct {
+	row mirror.NewReminder
+	due time.Time
 }
 
 // parallel runs fn on every item, at most limit at a time. Results and
