@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
 
+	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -335,6 +341,27 @@ func TestABatchNeverWaitsOnAnEscalationBeingStarted(t *testing.T) {
 	require.NoError(t, err, "the batch went through while the pass held its row")
 	require.NoError(t, <-passDone)
 	require.Equal(t, reminder.Delivered, readOutcome(t, db, r.ID).State)
+
+	// The escalation the pass started runs its notice: the reminder is
+	// delivered, so it sends nothing, though the update names a contact.
+	_, err = db.Pool.Exec(context.Background(), `UPDATE updates SET escalation_email = 'lead@shipper.example'`)
+	require.NoError(t, err)
+	mail, err := sink.StartMail("", "SG.key")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mail.Close() })
+	acts := &activities.Activities{Mirror: store, Email: email.NewSender(email.Options{APIKey: "SG.key", BaseURL: mail.URL(),
+		FromEmail: "reminders@shipnotify.example"})}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	val, err := env.ExecuteActivity(acts.Notify, activities.NotifyInput{Purpose: reminder.PurposeEscalation, ReminderID: r.ID,
+		SubscriberID: "sub-a", Reason: mirror.ReasonDeliveryDeferred})
+	require.NoError(t, err)
+	var res activities.NotifyResult
+	require.NoError(t, val.Get(&res))
+	require.True(t, res.Skipped, "the notice sends nothing: %+v", res)
+	require.Zero(t, mail.Requests())
 }
 
 // Two batches sharing event ids in opposite orders (SendGrid retrying

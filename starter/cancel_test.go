@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -220,4 +221,58 @@ func TestFailedCancellationNoticeIsNotReportedCompensated(t *testing.T) {
 		cancel()
 		require.Error(t, err, "the notice failed for good")
 	}
+}
+
+// A reminder of the releases that made the first attempt a local activity,
+// cancelled while that attempt waits on the provider: the real server holds
+// the cancel until the attempt's workflow task completes (and refuses the
+// completion the task would have closed the workflow with), so the send is
+// recorded once and compensated with one notice, by the reminder's workflow
+// or, when the attempt's task closed it, by the cancellation-notice
+// workflow. (The test environment
+// delivers the cancel in the middle of the attempt, which the server does
+// not: workflows.TestCancelDuringTheLocalAttemptIsCompensated.)
+func TestCancelDuringTheLocalAttemptIsCompensatedOnTheServer(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{Versions: map[string]workflow.Version{workflows.ChangeLocalFirstAttempt: 1}})
+	ctx := context.Background()
+	release := s.Mail.Hold()
+	defer release()
+	u := s.Update(t, time.Now(), reminder.Email)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	require.Eventually(t, func() bool { return s.Mail.Held() == 1 }, time.Minute, 10*time.Millisecond, "the local attempt waits on the provider")
+
+	type answer struct {
+		outs []starter.Outcome
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+		done <- answer{outs, err}
+	}()
+	// The cancel is with the server, waiting for the attempt's task.
+	require.Eventually(t, func() bool {
+		desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+		return err == nil && desc.GetPendingWorkflowTask() != nil
+	}, 30*time.Second, 10*time.Millisecond)
+	release()
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, starter.StatusCompensated, got.outs[0].Status, "%+v", got.outs[0])
+	require.Len(t, mailsFor(s, r.ReminderID, reminder.PurposeReminder), 1, "sent once")
+	require.Len(t, mailsFor(s, r.ReminderID, reminder.PurposeCancellation), 1, "and compensated once")
+	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID).State)
+	activityTasks := 0
+	for _, ev := range testenv.History(t, s.Temporal, r.WorkflowID).GetEvents() {
+		if ev.GetEventType() == enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			activityTasks++
+		}
+	}
+	// The notice came from the reminder's workflow, or, when the attempt's
+	// task had closed it first, from the cancellation-notice workflow: no
+	// activity task was ever the send's.
+	require.LessOrEqual(t, activityTasks, 1, "the send was the local attempt")
 }

@@ -314,6 +314,21 @@ func (s *Starter) liveStatus(ctx context.Context, row mirror.Row, sa *commonpb.S
 // approval again. The notify activity refuses finished rows and the
 // delivery key makes a second send a no-op, so starting again is safe.
 func (s *Starter) restart(ctx context.Context, row mirror.Row, d *Divergence, did string) {
+	if row.CancelRequestedAt != nil {
+		// A cancel was asked for and never finished: nothing that was
+		// asked to be cancelled is started again. The row ends cancelled.
+		state, err := s.Mirror.Cancel(ctx, row.ID, "cancelled", map[string]any{
+			"by": reconciler, "reason": "a cancel was asked for, and its workflow is gone", "kind": d.Kind,
+		})
+		d.Repair = "mirror set to cancelled: a cancel was asked for, so its workflow is not started again"
+		switch {
+		case err != nil:
+			d.Error = err.Error()
+		case state != reminder.Cancelled:
+			d.Error = "the row was " + string(state) + " already; left alone"
+		}
+		return
+	}
 	nr, err := s.Mirror.StartOf(ctx, row.ID)
 	if err == nil {
 		if row.State != reminder.AwaitingApproval {

@@ -338,3 +338,26 @@ func TestVerifyWithoutAWorkerReadsTheSearchAttributes(t *testing.T) {
 	require.True(t, r.DueAt.Equal(got.DueAt), "%s != %s", r.DueAt, got.DueAt)
 	require.Equal(t, r.DeliveryKey, got.DeliveryKey)
 }
+
+// A pending row whose cancel was asked for and never finished (it answered
+// cancel_requested), and whose workflow Temporal then forgot: verify does
+// not start it again. It ends cancelled in the mirror, and nothing runs.
+func TestVerifyDoesNotRestartWhatWasAskedToBeCancelled(t *testing.T) {
+	t.Parallel()
+	server := testenv.StartDevServer(t, `history.transferProcessorUpdateAckInterval="1s"`)
+	s := testenv.NewStackWith(t, testenv.StackOptions{TemporalAddress: server.Address})
+	ctx := context.Background()
+	pending := scheduleOne(t, s, time.Now().Add(48*time.Hour))
+	require.NoError(t, s.Mirror.RequestCancel(ctx, pending.ReminderID, map[string]any{"by": "tracker"}))
+	deleteWorkflow(t, s, pending.WorkflowID)
+
+	divs := verify(t, s, true)
+	require.Len(t, divs, 1, "%+v", divs)
+	require.Equal(t, starter.DivergenceWorkflowMissing, divs[0].Kind)
+	require.True(t, divs[0].Repaired(), "%+v", divs[0])
+	require.Contains(t, divs[0].Repair, "cancelled")
+	require.Equal(t, reminder.Cancelled, row(t, s, pending.ReminderID).State)
+	_, err := s.Temporal.DescribeWorkflowExecution(ctx, pending.WorkflowID, "")
+	require.Error(t, err, "no workflow was started again for it")
+	require.Empty(t, verify(t, s, true), "a second run finds nothing")
+}
