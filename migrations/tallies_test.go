@@ -24,10 +24,12 @@ func schemaAt(t *testing.T, version int64) (*pgxpool.Pool, *goose.Provider) {
 	t.Helper()
 	base := os.Getenv("TEST_DATABASE_URL")
 	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("TEST_DATABASE_URL is not set; run the tests with `make test`")
+		// internal/testenv's rule, restated: it imports this package.
+		msg := "TEST_DATABASE_URL is not set; run the tests with `make test`"
+		if os.Getenv("SHIPNOTIFY_TEST_SKIP_SERVERS") == "1" {
+			t.Skip(msg)
 		}
-		t.Skip("TEST_DATABASE_URL is not set; run the tests with `make test`")
+		t.Fatal(msg + " (set SHIPNOTIFY_TEST_SKIP_SERVERS=1 to skip the tests that need it)")
 	}
 	ctx := context.Background()
 	b := make([]byte, 6)
