@@ -3,7 +3,7 @@
 SHELL := bash
 BIN := .dev/bin/shipnotify
 
-.PHONY: demo test test-engine test-ui bench bench-engine bench-events down up build
+.PHONY: demo test test-engine test-ui soak bench bench-engine bench-events down up build
 
 ## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
 demo: build
@@ -17,6 +17,15 @@ test:
 ## deploys (PostgreSQL persistence, SQL visibility); builds the server once per machine (about 6 min)
 test-engine:
 	@scripts/engine.sh test
+
+## soak: a seeded random workload (CLI and HTTP API) with random faults (workers, the dev server, PostgreSQL,
+## serve, the sinks killed or failing), then an invariant check from outside; SOAK_SEED and SOAK_DURATION
+## replay or lengthen it (default seed 1 for 2m, as CI runs it); summary in out/soak-<seed>.txt
+SOAK_SEED ?= 1
+SOAK_DURATION ?= 2m
+soak:
+	@scripts/dev.sh run -- env SHIPNOTIFY_SOAK_SEED=$(SOAK_SEED) SHIPNOTIFY_SOAK_DURATION=$(SOAK_DURATION) \
+		go test -tags soak -count=1 -timeout 90m -v -run TestSoak ./internal/soak
 
 ## test-ui: headless Chromium through the Temporal Web UI (not in CI); screenshots in out/
 test-ui:

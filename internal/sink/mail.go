@@ -183,6 +183,9 @@ func (s *MailSink) Mails() []Mail { return s.snapshot() }
 // Fail makes the next requests get these answers instead of a 202.
 func (s *MailSink) Fail(answers ...Answer) { s.fail(answers...) }
 
+// ClearFailures drops the answers Fail scripted and not yet given.
+func (s *MailSink) ClearFailures() { s.clearFailures() }
+
 // Wait blocks until cond holds over the accepted messages, or ctx ends. It
 // looks again whenever a call starts being answered, stops at Hold's gate
 // or is accepted, so cond may read InFlight and Held too.

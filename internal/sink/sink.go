@@ -113,6 +113,13 @@ func (r *recorder[T]) next() (Answer, bool) {
 	return a, true
 }
 
+// clearFailures drops the scripted answers not yet given.
+func (r *recorder[T]) clearFailures() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.script = nil
+}
+
 func (r *recorder[T]) fail(answers ...Answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -31,9 +31,18 @@ type WebhookSink struct {
 	verifier *standardwebhooks.Webhook
 	requests atomic.Int64
 	rejected atomic.Int64
+	latency  atomic.Int64
 	// OnHook, when set before traffic starts, sees each accepted request.
 	OnHook func(Hook)
 }
+
+// SetLatency makes every request that verifies take d to be answered; it
+// is accepted (recorded) even if its caller has gone by then, as a
+// receiver that took the body and answered late would have taken it.
+func (s *WebhookSink) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+
+// ClearFailures drops the answers Fail scripted and not yet given.
+func (s *WebhookSink) ClearFailures() { s.clearFailures() }
 
 // StartWebhook starts a receiver on addr ("" for a free loopback port) that
 // verifies signatures made with secret (a "whsec_" Standard Webhooks secret).
@@ -100,6 +109,9 @@ func (s *WebhookSink) receive(w http.ResponseWriter, r *http.Request) {
 	if a, ok := s.next(); ok {
 		writeAnswer(w, a)
 		return
+	}
+	if d := time.Duration(s.latency.Load()); d > 0 {
+		<-time.After(d)
 	}
 	s.pass()
 	h := Hook{

@@ -116,6 +116,20 @@ func (p *Process) Stop() {
 // Log is what the process printed.
 func (p *Process) Log() string { return p.log.String() }
 
+// Alive reports whether the process runs (it was started and has not
+// exited).
+func (p *Process) Alive() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // FreePort returns a loopback port nothing listens on right now.
 func FreePort(t testing.TB) int {
 	t.Helper()
@@ -244,6 +258,13 @@ func (pg *Cluster) Stop() {
 		return // not running
 	}
 	pg.run("pg_ctl", "-D", pg.data, "-m", "fast", "-w", "stop")
+}
+
+// Crash stops the cluster as a power cut would (immediate shutdown: no
+// checkpoint, crash recovery at the next start).
+func (pg *Cluster) Crash() {
+	pg.t.Helper()
+	pg.run("pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop")
 }
 
 // Pool connects to the cluster's postgres database.

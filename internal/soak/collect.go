@@ -1,0 +1,157 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/enums/v1"
+
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// Quiesce waits, up to within, until every stored reminder is final in
+// the mirror and its workflow closed, having started what a starter left
+// unstarted (`shipnotify reconcile`, as an operator's schedule runs it).
+func (e *Env) Quiesce(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		if out, err := e.run(ctx, "reconcile"); err != nil {
+			e.T.Logf("soak: reconcile: %v\n%s", err, out)
+		}
+		pending, running, err := e.unsettled(ctx)
+		if err == nil && pending == 0 && running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %d rows not final, %d workflows running (%v)", within, pending, running, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// unsettled counts rows not final and reminder workflows still running.
+func (e *Env) unsettled(ctx context.Context) (pending, running int, err error) {
+	rows, err := e.rows(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, r := range rows {
+		if r.State.Pending() {
+			pending++
+		}
+		desc, err := e.Stack.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			running++
+		}
+	}
+	return pending, running, nil
+}
+
+// Snapshot reads what the checker needs.
+func (e *Env) Snapshot(ctx context.Context, ops []Op) (Snapshot, error) {
+	s := Snapshot{Events: map[string][]Event{}, Deliveries: map[string]Delivery{}, Workflows: map[string]string{},
+		Subjects: map[string]string{}, Shipments: map[string]bool{}, Ops: ops}
+	var err error
+	if s.Rows, err = e.rows(ctx); err != nil {
+		return s, err
+	}
+	pool := e.Stack.DB.Pool
+	evs, _ := pool.Query(ctx, `SELECT reminder_id, type, at, detail FROM reminder_events ORDER BY id`)
+	var id, typ string
+	var at time.Time
+	var detail map[string]any
+	if _, err := pgx.ForEachRow(evs, []any{&id, &typ, &at, &detail}, func() error {
+		s.Events[id] = append(s.Events[id], Event{Type: typ, At: at, Detail: detail})
+		return nil
+	}); err != nil {
+		return s, fmt.Errorf("error reading events: %w", err)
+	}
+	ds, _ := pool.Query(ctx, `SELECT delivery_key, reminder_id, purpose, status, maybe_sent_at IS NOT NULL FROM deliveries`)
+	var d Delivery
+	var purpose string
+	if _, err := pgx.ForEachRow(ds, []any{&d.Key, &d.ReminderID, &purpose, &d.Status, &d.MaybeSent}, func() error {
+		d.Purpose = reminder.Purpose(purpose)
+		s.Deliveries[d.Key] = d
+		return nil
+	}); err != nil {
+		return s, fmt.Errorf("error reading deliveries: %w", err)
+	}
+	us, _ := pool.Query(ctx, `SELECT shipment_id, subject FROM updates`)
+	var shipment, subject string
+	if _, err := pgx.ForEachRow(us, []any{&shipment, &subject}, func() error {
+		s.Subjects[shipment] = subject
+		return nil
+	}); err != nil {
+		return s, fmt.Errorf("error reading updates: %w", err)
+	}
+	for _, r := range s.Rows {
+		s.Shipments[r.Shipment] = true
+		desc, err := e.Stack.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+		if err != nil {
+			s.Workflows[r.WorkflowID] = "missing"
+			continue
+		}
+		s.Workflows[r.WorkflowID] = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+	}
+	for _, m := range e.Stack.Mail.Mails() {
+		s.Receipts = append(s.Receipts, Receipt{Key: m.CustomArgs["delivery_key"], Channel: "email", Received: m.Received})
+	}
+	for _, h := range e.Stack.Hooks.Hooks() {
+		s.Receipts = append(s.Receipts, Receipt{Key: h.ID, Channel: "webhook", Received: h.Received})
+	}
+	s.BadSignatures = e.Stack.Hooks.Rejected()
+	out, err := e.run(ctx, "reconcile", "--verify", "--dry-run")
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		if len(line) > 0 && json.Valid(line) {
+			s.Divergences = append(s.Divergences, string(line))
+		}
+	}
+	if err != nil && len(s.Divergences) == 0 {
+		return s, fmt.Errorf("reconcile --verify: %w", err)
+	}
+	return s, nil
+}
+
+func (e *Env) rows(ctx context.Context) ([]Row, error) {
+	rows, _ := e.Stack.DB.Pool.Query(ctx, `
+SELECT id, shipment_id, update_id, subscriber_id, channel, state, due_at, delivery_key, workflow_id,
+       approval_timeout IS NOT NULL
+  FROM reminders ORDER BY id`)
+	var out []Row
+	var r Row
+	var channel, state string
+	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Shipment, &r.Update, &r.Subscriber, &channel, &state, &r.DueAt,
+		&r.DeliveryKey, &r.WorkflowID, &r.RequiresApproval}, func() error {
+		r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error reading reminders: %w", err)
+	}
+	return out, nil
+}
+
+// run runs the binary with the product's environment.
+func (e *Env) run(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.Bin, args...)
+	cmd.Env = e.ProcessEnv()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errOut.String()))
+	}
+	return out.Bytes(), nil
+}
