@@ -62,9 +62,17 @@ var latest = map[string]workflow.Version{
 const CurrentLevel = 1
 
 // levels are the versions a reminder started at each level runs, with no
-// GetVersion: level 1 is every change above at its latest version.
+// GetVersion. A level is frozen once released: a change added later goes
+// into latest and a new level, never into an old one, since a reminder
+// started at level 1 must replay as level 1 did.
 var levels = map[int]map[string]workflow.Version{
-	1: latest,
+	1: {
+		changeEscalationBeside:      1,
+		changeRescheduleWritesFirst: 1,
+		changeCancelStopsSend:       1,
+		changeLocalFirstAttempt:     firstAttemptRetired,
+		changeCancelSettlesTheSend:  1,
+	},
 }
 
 // version is the version of changeID this run takes: fixed by its start
