@@ -252,3 +252,29 @@ SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND
 	require.Contains(t, got.res.SkipReason, "delivered")
 	require.Len(t, f.mail.Mails(), 1, "the reminder alone; no escalation mail")
 }
+
+// A webhook whose holder died mid-call is sent again at once (its receiver
+// deduplicates on webhook-id), and the trail says first that the dead
+// attempt may have sent it, as it does for every unconfirmed send: the
+// audit shows why the receiver may see the id twice. (Before, the takeover
+// left the trail silent, and only the sent event's detail knew.)
+func TestALapsedWebhookClaimIsOnTheTrailBeforeItGoesAgain(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.acts.EvidenceWait = time.Hour
+	in := f.schedule(t, reminder.Webhook)
+	_, err := f.db.Pool.Exec(context.Background(), `
+INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
+VALUES ($1, $2, 'reminder', 'sending', 'a-worker-that-died', now() - interval '1 second')`, in.Key(), in.ReminderID)
+	require.NoError(t, err)
+
+	_, err = f.notify(t, in)
+	require.NoError(t, err)
+	require.Len(t, f.hooks.Hooks(), 1, "sent again at once, under the same id")
+	require.Equal(t, []string{"scheduled", "send_unconfirmed", "sent", "delivered"}, f.eventTypes(t, in.ReminderID))
+	events, err := f.mirror.Events(context.Background(), in.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, in.Key(), events[1].Detail["delivery_key"])
+	require.Contains(t, events[1].Detail["reason"], "lapsed")
+	require.NotEmpty(t, events[2].Detail["maybe_sent_before"])
+}

@@ -91,9 +91,12 @@ type ClaimResult struct {
 // 'sending' claim whose lease lapsed) and the wait for the provider's
 // evidence ($6 seconds, for email) has passed with no event for the key.
 // A 'sent' or 'failed' key is left alone; attempts comes back NULL and the
-// caller looks at why.
+// caller looks at why. A lapsed claim taken over leaves send_unconfirmed on
+// the trail first, so the audit says why the key may arrive twice.
 var claimDelivery = `
-WITH refused AS (
+WITH prior AS (
+    SELECT status FROM deliveries WHERE delivery_key = $1
+), refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
        AND (state IN ('cancelled', 'expired', 'failed') OR (state IN ('sent', 'delivered', 'undeliverable') AND delivery_key <> $1))
@@ -118,6 +121,15 @@ WITH refused AS (
             AND coalesce(deliveries.maybe_sent_at, deliveries.lease_until) + ` + evidenceWait("$6") + ` <= now()
             AND NOT ` + evidenceExists + `)
     RETURNING attempts, maybe_sent_at
+), lapsed AS (
+    -- A lapsed claim taken over at once (a webhook, or no evidence wait):
+    -- the trail says the dead attempt may have sent it, as markLapsed does.
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT $2, 'send_unconfirmed',
+           jsonb_build_object('delivery_key', $1::text, 'purpose', $3::text, 'reason', '` + reasonLapsed + `',
+                              'attempts', claim.attempts - 1)
+      FROM claim, prior
+     WHERE prior.status = 'sending'
 )
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''),

@@ -156,7 +156,8 @@ func Check(s Snapshot) ([]Delivered, []Violation) {
 				delivered = append(delivered, Delivered{Reminder: row.ID, Times: n,
 					Rule: fmt.Sprintf("%s (%d unknown outcome(s) on its trail)", RuleWindow, unknowns)})
 			default:
-				add(RuleTooMany, row.ID, "received %d times under %s; %d unknown outcome(s) on its trail", n, row.DeliveryKey, unknowns)
+				add(RuleTooMany, row.ID, "%s received %d times under %s (at %s); %d unknown outcome(s) on its trail: %s",
+					row.Channel, n, row.DeliveryKey, receivedAt(byKey[row.DeliveryKey]), unknowns, trail(s.Events[row.ID]))
 			}
 		case row.State == reminder.Cancelled:
 			if !targeted[row.ID] {
@@ -179,18 +180,61 @@ func Check(s Snapshot) ([]Delivered, []Violation) {
 	if s.BadSignatures > 0 {
 		add(RuleSignature, "", "%d webhook request(s) failed verification", s.BadSignatures)
 	}
+	// A changed resubmission is refused when the update is stored; one
+	// that met an update not yet written (its first schedule failed) is
+	// its first write, and one that failed may have written. Only a
+	// subject changed while every changed resubmission was refused breaks
+	// "a refused command writes nothing".
+	refusedChanges := map[string][]Op{}
+	mayHaveChanged := map[string]bool{}
 	for _, op := range s.Ops {
 		switch {
 		case op.Kind == "bad" && s.Shipments[op.Shipment]:
 			add(RuleRefusedWrote, "", "a malformed update (%s, answered %d) left reminders for %s", op.Via, op.Code, op.Shipment)
-		case op.Kind == "changed" && op.Code != 0 && op.Code != 200 && op.Code != 201:
-			if got, ok := s.Subjects[op.Shipment]; ok && got != originalSubject {
-				add(RuleRefusedWrote, "", "a changed resubmission (%s, answered %d) changed %s's subject to %q", op.Via, op.Code, op.Shipment, got)
-			}
+		case op.Kind == "changed" && refusedChange(op):
+			refusedChanges[op.Shipment] = append(refusedChanges[op.Shipment], op)
+		case op.Kind == "changed":
+			mayHaveChanged[op.Shipment] = true
+		}
+	}
+	for shipment, ops := range refusedChanges {
+		if got, ok := s.Subjects[shipment]; ok && got != originalSubject && !mayHaveChanged[shipment] {
+			add(RuleRefusedWrote, "", "%d changed resubmission(s) of %s, each refused (first %s, answered %d), and its subject is %q",
+				len(ops), shipment, ops[0].Via, ops[0].Code, got)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
 	return delivered, out
+}
+
+// refusedChange reports whether a changed resubmission was refused as
+// one: the API's 409, or the CLI's refusal naming the changed content.
+func refusedChange(op Op) bool {
+	if op.Via == "api" {
+		return op.Code == 409
+	}
+	return op.Code != 0 && strings.Contains(op.Err, "different content")
+}
+
+// receivedAt lists when each receipt came.
+func receivedAt(rs []Receipt) string {
+	at := make([]string, len(rs))
+	for i, r := range rs {
+		at[i] = r.Received.Format("15:04:05.000")
+	}
+	return strings.Join(at, ", ")
+}
+
+// trail is a reminder's events, in order, for a violation's evidence.
+func trail(events []Event) string {
+	parts := make([]string, len(events))
+	for i, e := range events {
+		parts[i] = e.At.Format("15:04:05.000") + " " + e.Type
+		if r, ok := e.Detail["reason"]; ok {
+			parts[i] += fmt.Sprintf(" (%v)", r)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // originalSubject is the subject every new update has; only a changed

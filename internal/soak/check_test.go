@@ -55,12 +55,19 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 		Workflows:   map[string]string{"reminder/p": "running"},
 		Divergences: []string{`{"kind":"state_differs"}`},
 		Shipments:   map[string]bool{"S-bad": true},
-		Subjects:    map[string]string{"S-changed": "A changed subject"},
+		Subjects:    map[string]string{"S-changed": "A changed subject", "S-first": "A changed subject"},
 		Ops: []Op{
 			{Kind: "cancel", Shipment: "S-c", At: t0.Add(-time.Minute),
 				Outcomes: []starter.Outcome{{ReminderID: "cancelled-sent", Status: starter.StatusCancelled}}},
 			{Kind: "bad", Shipment: "S-bad", Code: 2},
-			{Kind: "changed", Shipment: "S-changed", Code: 409},
+			{Kind: "changed", Via: "api", Shipment: "S-changed", Code: 409},
+			{Kind: "changed", Via: "cli", Shipment: "S-changed", Code: 1, Err: "update S-changed/u1 was already scheduled with different content"},
+			// A changed document that met no stored update (its first
+			// schedule wrote nothing) is its first write, and a later
+			// refused one wrote nothing.
+			{Kind: "changed", Via: "api", Shipment: "S-first", Code: 201},
+			{Kind: "changed", Via: "cli", Shipment: "S-first", Code: 1, Err: "connection refused"},
+			{Kind: "changed", Via: "api", Shipment: "S-first", Code: 409},
 		},
 	}
 	delivered, violations := Check(s)
