@@ -37,7 +37,7 @@ type Problem struct {
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 
 // Problem types beyond the plain HTTP statuses (those are about:blank, whose
-// title is the status text). The README lists them.
+// title is the status text). docs/api.md lists them.
 const (
 	TypeInvalidUpdate    = "urn:shipnotify:problem:invalid-update"
 	TypeUpdateChanged    = "urn:shipnotify:problem:update-changed"

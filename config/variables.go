@@ -24,7 +24,7 @@ type Variable struct {
 }
 
 // Variables is every environment variable shipnotify reads, with its
-// default and meaning: the one table the README documents (a test keeps
+// default and meaning: the one table docs/configuration.md documents (a test keeps
 // them in step), `shipnotify config` prints, and docker-compose.yml sets.
 var Variables = []Variable{
 	{Name: "TEMPORAL_ADDRESS", Default: "127.0.0.1:7233", Meaning: "Temporal frontend host:port"},

@@ -80,7 +80,7 @@ func printUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nConfiguration comes from the environment; see the README's table.")
+	fmt.Fprintln(w, "\nConfiguration comes from the environment; see docs/configuration.md.")
 }
 
 // newFlags returns a flag set that reports errors instead of exiting, and

@@ -33,7 +33,7 @@ const apiPoolSize = 16
 const shutdownMargin = 5 * time.Second
 
 func runServe(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "serve", "serve   (configured by the environment: SHIPNOTIFY_API_*, see the README)")
+	fs := newFlags(e, "serve", "serve   (configured by the environment: SHIPNOTIFY_API_*, see docs/configuration.md)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func init() {
 }
 
 func runWorker(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "worker", "worker   (configured by the environment: see the README)")
+	fs := newFlags(e, "worker", "worker   (configured by the environment: see docs/configuration.md)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}

@@ -1,0 +1,118 @@
+// Package docs_test keeps the pages under docs/ true to the code: every test
+// a page names as the proof of a promise exists.
+package docs_test
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// pages name tests as the proof of what they say.
+var pages = []string{"guarantees.md", "development.md", "testing.md"}
+
+var (
+	// A test named in a page, in backticks: TestName, pkg.TestName or
+	// dir/pkg.TestName; a trailing * stands for every test with that prefix.
+	namedTest = regexp.MustCompile("`((?:[a-z][a-z0-9_]*/)*[a-z][a-z0-9_]*\\.)?((?:Test|Fuzz)[A-Za-z0-9_]*)(\\*?)`")
+	// A test or fuzz target as Go declares it.
+	declaredTest = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)[A-Za-z0-9_]+)\(`)
+)
+
+// Every test a page names exists as a func in a *_test.go file: in the
+// package the name is qualified with, or, for a bare name after a qualified
+// one on the same line, in that package too. A renamed or deleted test
+// leaves its promise without proof, and this fails.
+func TestEveryTestNamedInTheDocsExists(t *testing.T) {
+	t.Parallel()
+	declared := declaredTests(t, "..")
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := 0
+		for i, line := range strings.Split(string(b), "\n") {
+			pkg := ""
+			for _, m := range namedTest.FindAllStringSubmatch(line, -1) {
+				if m[1] != "" {
+					pkg = strings.TrimSuffix(m[1], ".")
+				}
+				named++
+				name, prefix := m[2], m[3] == "*"
+				if !exists(declared, pkg, name, prefix) {
+					where := "the repository"
+					if pkg != "" {
+						where = "package " + pkg
+					}
+					t.Errorf("%s:%d names %s%s, which no *_test.go file in %s declares", page, i+1, m[2], m[3], where)
+				}
+			}
+		}
+		if page == "guarantees.md" && named < 100 {
+			t.Errorf("guarantees.md names %d tests; the pattern that finds them has probably stopped matching", named)
+		}
+	}
+}
+
+// declaredTests maps each test and fuzz target declared under root to the
+// directories (slash-separated, relative to root) that declare it.
+func declaredTests(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "out" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		for _, m := range declaredTest.FindAllSubmatch(b, -1) {
+			out[string(m[1])] = append(out[string(m[1])], filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// exists reports whether name (or, with prefix, a test starting with it) is
+// declared in pkg: a directory path (cmd/shipnotify) or a package's name
+// (faults for internal/faults); anywhere when pkg is empty.
+func exists(declared map[string][]string, pkg, name string, prefix bool) bool {
+	inPkg := func(dir string) bool {
+		if pkg == "" {
+			return true
+		}
+		if strings.Contains(pkg, "/") {
+			return dir == pkg
+		}
+		return path.Base(dir) == pkg
+	}
+	for test, dirs := range declared {
+		if test == name || prefix && strings.HasPrefix(test, name) {
+			if slices.ContainsFunc(dirs, inPkg) {
+				return true
+			}
+		}
+	}
+	return false
+}
