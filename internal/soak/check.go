@@ -76,9 +76,10 @@ type Violation struct {
 // Delivered is how one reminder's own delivery came out, and by which rule
 // the checker took it.
 type Delivered struct {
-	Reminder string `json:"reminder"`
-	Times    int    `json:"times"`
-	Rule     string `json:"rule"`
+	Reminder string           `json:"reminder"`
+	Channel  reminder.Channel `json:"channel"`
+	Times    int              `json:"times"`
+	Rule     string           `json:"rule"`
 }
 
 // Rules the checker applies, by name.
@@ -151,9 +152,9 @@ func Check(s Snapshot) ([]Delivered, []Violation) {
 			case n == 0:
 				add(RuleNotReceived, row.ID, "the row is %s under key %s", row.State, row.DeliveryKey)
 			case n == 1:
-				delivered = append(delivered, Delivered{Reminder: row.ID, Times: 1, Rule: RuleOnce})
+				delivered = append(delivered, Delivered{Reminder: row.ID, Channel: row.Channel, Times: 1, Rule: RuleOnce})
 			case n <= 1+unknowns:
-				delivered = append(delivered, Delivered{Reminder: row.ID, Times: n,
+				delivered = append(delivered, Delivered{Reminder: row.ID, Channel: row.Channel, Times: n,
 					Rule: fmt.Sprintf("%s (%d unknown outcome(s) on its trail)", RuleWindow, unknowns)})
 			default:
 				add(RuleTooMany, row.ID, "%s received %d times under %s (at %s); %d unknown outcome(s) on its trail: %s",
@@ -366,7 +367,7 @@ func (s Summary) Text() string {
 	section("messages the sinks took, by channel and purpose", s.Messages)
 	fmt.Fprintf(&b, "messages the sinks took: %d; reminders delivered: %d; delivered twice: %d\n", s.Receipts, s.Delivered, len(s.Duplicates))
 	for _, d := range s.Duplicates {
-		fmt.Fprintf(&b, "  %s: %d times, by the rule: %s\n", d.Reminder, d.Times, d.Rule)
+		fmt.Fprintf(&b, "  %s (%s): %d times, by the rule: %s\n", d.Reminder, d.Channel, d.Times, d.Rule)
 	}
 	fmt.Fprintf(&b, "violations: %d\n", len(s.Violations))
 	for _, v := range s.Violations {
