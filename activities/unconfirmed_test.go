@@ -138,6 +138,16 @@ func TestWithoutEvidenceAnUnconfirmedSendGoesAgainAfterTheWait(t *testing.T) {
 	require.NotEmpty(t, last.Detail["maybe_sent_before"], "the record says it may have gone twice")
 }
 
+// lapsedClaim leaves in's key claimed by an attempt that died mid-call:
+// 'sending', its lease lapsed, no record.
+func (f *fixture) lapsedClaim(t *testing.T, in activities.NotifyInput) {
+	t.Helper()
+	_, err := f.db.Pool.Exec(context.Background(), `
+INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
+VALUES ($1, $2, 'reminder', 'sending', 'a-worker-that-died', now() - interval '1 second')`, in.Key(), in.ReminderID)
+	require.NoError(t, err)
+}
+
 // A claim whose holder died mid-call (its lease lapsed with no record, no
 // release) may have sent: it waits for evidence like an unconfirmed send,
 // and the provider's event settles it.
@@ -146,12 +156,9 @@ func TestALapsedClaimIsAnUnconfirmedSend(t *testing.T) {
 	f := setup(t)
 	f.acts.EvidenceWait = time.Minute
 	in := f.schedule(t, reminder.Email)
-	_, err := f.db.Pool.Exec(context.Background(), `
-INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
-VALUES ($1, $2, 'reminder', 'sending', 'a-worker-that-died', now() - interval '1 second')`, in.Key(), in.ReminderID)
-	require.NoError(t, err)
+	f.lapsedClaim(t, in)
 
-	_, err = f.notify(t, in)
+	_, err := f.notify(t, in)
 	require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "got %v", err)
 	require.Zero(t, f.mail.Requests(), "nothing sent while it may have been")
 	require.Equal(t, "maybe_sent", f.delivery(t, in.Key()).Status)
@@ -263,12 +270,9 @@ func TestALapsedWebhookClaimIsOnTheTrailBeforeItGoesAgain(t *testing.T) {
 	f := setup(t)
 	f.acts.EvidenceWait = time.Hour
 	in := f.schedule(t, reminder.Webhook)
-	_, err := f.db.Pool.Exec(context.Background(), `
-INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
-VALUES ($1, $2, 'reminder', 'sending', 'a-worker-that-died', now() - interval '1 second')`, in.Key(), in.ReminderID)
-	require.NoError(t, err)
+	f.lapsedClaim(t, in)
 
-	_, err = f.notify(t, in)
+	_, err := f.notify(t, in)
 	require.NoError(t, err)
 	require.Len(t, f.hooks.Hooks(), 1, "sent again at once, under the same id")
 	require.Equal(t, []string{"scheduled", "send_unconfirmed", "sent", "delivered"}, f.eventTypes(t, in.ReminderID))

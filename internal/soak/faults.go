@@ -81,11 +81,7 @@ func (f *Faults) inject(kind string) {
 	fl := Fault{At: time.Now(), Kind: kind}
 	switch kind {
 	case FaultKillWorker:
-		i := f.rng.IntN(len(e.Workers))
-		fl.Detail = fmt.Sprintf("worker %d SIGKILLed", i)
-		e.Workers[i].Kill()
-		time.Sleep(f.between(time.Second, 5*time.Second))
-		e.Workers[i].Start()
+		fl.Detail = f.killOne("worker", e.Workers)
 	case FaultKillWorkers:
 		fl.Detail = "both workers SIGKILLed"
 		for _, w := range e.Workers {
@@ -138,14 +134,20 @@ func (f *Faults) inject(kind string) {
 			e.Stack.Hooks.SetLatency(0)
 		}
 	case FaultKillServe:
-		i := f.rng.IntN(len(e.Serves))
-		fl.Detail = fmt.Sprintf("serve replica %d SIGKILLed", i)
-		e.Serves[i].Kill()
-		time.Sleep(f.between(time.Second, 5*time.Second))
-		e.Serves[i].Start()
+		fl.Detail = f.killOne("serve replica", e.Serves)
 	}
 	fl.Until = time.Now()
 	f.log = append(f.log, fl)
+}
+
+// killOne SIGKILLs one of procs at random and starts it again 1 to 5 s
+// later, as a crash and its supervisor's restart would; it says which.
+func (f *Faults) killOne(what string, procs []*testenv.Process) string {
+	i := f.rng.IntN(len(procs))
+	procs[i].Kill()
+	time.Sleep(f.between(time.Second, 5*time.Second))
+	procs[i].Start()
+	return fmt.Sprintf("%s %d SIGKILLed", what, i)
 }
 
 // Restore starts whatever part is down, as an operator would once the
