@@ -110,8 +110,11 @@ func TestOverdueUndeliveredRowMovesTheGauge(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return gauge() >= 120 }, 10*time.Second, 10*time.Millisecond, "two minutes overdue")
 	require.Less(t, gauge(), 130.0)
-	scheduled := labelled(family(t, reg, "shipnotify_reminders"), map[string]string{"state": "scheduled"})
-	require.Equal(t, 1.0, scheduled.GetGauge().GetValue())
+	// The tallies refresh on their own pass: wait for it rather than race it.
+	require.Eventually(t, func() bool {
+		scheduled := labelled(family(t, reg, "shipnotify_reminders"), map[string]string{"state": "scheduled"})
+		return scheduled.GetGauge().GetValue() == 1
+	}, 10*time.Second, 10*time.Millisecond, "one scheduled reminder")
 
 	key := rems[0].DeliveryKey()
 	_, err = store.ClaimDelivery(ctx, mirror.Claim{Key: key, ReminderID: rems[0].ID, Purpose: reminder.PurposeReminder, Owner: "t", LeaseFor: time.Minute})

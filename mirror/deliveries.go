@@ -91,8 +91,10 @@ type ClaimResult struct {
 // 'sending' claim whose lease lapsed) and the wait for the provider's
 // evidence ($6 seconds, for email) has passed with no event for the key.
 // A 'sent' or 'failed' key is left alone; attempts comes back NULL and the
-// caller looks at why. A lapsed claim taken over leaves send_unconfirmed on
-// the trail first, so the audit says why the key may arrive twice.
+// caller looks at why. A lapsed claim taken over at once (a webhook, or no
+// evidence wait) is said so: ClaimDelivery leaves send_unconfirmed on the
+// trail before anything is sent, so the audit says why the key may arrive
+// twice.
 var claimDelivery = `
 WITH prior AS (
     SELECT status FROM deliveries WHERE delivery_key = $1
@@ -121,15 +123,6 @@ WITH prior AS (
             AND coalesce(deliveries.maybe_sent_at, deliveries.lease_until) + ` + evidenceWait("$6") + ` <= now()
             AND NOT ` + evidenceExists + `)
     RETURNING attempts, maybe_sent_at
-), lapsed AS (
-    -- A lapsed claim taken over at once (a webhook, or no evidence wait):
-    -- the trail says the dead attempt may have sent it, as markLapsed does.
-    INSERT INTO reminder_events (reminder_id, type, detail)
-    SELECT $2, 'send_unconfirmed',
-           jsonb_build_object('delivery_key', $1::text, 'purpose', $3::text, 'reason', '` + reasonLapsed + `',
-                              'attempts', claim.attempts - 1)
-      FROM claim, prior
-     WHERE prior.status = 'sending'
 )
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''),
@@ -139,10 +132,27 @@ SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
                 WHERE d.url_sha256 = encode(sha256(convert_to(r.webhook_url, 'UTF8')), 'hex')),
        (SELECT attempts FROM claim),
        (SELECT maybe_sent_at FROM claim),
-       EXISTS (SELECT 1 FROM refused)
+       EXISTS (SELECT 1 FROM refused),
+       coalesce((SELECT status FROM prior) = 'sending' AND EXISTS (SELECT 1 FROM claim), false)
   FROM reminders r
   JOIN updates u USING (shipment_id, update_id)
  WHERE r.id = $2`
+
+// noteLapsedTakeover puts on the trail that the attempt before this claim
+// died holding it and may have sent the key, as markLapsed does for a claim
+// that waits for evidence. If it fails, the claim is this owner's and the
+// retry (another owner) finds it held until its lease lapses: nothing is
+// sent unsaid.
+func (s *Store) noteLapsedTakeover(ctx context.Context, c Claim, attempts int) error {
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO reminder_events (reminder_id, type, detail)
+VALUES ($1, 'send_unconfirmed', jsonb_build_object('delivery_key', $2::text, 'purpose', $3::text, 'reason', $4::text, 'attempts', $5::int))`,
+		c.ReminderID, c.Key, string(c.Purpose), reasonLapsed, attempts)
+	if err != nil {
+		return fmt.Errorf("error recording an unconfirmed send: %w", err)
+	}
+	return nil
+}
 
 // evidenceWait is the wait for evidence a key's channel takes: an email's
 // (escalations go by email), none for a webhook. $2 is the reminder, $3
@@ -178,6 +188,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		attempts    *int
 		maybeSent   *time.Time
 		refused     bool
+		tookLapsed  bool
 	)
 	r.ID = c.ReminderID
 	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseFor.Seconds(),
@@ -185,7 +196,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
-		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &maybeSent, &refused)
+		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &tookLapsed)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}
@@ -207,6 +218,13 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		res.Outcome, res.Attempts = Claimed, *attempts
 		if maybeSent != nil {
 			res.MaybeSentBefore = *maybeSent
+		}
+		if tookLapsed {
+			// Its own statement, so a claim never waits on the audit
+			// trail unless it has something to say there.
+			if err := s.noteLapsedTakeover(ctx, c, *attempts-1); err != nil {
+				return ClaimResult{}, err
+			}
 		}
 		return res, nil
 	}
