@@ -64,7 +64,8 @@ func (s *Store) NoteProviderSuccess(ctx context.Context, provider string) error 
 // TakeSendSlot takes the next slot of a rate cap of one send every every
 // (the generic cell rate algorithm over one row): a slot at most ahead
 // from now is taken and wait says how long to wait for it; a later one is
-// not taken, ok is false, and wait is how long until one is within reach.
+// not taken, ok is false, and wait is how long until one is within reach
+// (at least a millisecond: a slot may come in reach between the two reads).
 // Slots are spaced exactly, so the cap holds across every worker that
 // shares the database, whatever reached them.
 func (s *Store) TakeSendSlot(ctx context.Context, name string, every, ahead time.Duration) (wait time.Duration, ok bool, err error) {
@@ -82,7 +83,7 @@ RETURNING greatest(extract(epoch FROM next_at - now()) - $2, 0)::float8`, name, 
 		return 0, false, fmt.Errorf("error taking a send slot: %w", err)
 	}
 	err = s.pool.QueryRow(ctx, `
-SELECT greatest(extract(epoch FROM next_at - now()) - $2, 0)::float8 FROM send_rate WHERE name = $1`, name, ahead.Seconds()).Scan(&secs)
+SELECT greatest(extract(epoch FROM next_at - now()) - $2, 0.001)::float8 FROM send_rate WHERE name = $1`, name, ahead.Seconds()).Scan(&secs)
 	if err != nil {
 		return 0, false, fmt.Errorf("error reading the send rate: %w", err)
 	}
