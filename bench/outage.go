@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,7 +70,16 @@ type OutageFigures struct {
 	Histories int         `json:"histories_read"`
 	Attempts  PerReminder `json:"notify_attempts"`
 	Actions   PerReminder `json:"actions"`
+	// LateCauses tallies, over the histories read whose last notify attempt
+	// began more than outageLateAfter after recovery, what the attempt
+	// before it failed with (LastRetryCause): where a late tail's wait
+	// came from.
+	LateCauses map[string]int `json:"late_causes,omitempty"`
 }
+
+// outageLateAfter is the recovery target: a reminder whose last attempt
+// began later than this after the outage missed it.
+const outageLateAfter = time.Minute
 
 // PerReminder is the mean, p99 (nearest rank) and maximum of counts per
 // reminder.
@@ -229,7 +239,7 @@ func (r *Runner) outage(ctx context.Context, kinds []Kind, o OutageOptions, resu
 		f, delivered, dups := outageFigures(mails, b.keys, end, o)
 		res.Delivered, res.Duplicates, res.Lost = delivered, dups, o.N-delivered
 		var err error
-		f.Histories, f.Attempts, f.Actions, err = r.outageHistories(ctx, b.ids)
+		f.Histories, f.Attempts, f.Actions, f.LateCauses, err = r.outageHistories(ctx, b.ids, end)
 		if err != nil && errs[i] == nil {
 			errs[i] = err
 		}
@@ -267,9 +277,9 @@ func outageFigures(mails []sink.Mail, keys map[string]time.Time, end time.Time, 
 }
 
 // outageHistories reads the histories of ids (all of them up to
-// outageHistoryCap, a seeded sample beyond) and spreads their notify
-// attempts and billable actions.
-func (r *Runner) outageHistories(ctx context.Context, ids []string) (read int, attempts, actions PerReminder, err error) {
+// outageHistoryCap, a seeded sample beyond), spreads their notify attempts
+// and billable actions, and tallies the late ones' causes.
+func (r *Runner) outageHistories(ctx context.Context, ids []string, end time.Time) (read int, attempts, actions PerReminder, late map[string]int, err error) {
 	pick := ids
 	if len(ids) > outageHistoryCap {
 		rng := rand.New(rand.NewPCG(outageHistorySeed, outageHistorySeed))
@@ -278,6 +288,7 @@ func (r *Runner) outageHistories(ctx context.Context, ids []string) (read int, a
 		pick = pick[:outageHistoryCap]
 	}
 	att, act := make([]int, len(pick)), make([]int, len(pick))
+	causes := make([]string, len(pick))
 	var g errgroup.Group
 	g.SetLimit(outageHistoryPolls)
 	for i, id := range pick {
@@ -287,11 +298,61 @@ func (r *Runner) outageHistories(ctx context.Context, ids []string) (read int, a
 				return err
 			}
 			att[i], act[i] = NotifyAttempts(events), CountActions(events).Total
+			if cause, began := LastRetryCause(events); began.Sub(end) > outageLateAfter {
+				causes[i] = cause
+			}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return 0, PerReminder{}, PerReminder{}, fmt.Errorf("error reading the outage's histories: %w", err)
+		return 0, PerReminder{}, PerReminder{}, nil, fmt.Errorf("error reading the outage's histories: %w", err)
 	}
-	return len(pick), PerReminderOf(att), PerReminderOf(act), nil
+	for _, c := range causes {
+		if c != "" {
+			if late == nil {
+				late = map[string]int{}
+			}
+			late[c]++
+		}
+	}
+	return len(pick), PerReminderOf(att), PerReminderOf(act), late, nil
+}
+
+// LastRetryCause reads a history's last notify attempt: when it began, and
+// what the attempt before it failed with, as its started event records it
+// ("first attempt" when there was none): the failure's type, or its
+// timeout's, and for an error of no product type its message.
+func LastRetryCause(events []*historypb.HistoryEvent) (cause string, began time.Time) {
+	notify := map[int64]bool{}
+	var last *historypb.HistoryEvent
+	for _, ev := range events {
+		switch ev.GetEventType() {
+		case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == notifyActivity {
+				notify[ev.GetEventId()] = true
+			}
+		case enums.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			if notify[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] {
+				last = ev
+			}
+		}
+	}
+	if last == nil {
+		return "", time.Time{}
+	}
+	f := last.GetActivityTaskStartedEventAttributes().GetLastFailure()
+	began = last.GetEventTime().AsTime()
+	switch {
+	case f == nil:
+		return "first attempt", began
+	case f.GetTimeoutFailureInfo() != nil:
+		return "timeout " + f.GetTimeoutFailureInfo().GetTimeoutType().String(), began
+	case f.GetApplicationFailureInfo().GetType() != "" && !strings.Contains(f.GetApplicationFailureInfo().GetType(), "."):
+		return f.GetApplicationFailureInfo().GetType(), began
+	}
+	msg := f.GetMessage()
+	if len(msg) > 80 {
+		msg = msg[:80]
+	}
+	return f.GetApplicationFailureInfo().GetType() + ": " + msg, began
 }

@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/shipnotify/shipnotify/internal/sink"
 )
@@ -90,4 +92,46 @@ func TestOutageFiguresReadTheJournal(t *testing.T) {
 	require.Equal(t, end.Add(40*time.Second).Sub(t0.Add(time.Minute)), d.P50)
 	_, ok = readJournal(nil, keys).accepted(keys, end)
 	require.False(t, ok)
+}
+
+// The last notify attempt's cause is the failure its started event
+// carries: a product error by its type, a timeout by its kind, anything
+// else with its message; other activities do not count.
+func TestLastRetryCause(t *testing.T) {
+	t.Parallel()
+	scheduled := func(id int64, name string) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: id, EventType: enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+				ActivityType: &commonpb.ActivityType{Name: name}}}}
+	}
+	started := func(id, of int64, at time.Time, f *failurepb.Failure) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: id, EventTime: timestamppb.New(at), EventType: enums.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
+				ScheduledEventId: of, LastFailure: f}}}
+	}
+	app := func(typ, msg string) *failurepb.Failure {
+		return &failurepb.Failure{Message: msg, FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: typ}}}
+	}
+	timeout := &failurepb.Failure{FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enums.TIMEOUT_TYPE_START_TO_CLOSE}}}
+	for _, tc := range []struct {
+		last *failurepb.Failure
+		want string
+	}{
+		{nil, "first attempt"},
+		{app("DeliveryFailed", "email provider answered 503"), "DeliveryFailed"},
+		{app("*fmt.wrapError", "error taking a send slot: timeout"), "*fmt.wrapError: error taking a send slot: timeout"},
+		{timeout, "timeout StartToClose"},
+	} {
+		events := []*historypb.HistoryEvent{
+			scheduled(5, notifyActivity), started(6, 5, t0, app("DeliveryFailed", "earlier")),
+			scheduled(9, notifyActivity), started(10, 9, t0.Add(time.Minute), tc.last),
+			scheduled(12, "RecordState"), started(13, 12, t0.Add(2*time.Minute), timeout),
+		}
+		cause, began := LastRetryCause(events)
+		require.Equal(t, tc.want, cause)
+		require.Equal(t, t0.Add(time.Minute), began)
+	}
+	cause, began := LastRetryCause(nil)
+	require.Empty(t, cause)
+	require.True(t, began.IsZero())
 }

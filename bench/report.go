@@ -230,5 +230,14 @@ func writeOutage(w io.Writer, results []Result) error {
 			ms(o.AfterRecovery.Max), o.BeforeEnd, o.PeakRate, o.Histories, o.Attempts.Mean, o.Attempts.P99, o.Attempts.Max,
 			o.Actions.Mean, o.Actions.P99, o.Actions.Max, r.Duplicates, r.Lost)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if c := r.Outage.LateCauses; len(c) > 0 {
+			fmt.Fprintf(w, "%s round %d: last attempts begun over %s after recovery, by what the attempt before failed with: %v\n",
+				r.Kind, r.Round, outageLateAfter, c)
+		}
+	}
+	return nil
 }

@@ -345,6 +345,9 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 				o.AfterRecovery.P50.Round(time.Millisecond), o.AfterRecovery.P99.Round(time.Millisecond),
 				o.AfterRecovery.Max.Round(time.Millisecond), o.BeforeEnd, o.PeakRate, o.Attempts.Mean, o.Actions.Mean,
 				o.Actions.P99, o.Actions.Max)
+			if len(o.LateCauses) > 0 {
+				extra += fmt.Sprintf(" late causes %v", o.LateCauses)
+			}
 		}
 		if t := res.Tasks; t != nil {
 			extra += fmt.Sprintf(" tasks: sticky-timeouts=%d start-timeouts=%d failed=%v heartbeats=%d wft-wait p50=%s p99=%s act-wait p99=%s (%d histories)",
