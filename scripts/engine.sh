@@ -141,8 +141,16 @@ server_up() {
   mkdir -p "$dev/bin"
   go build -o "$dev/bin/shipnotify" "$root/cmd/shipnotify"
   # setup sends no payloads, so it runs without the payload keys, as in compose.
-  env TEMPORAL_ADDRESS="127.0.0.1:$port" TEMPORAL_NAMESPACE=default TEMPORAL_CONFIG_FILE=/nonexistent \
-    SHIPNOTIFY_CODEC=off "$dev/bin/shipnotify" setup >&2
+  # A namespace just created is in the database before it is in the
+  # frontend's namespace cache ("Namespace default is not found" for a few
+  # seconds): setup is idempotent, so it is tried again until it takes.
+  for i in $(seq 1 60); do
+    env TEMPORAL_ADDRESS="127.0.0.1:$port" TEMPORAL_NAMESPACE=default TEMPORAL_CONFIG_FILE=/nonexistent \
+      SHIPNOTIFY_CODEC=off "$dev/bin/shipnotify" setup >"$dev/setup.log" 2>&1 && break
+    [ "$i" -lt 60 ] || { cat "$dev/setup.log" >&2; die "shipnotify setup did not take within a minute"; }
+    sleep 1
+  done
+  cat "$dev/setup.log" >&2
   # The frontend learns of them when it next refreshes its namespace cache.
   for i in $(seq 1 120); do
     "$(temporal_bin)" workflow list --address "127.0.0.1:$port" --limit 1 \
