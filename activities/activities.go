@@ -219,6 +219,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	key := in.Key()
 	info := activity.GetInfo(ctx)
 	res.DeliveryKey, res.StartedAt = key, info.StartedTime
+	defer func() { err = withOwnBackoff(err, info.Attempt) }()
 	logger := log.With(activity.GetLogger(ctx), "reminder_id", in.ReminderID, "delivery_key", key, "purpose", string(in.purpose()))
 	// The fallback activity's attempts all follow a failed local one.
 	retry := info.Attempt > 1 || in.Fallback
@@ -309,7 +310,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	case mirror.HeldElsewhere:
 		// Looked at again when its holder's lease lapses, if not sooner.
 		return res, temporal.NewApplicationErrorWithOptions("another execution holds the delivery key", errTypeInProgress,
-			temporal.ApplicationErrorOptions{NextRetryDelay: min(ownBackoff(info.Attempt), time.Until(claim.Until)+500*time.Millisecond)})
+			temporal.ApplicationErrorOptions{NextRetryDelay: max(min(ownBackoff(info.Attempt), time.Until(claim.Until)+500*time.Millisecond), 500*time.Millisecond)})
 	case mirror.Settled:
 		// The provider reported on the key: the unconfirmed send was a
 		// send. Record it; send nothing.
@@ -430,20 +431,44 @@ func (a *Activities) unconfirmed(ctx context.Context, key, owner string, derr *d
 
 // backoff is the wait before the next attempt after the provider failed
 // this one: as long as it asked, and at least what its outage, shared by
-// every worker through the mirror, calls for (delivery.Backoff). A refusal
+// every worker through the mirror, calls for (delivery.Backoff); outside
+// an outage, what it asked or else the reminder's own backoff. A refusal
 // of our own key is no outage.
 func (a *Activities) backoff(ctx context.Context, provider string, derr *delivery.Error, attempt int32) time.Duration {
+	own := derr.RetryAfter
+	if own <= 0 {
+		own = ownBackoff(attempt)
+	}
 	if derr.Credentials || a.OwnBackoffOnly {
-		return derr.RetryAfter
+		return own
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	a.failing.Store(provider, true)
 	outage, err := a.Mirror.NoteProviderFailure(ctx, provider, outageQuiet)
 	if err != nil {
-		return derr.RetryAfter // the retry policy's own backoff, then
+		return own
 	}
-	return max(derr.RetryAfter, delivery.Backoff(ownBackoff(attempt), outage.For, rand.Float64()))
+	if paced := delivery.Backoff(ownBackoff(attempt), outage.For, rand.Float64()); paced > 0 {
+		return max(derr.RetryAfter, paced)
+	}
+	return own
+}
+
+// withOwnBackoff gives a retryable failure of Notify's that names no wait
+// the one the reminder's own backoff gives attempt (ownBackoff), so every
+// failure Notify reports names its wait, and the retry policy's shorter
+// ceiling (workflows' changeTimeoutRetryCeiling) bounds only an attempt
+// that could report nothing: one that timed out, or whose worker stopped.
+// Typed failures name their waits where they are made.
+func withOwnBackoff(err error, attempt int32) error {
+	var appErr *temporal.ApplicationError
+	if err == nil || errors.As(err, &appErr) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return temporal.NewApplicationErrorWithOptions(err.Error(), "", temporal.ApplicationErrorOptions{
+		NextRetryDelay: ownBackoff(attempt), Cause: err,
+	})
 }
 
 // answered tells the shared record that a provider this worker saw fail
@@ -616,7 +641,8 @@ func (a *Activities) recordSent(ctx context.Context, key, providerID string, det
 		return nil
 	}
 	return temporal.NewApplicationErrorWithOptions("sent, but not recorded: "+err.Error(), ErrTypeSentNotRecorded,
-		temporal.ApplicationErrorOptions{Cause: err, Details: []any{SentProof{ProviderMessageID: providerID}}})
+		temporal.ApplicationErrorOptions{Cause: err, Details: []any{SentProof{ProviderMessageID: providerID}},
+			NextRetryDelay: ownBackoff(activity.GetInfo(ctx).Attempt)})
 }
 
 // record writes a completed send, retrying a short while so a brief

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/delivery"
 	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
@@ -25,8 +27,8 @@ func retryDelay(t *testing.T, err error) time.Duration {
 }
 
 // A retry after the provider failed follows the provider's outage, which
-// every worker shares through the mirror: a blip leaves the wait to the
-// retry policy; five minutes into an outage a retry waits about
+// every worker shares through the mirror: a blip waits the reminder's own
+// backoff; five minutes into an outage a retry waits about
 // delivery.OutageFloor, whatever its own attempt count, so the backlog goes
 // within that of the recovery; the first answer after ends the outage.
 func TestAProvidersOutagePacesTheRetries(t *testing.T) {
@@ -37,7 +39,7 @@ func TestAProvidersOutagePacesTheRetries(t *testing.T) {
 
 	f.mail.Fail(sink.Answer{Status: 503})
 	_, err := f.notify(t, in)
-	require.Zero(t, retryDelay(t, err), "a blip: the retry policy's own backoff")
+	require.Equal(t, activities.NotifyInitialInterval, retryDelay(t, err), "a blip: the reminder's own backoff, named")
 
 	_, err = f.db.Pool.Exec(ctx, `UPDATE provider_health SET failing_since = now() - interval '5 minutes'`)
 	require.NoError(t, err)
@@ -55,7 +57,7 @@ func TestAProvidersOutagePacesTheRetries(t *testing.T) {
 	other := f.schedule(t, reminder.Email)
 	f.mail.Fail(sink.Answer{Status: 503})
 	_, err = f.notify(t, other)
-	require.Zero(t, retryDelay(t, err), "a failure after the recovery is a blip again")
+	require.Equal(t, activities.NotifyInitialInterval, retryDelay(t, err), "a failure after the recovery is a blip again")
 }
 
 // The provider's rate cap holds across workers: two workers' activities,
@@ -110,4 +112,29 @@ func TestNoCapTakesNoSlot(t *testing.T) {
 	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM send_rate`).Scan(&slots))
 	require.Zero(t, slots)
 	require.Len(t, f.mail.Mails(), 3)
+}
+
+// Every retryable failure Notify reports names its wait, not only the
+// provider's: a mirror it cannot reach gives the reminder's own backoff.
+// The retry policy's ceiling (30 s for reminders started today) is then
+// left to bound only an attempt that reports nothing, one that timed out
+// or whose worker stopped; without the wait named, a database blip late in
+// a reminder's retries would come back within 30 s instead of its 10
+// minutes.
+func TestEveryRetryableFailureNamesItsWait(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	cfg, err := pgxpool.ParseConfig("postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	f.acts = &activities.Activities{Mirror: mirror.New(pool), Email: f.acts.Email, Webhook: f.acts.Webhook, RecordRetries: 1}
+
+	_, err = f.notify(t, in)
+	require.Error(t, err)
+	require.Equal(t, activities.NotifyInitialInterval, retryDelay(t, err), "the first attempt's own backoff: %v", err)
+	require.Contains(t, err.Error(), "127.0.0.1", "the cause is kept")
+	require.Zero(t, f.mail.Requests(), "nothing was sent")
 }

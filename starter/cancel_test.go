@@ -49,7 +49,7 @@ func TestCancelStopsARetryingSend(t *testing.T) {
 	require.Equal(t, reminder.Cancelled, row(t, s, results[0].ReminderID).State)
 	require.Empty(t, s.Mail.Mails(), "nothing was accepted")
 	require.Empty(t, mailsFor(s, results[0].ReminderID, reminder.PurposeCancellation))
-	testenv.RecordHistory(t, s.Temporal, results[0].WorkflowID, "cancel-stops-retrying-send-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, results[0].WorkflowID, testenv.AtCurrentLevel("cancel-stops-retrying-send"))
 }
 
 // A cancel that comes while the provider is answering the send cannot
@@ -94,7 +94,7 @@ func TestCancelDuringAnInFlightSendIsCompensated(t *testing.T) {
 			require.Len(t, mailsFor(s, r.ReminderID, reminder.PurposeCancellation), notices)
 			require.Equal(t, reminder.Sent, row(t, s, r.ReminderID).State, "a sent reminder stays sent")
 			if !tc.refuseNotice {
-				testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "cancel-during-send-at-level-1")
+				testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancel-during-send"))
 			}
 		})
 	}
@@ -195,7 +195,7 @@ func TestWorkflowCancelledWhileItsSendRetriesEndsCancelled(t *testing.T) {
 	}
 	require.Equal(t, []string{"scheduled", "cancelled"}, types)
 	require.Equal(t, "send", events[1].Detail["during"])
-	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "cancelled-from-outside-while-send-retries-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-from-outside-while-send-retries"))
 }
 
 // A cancellation notice that failed is not reported as already done: a

@@ -152,7 +152,7 @@ func TestRescheduleUpdate(t *testing.T) {
 	require.NotEqual(t, r.DeliveryKey, newKey)
 
 	require.Equal(t, reminder.Sent, waitFor(t, s, r.WorkflowID).State)
-	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "rescheduled-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("rescheduled"))
 	mails := s.Mail.Mails()
 	require.Len(t, mails, 1)
 	require.Equal(t, newKey, mails[0].CustomArgs["delivery_key"], "sent under the new key")
@@ -212,7 +212,7 @@ func TestApproveAndReject(t *testing.T) {
 
 	require.Equal(t, reminder.Sent, waitFor(t, s, approved.WorkflowID).State)
 	require.Equal(t, reminder.Cancelled, waitFor(t, s, rejected.WorkflowID).State)
-	testenv.RecordHistory(t, s.Temporal, approved.WorkflowID, "approved-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, approved.WorkflowID, testenv.AtCurrentLevel("approved"))
 	testenv.RecordHistory(t, s.Temporal, rejected.WorkflowID, "rejected-mirror-first")
 	require.Len(t, mailsFor(s, approved.ReminderID, reminder.PurposeReminder), 1)
 	require.Empty(t, mailsFor(s, rejected.ReminderID, reminder.PurposeReminder))
@@ -244,7 +244,7 @@ func TestApprovalTimeoutEscalatesAndExpires(t *testing.T) {
 	r := results[0]
 
 	require.Equal(t, reminder.Expired, waitFor(t, s, r.WorkflowID).State)
-	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "approval-expired-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("approval-expired"))
 	esc := mailsFor(s, r.ReminderID, reminder.PurposeEscalation)
 	require.Len(t, esc, 1)
 	require.Equal(t, []string{escalationContact}, esc[0].To)

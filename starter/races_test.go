@@ -309,7 +309,7 @@ func TestRescheduleThatFailsMovesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
 	require.NoError(t, s.Temporal.TerminateWorkflow(ctx, r.WorkflowID, "", "test over"))
-	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "reschedule-failed-then-moved-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("reschedule-failed-then-moved"))
 }
 
 // A row another path finished while its workflow slept (here: cancelled
@@ -328,7 +328,7 @@ func TestAFinishedRowStopsItsWorkflowAtTheSend(t *testing.T) {
 
 	require.Equal(t, reminder.Cancelled, waitFor(t, s, r.WorkflowID).State)
 	require.Zero(t, s.Mail.Requests(), "nothing sent")
-	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "ended-as-mirror-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("ended-as-mirror"))
 }
 
 // More window moves at once than serve's pool has connections (16, as

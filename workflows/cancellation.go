@@ -18,7 +18,7 @@ func CancellationNoticeWorkflow(ctx workflow.Context, in CancellationNoticeInput
 		map[string]any{"by": in.By, "reason": in.Reason, "after": "sent"})
 	showCompensation(ctx, "")
 	var res activities.NotifyResult
-	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+	err := workflow.ExecuteActivity(noticeOptions(ctx), a.Notify, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID,
 	}).Get(ctx, &res)
 	if err != nil {

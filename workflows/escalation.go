@@ -17,7 +17,7 @@ import (
 func DeliveryEscalationWorkflow(ctx workflow.Context, in DeliveryEscalationInput) (activities.NotifyResult, error) {
 	show(ctx, "Telling the escalation contact of reminder %s: %s", in.ReminderID, in.Reason)
 	var res activities.NotifyResult
-	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+	err := workflow.ExecuteActivity(noticeOptions(ctx), a.Notify, activities.NotifyInput{
 		Purpose: reminder.PurposeEscalation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID,
 		Reason: in.Reason, Detail: in.Detail,
 	}).Get(ctx, &res)

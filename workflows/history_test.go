@@ -68,7 +68,7 @@ func TestDeliveredReminderHistoryIsLean(t *testing.T) {
 	h, res, id := runReminder(t, s)
 	require.Equal(t, reminder.Sent, res.State)
 	require.Equal(t, ReminderHistoryEvents, len(h.GetEvents()), "history events: %v", eventTypes(h))
-	testenv.RecordHistory(t, s.Temporal, id, "sent-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel("sent"))
 	var markers, activityTasks int
 	for _, ev := range h.GetEvents() {
 		switch ev.GetEventType() {
@@ -79,6 +79,15 @@ func TestDeliveredReminderHistoryIsLean(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, activityTasks, "the send ran as the regular activity, on the rate-capped task queue")
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			// The server retries an attempt that timed out, or whose worker
+			// stopped, by this; every failure the activity reports names its
+			// own wait.
+			require.Equal(t, 30*time.Second, a.GetRetryPolicy().GetMaximumInterval().AsDuration(),
+				"a timed-out attempt waits at most 30 s, not its attempt count's next 10 minutes")
+		}
+	}
 	require.Zero(t, markers, "no version marker, no local activity")
 }
 
@@ -109,7 +118,7 @@ func TestFailedReminderHistory(t *testing.T) {
 	s.Mail.Fail(sink.Answer{Status: 400})
 	_, res, id := runReminder(t, s)
 	require.Equal(t, reminder.Failed, res.State)
-	testenv.RecordHistory(t, s.Temporal, id, "failed-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel("failed"))
 }
 
 // Recorded histories of every path replay against today's workflow code; a

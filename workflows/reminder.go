@@ -23,6 +23,11 @@ const (
 	// may take. (A local activity's timeout is not in the history.)
 	localAttemptTimeout = activities.SendAllowance + time.Second + activities.LocalRecordReserve
 	notifyRetryBudget   = 72 * time.Hour
+	// notifyPolicyCeiling is the notify retry policy's longest wait from
+	// changeTimeoutRetryCeiling on: what an attempt that timed out, or
+	// whose worker stopped, waits at most. Every failure the activity
+	// reports names its own wait, which the ceiling does not bound.
+	notifyPolicyCeiling = 30 * time.Second
 	// operatorWriteBudget bounds the mirror write of an operator's change
 	// (a reschedule, a decision). Past it the change fails, nothing moves,
 	// and the caller, who waits longer than this, hears so.
@@ -103,6 +108,9 @@ type run struct {
 	stopApprovalEscalation workflow.CancelFunc
 	// settles caches changeCancelSettlesTheSend's version once asked.
 	settles *workflow.Version
+	// retryCeiling is the notify retry policy's longest wait, as the
+	// run's version of changeTimeoutRetryCeiling says (0: not asked yet).
+	retryCeiling time.Duration
 }
 
 func newRun(ctx workflow.Context, in ReminderInput) *run {
@@ -349,7 +357,7 @@ func (r *run) sendAsActivity(ctx workflow.Context, in activities.NotifyInput, bu
 	if proofOnly {
 		sendCtx, stopSend = workflow.NewDisconnectedContext(ctx)
 	}
-	opts := sendOptions(sendCtx)
+	opts := r.sendOptions(sendCtx)
 	if in.Fallback {
 		o := workflow.GetActivityOptions(opts)
 		o.ScheduleToCloseTimeout = max(budget, notifyAttemptTimeout)
@@ -539,7 +547,7 @@ func (r *run) compensate(ctx workflow.Context) (outcome string) {
 	recordTransition(ctx, r.in.ReminderID, reminder.Cancelled, "cancelled",
 		map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "after": "sent"})
 	var res activities.NotifyResult
-	err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+	err := workflow.ExecuteActivity(r.notifyOptions(ctx), a.Notify, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
 	}).Get(ctx, &res)
 	switch {
@@ -576,7 +584,7 @@ func (r *run) compensateDuringSend(ctx workflow.Context) (outcome string) {
 	}
 	showCompensation(ctx, "")
 	var res activities.NotifyResult
-	err = workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, activities.NotifyInput{
+	err = workflow.ExecuteActivity(r.notifyOptions(ctx), a.Notify, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
 	}).Get(ctx, &res)
 	switch {
@@ -607,7 +615,7 @@ func (r *run) escalate(ctx workflow.Context, reason, detail string) {
 	}
 	if r.version(ctx, changeEscalationBeside) == workflow.DefaultVersion {
 		var res activities.NotifyResult
-		err := workflow.ExecuteActivity(notifyOptions(ctx), a.Notify, in).Get(ctx, &res)
+		err := workflow.ExecuteActivity(r.notifyOptions(ctx), a.Notify, in).Get(ctx, &res)
 		r.noteEscalation(ctx, reason, res, err)
 		return
 	}
@@ -616,7 +624,7 @@ func (r *run) escalate(ctx workflow.Context, reason, detail string) {
 		r.stopApprovalEscalation = stop
 	}
 	r.escalations++
-	f := workflow.ExecuteActivity(notifyOptions(ectx), a.Notify, in)
+	f := workflow.ExecuteActivity(r.notifyOptions(ectx), a.Notify, in)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		defer func() { r.escalations-- }()
 		var res activities.NotifyResult
@@ -728,23 +736,47 @@ var notifyPermanentErrors = []string{
 	activities.ErrTypeReminderFinished,
 }
 
-func notifyOptions(ctx workflow.Context) workflow.Context {
+// notifyOptionsWithin are the notify activity's options, its retry policy
+// waiting at most ceiling between attempts.
+func notifyOptionsWithin(ctx workflow.Context, ceiling time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    notifyAttemptTimeout,
 		ScheduleToCloseTimeout: notifyRetryBudget,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        activities.NotifyInitialInterval,
 			BackoffCoefficient:     2,
-			MaximumInterval:        activities.NotifyMaximumInterval,
+			MaximumInterval:        ceiling,
 			NonRetryableErrorTypes: notifyPermanentErrors,
 		},
 	})
 }
 
+// notifyOptions are the notify's options for this run: its retry policy's
+// ceiling is notifyPolicyCeiling from changeTimeoutRetryCeiling on, the
+// activity's NotifyMaximumInterval before.
+func (r *run) notifyOptions(ctx workflow.Context) workflow.Context {
+	if r.retryCeiling == 0 {
+		vctx, _ := workflow.NewDisconnectedContext(ctx)
+		r.retryCeiling = activities.NotifyMaximumInterval
+		if r.version(vctx, changeTimeoutRetryCeiling) == 1 {
+			r.retryCeiling = notifyPolicyCeiling
+		}
+	}
+	return notifyOptionsWithin(ctx, r.retryCeiling)
+}
+
+// noticeOptions are the notify's options for the notice workflows serve
+// and the starter start (a cancellation after the reminder finished, a
+// provider's bounce): they have no start level, and keep the policy's old
+// ceiling rather than record a version marker in every one.
+func noticeOptions(ctx workflow.Context) workflow.Context {
+	return notifyOptionsWithin(ctx, activities.NotifyMaximumInterval)
+}
+
 // sendOptions are notifyOptions for the reminder's own send, which a cancel
 // may stop: the workflow waits for the activity to say whether it sent.
-func sendOptions(ctx workflow.Context) workflow.Context {
-	ctx = notifyOptions(ctx)
+func (r *run) sendOptions(ctx workflow.Context) workflow.Context {
+	ctx = r.notifyOptions(ctx)
 	o := workflow.GetActivityOptions(ctx)
 	o.WaitForCancellation = true
 	return workflow.WithActivityOptions(ctx, o)

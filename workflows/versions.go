@@ -40,6 +40,15 @@ const (
 	// recorded first. Before it, a workflow cancel during the send ended
 	// failed, and a stopped send counted as nothing sent.
 	changeCancelSettlesTheSend = "cancel-settles-the-send"
+	// changeTimeoutRetryCeiling: the notify's retry policy waits at most
+	// notifyPolicyCeiling between attempts, not activities'
+	// NotifyMaximumInterval. Every failure the activity reports names its
+	// own wait (the provider's pace, or the reminder's own backoff up to
+	// the old ceiling), so the policy's ceiling bounds only what it cannot
+	// report: an attempt that timed out or whose worker stopped. Before it,
+	// such an attempt late in a provider outage waited the attempt count's
+	// next 5 to 10 minutes, long after the provider answered again.
+	changeTimeoutRetryCeiling = "notify-timeout-retry-ceiling"
 )
 
 // The versions of changeLocalFirstAttempt.
@@ -56,10 +65,11 @@ var latest = map[string]workflow.Version{
 	changeCancelStopsSend:       1,
 	changeLocalFirstAttempt:     firstAttemptRetired,
 	changeCancelSettlesTheSend:  1,
+	changeTimeoutRetryCeiling:   1,
 }
 
 // CurrentLevel is the level the starter starts reminders at.
-const CurrentLevel = 1
+const CurrentLevel = 2
 
 // levels are the versions a reminder started at each level runs, with no
 // GetVersion. A level is frozen once released: a change added later goes
@@ -72,6 +82,14 @@ var levels = map[int]map[string]workflow.Version{
 		changeCancelStopsSend:       1,
 		changeLocalFirstAttempt:     firstAttemptRetired,
 		changeCancelSettlesTheSend:  1,
+	},
+	2: {
+		changeEscalationBeside:      1,
+		changeRescheduleWritesFirst: 1,
+		changeCancelStopsSend:       1,
+		changeLocalFirstAttempt:     firstAttemptRetired,
+		changeCancelSettlesTheSend:  1,
+		changeTimeoutRetryCeiling:   1,
 	},
 }
 

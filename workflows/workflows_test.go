@@ -927,10 +927,11 @@ func TestCancelAfterALocalSentNotRecordedRecordsThenCompensates(t *testing.T) {
 // A reminder started at the current level knows the version of every
 // change made up to it: it asks GetVersion for none, so its history has no
 // version marker and no TemporalChangeVersion upsert, on the delivered path
-// and through a cancel during its send. One started before levels asks.
+// and through a cancel during its send. One started at an earlier level
+// asks for the changes made since; one started before levels, for all.
 func TestAReminderAtTheCurrentLevelAsksForNoVersion(t *testing.T) {
 	t.Parallel()
-	for _, level := range []int{workflows.CurrentLevel, 0} {
+	for _, level := range []int{workflows.CurrentLevel, 1, 0} {
 		h := newHarness(t)
 		var asked []string
 		h.env.SetWorkerOptions(sdkworker.Options{
@@ -945,9 +946,13 @@ func TestAReminderAtTheCurrentLevelAsksForNoVersion(t *testing.T) {
 		h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
 		res := h.run(in)
 		require.Equal(t, reminder.Cancelled, res.State)
-		if level == 0 {
-			require.Equal(t, []string{"notify-first-attempt-local", "cancel-stops-a-retrying-send", "cancel-settles-the-send"}, asked,
+		switch level {
+		case 0:
+			require.Equal(t, []string{"notify-first-attempt-local", "notify-timeout-retry-ceiling", "cancel-stops-a-retrying-send", "cancel-settles-the-send"}, asked,
 				"started before levels, it asks")
+			continue
+		case 1:
+			require.Equal(t, []string{"notify-timeout-retry-ceiling"}, asked, "level 1 asks for the change made after it")
 			continue
 		}
 		require.Empty(t, asked, "no version asked at level %d", level)

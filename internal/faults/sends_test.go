@@ -109,7 +109,7 @@ func TestAWebUICancelDuringASendEndsCancelledWithOneNotice(t *testing.T) {
 	}
 	require.Equal(t, []string{"scheduled", "sent", "cancelled", "cancellation_sent"}, types, "never failed, never silent")
 	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "it was sent: the row says so, the trail says it was cancelled after")
-	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "cancelled-from-outside-during-send-at-level-1")
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-from-outside-during-send"))
 }
 
 func row(t *testing.T, s *testenv.Stack, id string) reminder.State {

@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // History fetches a workflow's full history from the server.
@@ -37,6 +39,13 @@ func History(t testing.TB, c client.Client, workflowID string) *historypb.Histor
 func HistoriesDir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "workflows", "testdata", "histories")
+}
+
+// AtCurrentLevel names the recorded history of a path as a reminder
+// started at the current level takes it, so raising the level records new
+// files beside the old level's.
+func AtCurrentLevel(path string) string {
+	return fmt.Sprintf("%s-at-level-%d", path, workflows.CurrentLevel)
 }
 
 // RecordHistory saves a finished workflow's history as name.json for the
