@@ -355,10 +355,8 @@ func TestMoreWindowMovesThanConnectionsStallNothing(t *testing.T) {
 	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
 	var updates []reminder.Update
 	for i := range movers {
-		u := s.Update(t, time.Time{}, reminder.Email)
+		u := windowedUpdate(t, s, window)
 		u.UpdateID = fmt.Sprintf("window-%02d", i)
-		u.WindowStart = window
-		u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 24*time.Hour
 		results, err := st.Schedule(ctx, u)
 		require.NoError(t, err)
 		terminateAtCleanup(t, s, workflowIDs(results)...)
@@ -377,7 +375,13 @@ func TestMoreWindowMovesThanConnectionsStallNothing(t *testing.T) {
 	results, err := st.Schedule(ctx, other)
 	require.NoError(t, err, "a schedule is not held behind the moves")
 	terminateAtCleanup(t, s, workflowIDs(results)...)
-	wg.Wait()
+	moved := make(chan struct{})
+	go func() { wg.Wait(); close(moved) }()
+	select {
+	case <-moved:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the window moves stalled: more movers than the pool has connections hold each other")
+	}
 	for i, err := range errs {
 		require.NoError(t, err, "move %d", i)
 	}
@@ -386,6 +390,16 @@ func TestMoreWindowMovesThanConnectionsStallNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, current.Equal(window.Add(time.Hour)), "every window moved")
 	}
+}
+
+// windowedUpdate is an update of one email subscriber reminded a day
+// before its delivery window opens at window.
+func windowedUpdate(t *testing.T, s *testenv.Stack, window time.Time) reminder.Update {
+	t.Helper()
+	u := s.Update(t, time.Time{}, reminder.Email)
+	u.WindowStart = window
+	u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 24*time.Hour
+	return u
 }
 
 // A window move finds a reminder whose workflow never started (its starter
@@ -398,9 +412,7 @@ func TestAWindowMoveMovesAReminderThatNeverStarted(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
 	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
-	u := s.Update(t, time.Time{}, reminder.Email)
-	u.WindowStart = window
-	u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 24*time.Hour
+	u := windowedUpdate(t, s, window)
 	crashing := *s.Starter
 	crashing.CrashAfterMirror(errors.New("starter killed"))
 	_, err := crashing.Schedule(ctx, u)
@@ -433,9 +445,7 @@ func TestAWindowMoveRacingAStartIsFollowed(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
 	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
-	u := s.Update(t, time.Time{}, reminder.Email)
-	u.WindowStart = window
-	u.Subscribers[0].DueAt, u.Subscribers[0].RemindBefore = time.Time{}, 24*time.Hour
+	u := windowedUpdate(t, s, window)
 	later := window.Add(6 * time.Hour)
 	racing := *s.Starter
 	racing.BetweenMirrorAndStart(func() error {
