@@ -125,24 +125,35 @@ func PeakRate(at []time.Time, window time.Duration) float64 {
 // activity's last attempt, from its started event (a retried activity's
 // earlier attempts write no events of their own).
 func NotifyAttempts(events []*historypb.HistoryEvent) int {
-	notify := map[int64]bool{}
-	attempts := map[int64]int32{}
+	n := 0
+	for _, ev := range notifyStarts(events) {
+		n += int(ev.GetActivityTaskStartedEventAttributes().GetAttempt())
+	}
+	return n
+}
+
+// notifyStarts are the started events of a history's notify activities,
+// in the order they were scheduled: each one's last attempt.
+func notifyStarts(events []*historypb.HistoryEvent) []*historypb.HistoryEvent {
+	var scheduled []int64
+	started := map[int64]*historypb.HistoryEvent{}
 	for _, ev := range events {
 		switch ev.GetEventType() {
 		case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == notifyActivity {
-				notify[ev.GetEventId()] = true
+				scheduled = append(scheduled, ev.GetEventId())
 			}
 		case enums.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			a := ev.GetActivityTaskStartedEventAttributes()
-			attempts[a.GetScheduledEventId()] = a.GetAttempt()
+			started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = ev
 		}
 	}
-	n := 0
-	for id := range notify {
-		n += int(attempts[id])
+	var out []*historypb.HistoryEvent
+	for _, id := range scheduled {
+		if ev, ok := started[id]; ok {
+			out = append(out, ev)
+		}
 	}
-	return n
+	return out
 }
 
 // Outage runs one round of the outage workload: each kind (a full-path
@@ -323,23 +334,11 @@ func (r *Runner) outageHistories(ctx context.Context, ids []string, end time.Tim
 // ("first attempt" when there was none): the failure's type, or its
 // timeout's, and for an error of no product type its message.
 func LastRetryCause(events []*historypb.HistoryEvent) (cause string, began time.Time) {
-	notify := map[int64]bool{}
-	var last *historypb.HistoryEvent
-	for _, ev := range events {
-		switch ev.GetEventType() {
-		case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == notifyActivity {
-				notify[ev.GetEventId()] = true
-			}
-		case enums.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			if notify[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] {
-				last = ev
-			}
-		}
-	}
-	if last == nil {
+	starts := notifyStarts(events)
+	if len(starts) == 0 {
 		return "", time.Time{}
 	}
+	last := starts[len(starts)-1]
 	f := last.GetActivityTaskStartedEventAttributes().GetLastFailure()
 	began = last.GetEventTime().AsTime()
 	switch {

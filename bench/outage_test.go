@@ -39,15 +39,16 @@ func TestPerReminderOf(t *testing.T) {
 	require.Equal(t, PerReminder{}, PerReminderOf(nil))
 }
 
+func scheduled(id int64, name string) *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventId: id, EventType: enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+		Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+			ActivityType: &commonpb.ActivityType{Name: name}}}}
+}
+
 // Notify attempts are each notify activity's last attempt, from its
 // started event; other activities do not count.
 func TestNotifyAttempts(t *testing.T) {
 	t.Parallel()
-	scheduled := func(id int64, name string) *historypb.HistoryEvent {
-		return &historypb.HistoryEvent{EventId: id, EventType: enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
-			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
-				ActivityType: &commonpb.ActivityType{Name: name}}}}
-	}
 	started := func(id, of int64, attempt int32) *historypb.HistoryEvent {
 		return &historypb.HistoryEvent{EventId: id, EventType: enums.EVENT_TYPE_ACTIVITY_TASK_STARTED,
 			Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
@@ -99,11 +100,6 @@ func TestOutageFiguresReadTheJournal(t *testing.T) {
 // else with its message; other activities do not count.
 func TestLastRetryCause(t *testing.T) {
 	t.Parallel()
-	scheduled := func(id int64, name string) *historypb.HistoryEvent {
-		return &historypb.HistoryEvent{EventId: id, EventType: enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
-			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
-				ActivityType: &commonpb.ActivityType{Name: name}}}}
-	}
 	started := func(id, of int64, at time.Time, f *failurepb.Failure) *historypb.HistoryEvent {
 		return &historypb.HistoryEvent{EventId: id, EventTime: timestamppb.New(at), EventType: enums.EVENT_TYPE_ACTIVITY_TASK_STARTED,
 			Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{

@@ -1,6 +1,10 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"maps"
+
+	"go.temporal.io/sdk/workflow"
+)
 
 // How ReminderWorkflow changes while reminders sleep across releases: every
 // change to the commands it emits has a change id and a latest version
@@ -73,24 +77,27 @@ const CurrentLevel = 2
 
 // levels are the versions a reminder started at each level runs, with no
 // GetVersion. A level is frozen once released: a change added later goes
-// into latest and a new level, never into an old one, since a reminder
-// started at level 1 must replay as level 1 did.
+// into latest and a new level (the last one with it), never into an old
+// one, since a reminder started at level 1 must replay as level 1 did.
 var levels = map[int]map[string]workflow.Version{
-	1: {
-		changeEscalationBeside:      1,
-		changeRescheduleWritesFirst: 1,
-		changeCancelStopsSend:       1,
-		changeLocalFirstAttempt:     firstAttemptRetired,
-		changeCancelSettlesTheSend:  1,
-	},
-	2: {
-		changeEscalationBeside:      1,
-		changeRescheduleWritesFirst: 1,
-		changeCancelStopsSend:       1,
-		changeLocalFirstAttempt:     firstAttemptRetired,
-		changeCancelSettlesTheSend:  1,
-		changeTimeoutRetryCeiling:   1,
-	},
+	1: level1,
+	2: with(level1, changeTimeoutRetryCeiling, 1),
+}
+
+// level1 is the first level: every change made before levels.
+var level1 = map[string]workflow.Version{
+	changeEscalationBeside:      1,
+	changeRescheduleWritesFirst: 1,
+	changeCancelStopsSend:       1,
+	changeLocalFirstAttempt:     firstAttemptRetired,
+	changeCancelSettlesTheSend:  1,
+}
+
+// with is level plus one change at version v: the next level.
+func with(level map[string]workflow.Version, changeID string, v workflow.Version) map[string]workflow.Version {
+	next := maps.Clone(level)
+	next[changeID] = v
+	return next
 }
 
 // version is the version of changeID this run takes: fixed by its start
