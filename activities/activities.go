@@ -20,6 +20,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/delivery"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -58,18 +59,18 @@ const (
 // that outlives the attempt's cancellation (a deploy stopping the worker, a
 // cancel from the workflow), so a send the provider accepted is recorded
 // rather than abandoned; the claim's lease covers it.
-const recordTimeout = 10 * time.Second
+const recordTimeout = budget.Record
 
 // LocalRecordReserve is the part of a local attempt kept for the record: a
 // local activity cannot heartbeat the provider's message id, so its send
 // ends this long before the attempt's deadline, and the record has time to
 // finish, or to fail with the proof (ErrTypeSentNotRecorded), before it.
-const LocalRecordReserve = recordTimeout + time.Second
+const LocalRecordReserve = budget.LocalRecordReserve
 
 // SendAllowance is the least time a provider call is given on every path:
 // the longer of the two channels' own client timeouts, so the client, never
 // a shorter deadline of ours, decides when a provider is too slow.
-const SendAllowance = email.DefaultTimeout
+const SendAllowance = budget.SendAllowance
 
 // The notify retry policy's backoff: the workflows set it on the activity,
 // and a retry after a provider's failure reads it to follow an outage.
@@ -80,7 +81,7 @@ const (
 
 // maxSlotWait bounds how long an attempt waits in place for its slot of the
 // provider's rate cap; a slot further out is asked for again by a retry.
-const maxSlotWait = 5 * time.Second
+const maxSlotWait = budget.SlotWait
 
 // outageQuiet is how long a provider must go without failing for its next
 // failure to start a new outage.
@@ -576,7 +577,7 @@ func attemptDeadline(ctx context.Context) time.Time {
 // leaseFor is how long this attempt's claim must hold: the rest of the
 // attempt, then the record that may outlive it, with a margin.
 func leaseFor(ctx context.Context) time.Duration {
-	return time.Until(attemptDeadline(ctx)) + recordTimeout + 2*time.Second
+	return time.Until(attemptDeadline(ctx)) + recordTimeout + budget.LeaseMargin
 }
 
 // notInTheMirror fails a delivery for good: no retry brings the row back.

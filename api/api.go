@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -36,7 +37,7 @@ const (
 	// starter's bounded waits (a cancel waits 20 s for a workflow, a
 	// reschedule or decision 60 s), so an operation answers with its
 	// outcomes rather than a timeout.
-	DefaultRequestTimeout = 90 * time.Second
+	DefaultRequestTimeout = budget.APIRequest
 	// DefaultRate and DefaultBurst are each key's request budget.
 	DefaultRate  = 20
 	DefaultBurst = 40

@@ -24,6 +24,7 @@ import (
 	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/links"
 	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -129,7 +130,7 @@ type Config struct {
 // MinAPIRequestTimeout is the shortest request deadline the API accepts:
 // above the 60 s a reschedule or decision may wait for its workflow, so an
 // operation answers with its outcomes rather than a timeout.
-const MinAPIRequestTimeout = 65 * time.Second
+const MinAPIRequestTimeout = budget.MinAPIRequest
 
 // ErrNoCodecKeys is returned by RequireCodec when no payload keys are set.
 var ErrNoCodecKeys = errors.New("SHIPNOTIFY_CODEC_KEYS or SHIPNOTIFY_CODEC_KEYS_FILE: required, so histories hold " +

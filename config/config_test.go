@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/config"
 )
@@ -47,6 +48,7 @@ func TestDefaultsLoad(t *testing.T) {
 	require.Equal(t, 2000, c.WorkerCacheSize)
 	require.Equal(t, ":9090", c.MetricsAddr)
 	require.Equal(t, 30*time.Second, c.MetricsRefresh)
+	require.Equal(t, api.DefaultRequestTimeout, c.APIRequestTimeout, "the API's request deadline defaults to its budget")
 	require.ErrorIs(t, c.RequireCodec(), config.ErrNoCodecKeys)
 	require.Error(t, c.RequireSender())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sendgrid/sendgrid-go/helpers/mail"
 
 	"github.com/shipnotify/shipnotify/delivery"
+	"github.com/shipnotify/shipnotify/internal/budget"
 )
 
 // DefaultBaseURL is SendGrid's own API.
@@ -25,7 +26,7 @@ const DefaultBaseURL = "https://api.sendgrid.com"
 // DefaultTimeout bounds one API call, connection to last byte. The notify
 // attempt gives the call at least this long on every path, so the client,
 // not a shorter deadline, decides when SendGrid is too slow.
-const DefaultTimeout = 20 * time.Second
+const DefaultTimeout = budget.EmailCall
 
 // Sender sends mail through one SendGrid account.
 type Sender struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
@@ -16,7 +17,7 @@ import (
 // trigger the youngest it lets go (migration 00006 holds the same 4 days):
 // the notify activity's retry budget (72 h), which bounds a compensation or
 // escalation notice still running on a finished reminder, plus a day.
-const PruneMinAge = 96 * time.Hour
+const PruneMinAge = budget.NotifyRetries + 24*time.Hour
 
 // DefaultPruneBatch is reminders per prune transaction: small enough that
 // each transaction holds its row locks for milliseconds.

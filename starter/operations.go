@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -460,14 +461,14 @@ func (s *Starter) requestDeadline() time.Time {
 
 func (s *Starter) updateWait() time.Duration {
 	if s.UpdateWait <= 0 {
-		return time.Minute
+		return budget.UpdateWait
 	}
 	return s.UpdateWait
 }
 
 func (s *Starter) cancelWait() time.Duration {
 	if s.CancelWait <= 0 {
-		return 20 * time.Second
+		return budget.CancelWait
 	}
 	return s.CancelWait
 }

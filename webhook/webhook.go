@@ -19,10 +19,11 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/shipnotify/shipnotify/delivery"
+	"github.com/shipnotify/shipnotify/internal/budget"
 )
 
 // Timeout bounds one delivery attempt, connection to last byte.
-const Timeout = 15 * time.Second
+const Timeout = budget.WebhookCall
 
 // maxResponseBytes is how much of a receiver's answer is read: enough for a
 // short error excerpt, never a whole page.

@@ -3,14 +3,13 @@
 package worker
 
 import (
-	"time"
-
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -58,13 +57,13 @@ func SetCacheSize(n int) {
 // and turns an accepted send into a second one. Give the process a grace
 // period above it (compose stop_grace_period, Kubernetes
 // terminationGracePeriodSeconds): 60 s.
-const StopTimeout = 45 * time.Second
+const StopTimeout = budget.WorkerStop
 
 // HeartbeatThrottle is how long the SDK may hold an activity's heartbeat
 // before sending it. The notify activity heartbeats the provider's message
 // id the moment a send is accepted; it must reach Temporal within about a
 // second, not the SDK's default 30 s, so a retry finds it.
-const HeartbeatThrottle = time.Second
+const HeartbeatThrottle = budget.HeartbeatThrottle
 
 // New returns a worker on taskQueue with every workflow and activity
 // registered. Start it with Run or Start.

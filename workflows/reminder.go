@@ -10,28 +10,29 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // Activity timeouts and retries. The notify activity's retry budget is about
 // three days, as Stripe and Svix give webhooks; after that the reminder fails.
 const (
-	notifyAttemptTimeout = 30 * time.Second
+	notifyAttemptTimeout = budget.NotifyAttempt
 	// localAttemptTimeout bounds the local first attempt reminders at
 	// changeLocalFirstAttempt's version 1 make: an honest provider call
 	// (activities.SendAllowance, as on every path) and the time its record
 	// may take. (A local activity's timeout is not in the history.)
-	localAttemptTimeout = activities.SendAllowance + time.Second + activities.LocalRecordReserve
-	notifyRetryBudget   = 72 * time.Hour
+	localAttemptTimeout = budget.LocalAttempt
+	notifyRetryBudget   = budget.NotifyRetries
 	// notifyPolicyCeiling is the notify retry policy's longest wait from
 	// changeTimeoutRetryCeiling on: what an attempt that timed out, or
 	// whose worker stopped, waits at most. Every failure the activity
 	// reports names its own wait, which the ceiling does not bound.
-	notifyPolicyCeiling = 30 * time.Second
+	notifyPolicyCeiling = budget.TimedOutRetryCeiling
 	// operatorWriteBudget bounds the mirror write of an operator's change
 	// (a reschedule, a decision). Past it the change fails, nothing moves,
 	// and the caller, who waits longer than this, hears so.
-	operatorWriteBudget = 20 * time.Second
+	operatorWriteBudget = budget.OperatorWrite
 	// mirrorWriteBudget is, in effect, no budget: a state change the
 	// workflow makes on its own (sent, failed, expired, cancelled) is
 	// retried until PostgreSQL takes it, however long a failover lasts.

@@ -1,0 +1,44 @@
+package budget
+
+import (
+	"testing"
+	"time"
+)
+
+// The relations between the budgets that no derivation makes hold by
+// itself. Each says what breaks when it does not hold.
+func TestTheBudgetsOutlastWhatTheyMust(t *testing.T) {
+	for _, r := range []struct {
+		holds bool
+		what  string
+	}{
+		{SendAllowance >= EmailCall && SendAllowance >= WebhookCall,
+			"a provider call is given at least its client's own timeout on every path"},
+		{NotifyAttempt >= SlotWait+SendAllowance+time.Second,
+			"an attempt can wait its whole slot and still give the call its allowance"},
+		{WorkerStop > NotifyAttempt+Record,
+			"a stopping worker lets an attempt and its record finish: a deploy cuts no accepted send"},
+		{HeartbeatThrottle < Record,
+			"the proof of a send reaches Temporal before a failed record's retry would look for it"},
+		{LeaseMargin > 0,
+			"a claim's lease outlives its attempt and the record after it"},
+		{LocalAttempt > LocalRecordReserve+SendAllowance,
+			"a local attempt gives its call the allowance and keeps the record's reserve"},
+		{LocalRecordReserve > Record,
+			"a local attempt's record finishes, or fails with the proof, before its deadline"},
+		{NotifyAttempt+TimedOutRetryCeiling <= Recovery,
+			"an attempt that timed out as the provider recovered is back within Recovery"},
+		{OperatorWrite < UpdateWait/2,
+			"the workflow's write of an operator's change ends before the starter's caller gives up"},
+		{MinAPIRequest > UpdateWait && MinAPIRequest > CancelWait,
+			"an API request outlasts the starter's waits, so it answers with outcomes, not a timeout"},
+		{APIRequest >= MinAPIRequest,
+			"the API's default deadline is one it accepts"},
+		{NotifyRetries > 24*time.Hour,
+			"a provider down for a day loses no reminder"},
+	} {
+		if !r.holds {
+			t.Errorf("broken: %s", r.what)
+		}
+	}
+}
