@@ -228,22 +228,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The document is a valid OpenAPI 3.1 document, served as it is embedded,
-// and it documents exactly the routes the API serves.
+// The document is served as it is embedded (that it is valid and names
+// every route: TestTheDocumentNamesEveryRouteServed, without servers).
 func TestOpenAPIDocument(t *testing.T) {
 	t.Parallel()
-	v := loadContract(t)
-	ok, errs := v.ValidateDocument()
-	require.True(t, ok, "openapi.json is not valid OpenAPI:\n%s", describe(errs))
-	require.Contains(t, string(api.OpenAPI), `"openapi": "3.1.0"`)
-
 	e := setup(t, withoutWorker)
 	resp := e.do(t, "GET", "/v1/openapi.json", "", nil)
 	require.Equal(t, http.StatusOK, resp.status)
 	require.Equal(t, api.OpenAPI, resp.body)
-
-	coverageMu.Lock()
-	documented := slices.Sorted(maps.Keys(coverage))
-	coverageMu.Unlock()
-	require.Equal(t, documented, slices.Sorted(slices.Values(e.api.Patterns())))
 }
