@@ -61,17 +61,6 @@ const (
 // rather than abandoned; the claim's lease covers it.
 const recordTimeout = budget.Record
 
-// LocalRecordReserve is the part of a local attempt kept for the record: a
-// local activity cannot heartbeat the provider's message id, so its send
-// ends this long before the attempt's deadline, and the record has time to
-// finish, or to fail with the proof (ErrTypeSentNotRecorded), before it.
-const LocalRecordReserve = budget.LocalRecordReserve
-
-// SendAllowance is the least time a provider call is given on every path:
-// the longer of the two channels' own client timeouts, so the client, never
-// a shorter deadline of ours, decides when a provider is too slow.
-const SendAllowance = budget.SendAllowance
-
 // The notify retry policy's backoff: the workflows set it on the activity,
 // and a retry after a provider's failure reads it to follow an outage.
 const (
@@ -356,7 +345,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		// answer decides whether anything was sent.
 		sendBy := attemptDeadline(ctx)
 		if info.IsLocalActivity {
-			sendBy = sendBy.Add(-LocalRecordReserve)
+			// A local activity cannot heartbeat the provider's message
+			// id: its record must finish, or fail with the proof, first.
+			sendBy = sendBy.Add(-budget.LocalRecordReserve)
 		}
 		sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), sendBy)
 		began := time.Now()
@@ -517,14 +508,14 @@ func providerOf(in NotifyInput, t mirror.Target) string {
 
 // waitForSendSlot holds a call to the provider's rate cap, kept in the
 // mirror for every worker: it waits in place for a slot up to maxSlotWait
-// (leaving the call its SendAllowance), and past that asks to be retried
+// (leaving the call its budget.SendAllowance), and past that asks to be retried
 // when one is near. Nothing has been sent; the caller releases its claim.
 func (a *Activities) waitForSendSlot(ctx context.Context) error {
 	if a.SendsPerSecond <= 0 {
 		return nil
 	}
 	every := time.Duration(float64(time.Second) / a.SendsPerSecond)
-	ahead := max(min(maxSlotWait, time.Until(attemptDeadline(ctx))-SendAllowance-time.Second), 0)
+	ahead := max(min(maxSlotWait, time.Until(attemptDeadline(ctx))-budget.SendAllowance-time.Second), 0)
 	wait, ok, err := a.Mirror.TakeSendSlot(ctx, "notify", every, ahead)
 	if err != nil {
 		return err

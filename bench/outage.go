@@ -77,9 +77,10 @@ type OutageFigures struct {
 	LateCauses map[string]int `json:"late_causes,omitempty"`
 }
 
-// outageLateAfter is the recovery target: a reminder whose last attempt
-// began later than this after the outage missed it.
-const outageLateAfter = time.Minute
+// outageLateAfter is the recovery target (BarOutageRecoveryP99): a
+// reminder whose last attempt began later than this after the outage
+// missed it.
+const outageLateAfter = time.Duration(BarOutageRecoveryP99 * float64(time.Second))
 
 // PerReminder is the mean, p99 (nearest rank) and maximum of counts per
 // reminder.

@@ -20,7 +20,7 @@ const (
 	notifyAttemptTimeout = budget.NotifyAttempt
 	// localAttemptTimeout bounds the local first attempt reminders at
 	// changeLocalFirstAttempt's version 1 make: an honest provider call
-	// (activities.SendAllowance, as on every path) and the time its record
+	// (budget.SendAllowance, as on every path) and the time its record
 	// may take. (A local activity's timeout is not in the history.)
 	localAttemptTimeout = budget.LocalAttempt
 	notifyRetryBudget   = budget.NotifyRetries
