@@ -67,11 +67,6 @@ var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "
 // idParam is the ids' charset (reminder's): a value outside it names nothing.
 var idParam = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-var listStates = []reminder.State{
-	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent, reminder.Delivered, reminder.Undeliverable,
-	reminder.Failed, reminder.Cancelled, reminder.Expired, mirror.Pending,
-}
-
 // listReminders answers GET /v1/reminders: by shipment (and update), by
 // state, due between two times, a page at a time. Unknown or repeated
 // parameters are refused, so a misspelt filter never returns everything.
@@ -95,8 +90,8 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, _ *Key) erro
 		}
 	}
 	if s := q.Get("state"); s != "" {
-		if !slices.Contains(listStates, reminder.State(s)) {
-			return invalidParameter("state", "want scheduled, awaiting_approval, sent, delivered, undeliverable, failed, cancelled, expired or pending")
+		if !slices.Contains(mirror.FilterStates, reminder.State(s)) {
+			return invalidParameter("state", "want "+mirror.FilterStatesText())
 		}
 		f.State = reminder.State(s)
 	}

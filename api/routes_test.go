@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -39,4 +41,51 @@ func TestTheDocumentNamesEveryRouteServed(t *testing.T) {
 	documented := slices.Sorted(maps.Keys(coverage))
 	coverageMu.Unlock()
 	require.Equal(t, documented, slices.Sorted(slices.Values(a.Patterns())))
+}
+
+// The document's enums are the domain's lists: a reminder's states (and
+// the list's filter, which adds pending), its provider's outcomes, and the
+// channels.
+func TestTheDocumentsEnumsAreTheDomains(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	type enum struct {
+		Enum       []string                           `json:"enum"`
+		Properties map[string]struct{ Enum []string } `json:"properties"`
+	}
+	schema := func(name string) enum {
+		var e enum
+		require.NoError(t, json.Unmarshal(doc.Components.Schemas[name], &e), name)
+		return e
+	}
+	require.Equal(t, names(reminder.States), schema("State").Enum)
+	require.Equal(t, names(reminder.Outcomes), schema("ProviderOutcome").Enum)
+	require.Equal(t, names(reminder.Channels), schema("Subscriber").Properties["channel"].Enum)
+	require.Equal(t, names(reminder.Channels), schema("Reminder").Properties["channel"].Enum)
+
+	type param struct {
+		Name   string `json:"name"`
+		Schema enum   `json:"schema"`
+	}
+	var list struct {
+		Parameters []param `json:"parameters"`
+	}
+	require.NoError(t, json.Unmarshal(doc.Paths["/v1/reminders"]["get"], &list))
+	i := slices.IndexFunc(list.Parameters, func(p param) bool { return p.Name == "state" })
+	require.GreaterOrEqual(t, i, 0, "the list takes a state")
+	require.Equal(t, names(mirror.FilterStates), list.Parameters[i].Schema.Enum)
+}
+
+func names[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }

@@ -76,7 +76,7 @@ func ours(t *testing.T) served {
 		}
 	}
 	o.Delivered("email", 3*time.Minute)
-	o.EscalationStarted(mirror.ReasonUndeliverable)
+	o.EscalationStarted(reminder.ReasonUndeliverable)
 
 	s := served{}
 	scrape(t, worker, s)

@@ -101,7 +101,7 @@ WITH prior AS (
 ), refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
-       AND (state IN ('cancelled', 'expired', 'failed') OR (state IN ('sent', 'delivered', 'undeliverable') AND delivery_key <> $1))
+       AND (state IN ` + sqlUnsentFinal + ` OR (state IN ` + sqlHanded + ` AND delivery_key <> $1))
 ), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
     SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
@@ -348,7 +348,7 @@ func (s *Store) markLapsed(ctx context.Context, key string) error {
 // shows a sent delivery without its event. It returns the reminder when the
 // record made it delivered: a webhook (its 2xx), or an email SendGrid
 // reported delivered before the send was recorded.
-const recordSent = `
+var recordSent = `
 WITH d AS (
     UPDATE deliveries
        SET status = 'sent', provider_message_id = nullif($2, ''), finished_at = now()
@@ -363,7 +363,7 @@ WITH d AS (
                                          THEN now() END,
            updated_at = now()
      WHERE id IN (SELECT reminder_id FROM d WHERE purpose = 'reminder')
-       AND state IN ('scheduled', 'awaiting_approval')
+       AND state IN ` + sqlIntoSent + `
     RETURNING id, state, channel, due_at, delivered_at
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)

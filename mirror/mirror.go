@@ -37,23 +37,22 @@ func New(pool *pgxpool.Pool) *Store {
 // Pool is the store's pool, for health checks and migrations.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Transition moves a reminder to state (unless it already is in a terminal
-// state, or to is empty: a note) and appends an event of type with detail. It reports whether the
-// state changed. Events are appended either way, so the trail shows late
+// Transition moves a reminder to state, if the state machine lets it
+// (reminder.Into; to empty is a note), and appends an event of type with
+// detail. It reports whether the state changed. Events are appended either way, so the trail shows late
 // arrivals too.
 func (s *Store) Transition(ctx context.Context, reminderID string, to reminder.State, eventType string, detail map[string]any) (bool, error) {
 	var changed bool
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET state = $2, updated_at = now()
-     WHERE id = $1 AND state NOT IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired') AND state <> $2
-       AND $2 <> ''
+     WHERE id = $1 AND state = ANY($5::text[])
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT id, $3, $4 FROM reminders WHERE id = $1
 )
-SELECT EXISTS (SELECT 1 FROM r)`, reminderID, string(to), eventType, jsonDetail(detail)).Scan(&changed)
+SELECT EXISTS (SELECT 1 FROM r)`, reminderID, string(to), eventType, jsonDetail(detail), statesText(reminder.Into(to))).Scan(&changed)
 	if err != nil {
 		return false, fmt.Errorf("error recording %s for reminder: %w", eventType, err)
 	}
@@ -104,14 +103,6 @@ SELECT coalesce((SELECT state FROM r), (SELECT state FROM reminders WHERE id = $
 	return &RefusedError{State: reminder.State(*state)}
 }
 
-func statesText(states []reminder.State) []string {
-	out := make([]string, len(states))
-	for i, st := range states {
-		out[i] = string(st)
-	}
-	return out
-}
-
 // Cancel moves a pending reminder to cancelled and appends an event of type
 // with detail either way; it returns the state the row is in after:
 // cancelled, or the final state it had reached.
@@ -120,7 +111,7 @@ func (s *Store) Cancel(ctx context.Context, reminderID, eventType string, detail
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET state = 'cancelled', updated_at = now()
-     WHERE id = $1 AND state NOT IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired')
+     WHERE id = $1 AND state IN `+sqlIntoCancel+`
     RETURNING state
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
@@ -148,7 +139,7 @@ func (s *Store) Reschedule(ctx context.Context, reminderID string, due time.Time
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET due_at = $2, delivery_key = $3, updated_at = now()
-     WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval') AND delivery_key <> $3
+     WHERE id = $1 AND state IN `+sqlPending+` AND delivery_key <> $3
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
@@ -172,7 +163,7 @@ func (s *Store) RequestCancel(ctx context.Context, reminderID string, detail map
 	_, err := s.pool.Exec(ctx, `
 WITH r AS (
     UPDATE reminders SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
-     WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval')
+     WHERE id = $1 AND state IN `+sqlPending+`
     RETURNING id
 )
 INSERT INTO reminder_events (reminder_id, type, detail)

@@ -30,12 +30,6 @@ type ProviderEvent struct {
 	MessageID string
 }
 
-// Escalation reasons a provider's outcome gives.
-const (
-	ReasonUndeliverable    = "undeliverable"
-	ReasonDeliveryDeferred = "delivery_deferred"
-)
-
 // AppliedEvents is what applying a batch of provider events did, by
 // outcome: Applied events were new and recorded; Duplicate ones were
 // applied before (their id was seen); Unknown ones name no delivery
@@ -80,15 +74,9 @@ type outcomeRow struct {
 	deliveredNow bool
 }
 
-// stateAfterSend is reminder_state_after_send (migration 00007).
-func (r *outcomeRow) stateAfterSend() reminder.State {
-	switch {
-	case r.undeliverableAt != nil:
-		return reminder.Undeliverable
-	case r.channel == reminder.Webhook || r.deliveredAt != nil:
-		return reminder.Delivered
-	}
-	return reminder.Sent
+// reported is what the provider has reported of the row's delivery.
+func (r *outcomeRow) reported() reminder.Reported {
+	return reminder.Reported{Delivered: r.deliveredAt != nil, Undeliverable: r.undeliverableAt != nil}
 }
 
 // newer reports whether an event at with outcome o is the latest report.
@@ -295,36 +283,32 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 		o, at := string(e.Outcome), e.At
 		r.outcome, r.outcomeAt = &o, &at
 	}
-	// Escalations are owed only while the reminder still stands: one
-	// another path finished before its send (cancelled, failed, expired)
-	// records the event and owes nothing.
-	stands := r.state.Handed() || r.state == reminder.Scheduled || r.state == reminder.AwaitingApproval
-	final := r.deliveredAt != nil || r.undeliverableAt != nil
-	switch {
-	case e.Outcome == reminder.OutcomeDelivered && r.deliveredAt == nil:
+	effect := e.Outcome.Effect(r.reported(), r.state.Stands())
+	if effect.Delivered || effect.Undeliverable {
 		at := e.At
-		r.deliveredAt = &at
-		if !final {
-			w.settle = append(w.settle, r.id)
+		if effect.Delivered {
+			r.deliveredAt = &at
+		} else {
+			r.undeliverableAt = &at
 		}
-	case e.Outcome.Hard() && r.undeliverableAt == nil:
-		at := e.At
-		r.undeliverableAt = &at
+	}
+	if effect.Settles {
 		w.settle = append(w.settle, r.id)
-		if stands {
-			w.owe(r.id, ReasonUndeliverable, e.At,
-				fmt.Sprintf("SendGrid reported %s (%s) at %s", e.Outcome, cmp.Or(e.Reason, "no reason code"), e.At.UTC().Format(time.RFC3339)))
-		}
-	case e.Outcome == reminder.OutcomeDeferred && !final && stands:
-		w.owe(r.id, ReasonDeliveryDeferred, e.At.Add(w.deferAfter),
+	}
+	switch effect.Escalation {
+	case reminder.ReasonUndeliverable:
+		w.owe(r.id, effect.Escalation, e.At,
+			fmt.Sprintf("SendGrid reported %s (%s) at %s", e.Outcome, cmp.Or(e.Reason, "no reason code"), e.At.UTC().Format(time.RFC3339)))
+	case reminder.ReasonDeliveryDeferred:
+		w.owe(r.id, effect.Escalation, e.At.Add(w.deferAfter),
 			fmt.Sprintf("SendGrid deferred it at %s (%s) and had not delivered it %s later",
 				e.At.UTC().Format(time.RFC3339), cmp.Or(e.Reason, "no reason code"), w.deferAfter))
 	}
-	if r.deliveredAt != nil || r.undeliverableAt != nil {
+	if r.reported().Final() {
 		r.awaiting = nil
 	}
 	if r.state.Handed() {
-		if to := r.stateAfterSend(); to != r.state {
+		if to := reminder.StateAfterSend(r.channel, r.deliveredAt != nil, r.undeliverableAt != nil); to != r.state {
 			detail["state"] = string(to)
 			r.deliveredNow = r.deliveredNow || to == reminder.Delivered
 			r.state = to

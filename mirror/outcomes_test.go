@@ -132,7 +132,7 @@ func TestBounceAfterDeliveredIsUndeliverableAndOwesOneEscalation(t *testing.T) {
 		event("e4", r.DeliveryKey, reminder.OutcomeDelivered, now.Add(3*time.Second))}, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, reminder.Undeliverable, readOutcome(t, db, r.ID).State)
-	require.Equal(t, map[string]string{mirror.ReasonUndeliverable: "owed"}, owed(t, db, r.ID))
+	require.Equal(t, map[string]string{reminder.ReasonUndeliverable: "owed"}, owed(t, db, r.ID))
 	// A cancel now owes no notice: it would go to the address that bounced.
 	delivered, err := store.WasDelivered(context.Background(), r.ID)
 	require.NoError(t, err)
@@ -184,8 +184,8 @@ func TestDeferralOwesAnEscalationUnlessDeliveredFirst(t *testing.T) {
 	_, err = store.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{
 		event("d4", prompt.DeliveryKey, reminder.OutcomeDelivered, now.Add(2*time.Second))}, time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, map[string]string{mirror.ReasonDeliveryDeferred: "owed"}, owed(t, db, late.ID))
-	require.Equal(t, map[string]string{mirror.ReasonDeliveryDeferred: "settled"}, owed(t, db, prompt.ID))
+	require.Equal(t, map[string]string{reminder.ReasonDeliveryDeferred: "owed"}, owed(t, db, late.ID))
+	require.Equal(t, map[string]string{reminder.ReasonDeliveryDeferred: "settled"}, owed(t, db, prompt.ID))
 	require.Equal(t, reminder.Sent, readOutcome(t, db, late.ID).State, "deferred is not a final outcome")
 
 	next, ok, err := store.NextEscalationDue(context.Background())
@@ -261,8 +261,8 @@ func TestEscalationsStartOnceAndSkipCancelledReminders(t *testing.T) {
 	n, err := store.StartDueEscalations(context.Background(), 10, start)
 	require.ErrorContains(t, err, "temporal is away")
 	require.Zero(t, n)
-	require.Equal(t, map[string]string{mirror.ReasonUndeliverable: "owed"}, owed(t, db, bounced.ID), "a failed start is owed still")
-	require.Equal(t, map[string]string{mirror.ReasonUndeliverable: "settled"}, owed(t, db, cancelled.ID))
+	require.Equal(t, map[string]string{reminder.ReasonUndeliverable: "owed"}, owed(t, db, bounced.ID), "a failed start is owed still")
+	require.Equal(t, map[string]string{reminder.ReasonUndeliverable: "settled"}, owed(t, db, cancelled.ID))
 
 	next, ok, err := store.NextEscalationDue(context.Background())
 	require.NoError(t, err)
@@ -356,7 +356,7 @@ func TestABatchNeverWaitsOnAnEscalationBeingStarted(t *testing.T) {
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
 	val, err := env.ExecuteActivity(acts.Notify, activities.NotifyInput{Purpose: reminder.PurposeEscalation, ReminderID: r.ID,
-		SubscriberID: "sub-a", Reason: mirror.ReasonDeliveryDeferred})
+		SubscriberID: "sub-a", Reason: reminder.ReasonDeliveryDeferred})
 	require.NoError(t, err)
 	var res activities.NotifyResult
 	require.NoError(t, val.Get(&res))

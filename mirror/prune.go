@@ -79,13 +79,13 @@ func (s PruneStats) Rows() int64 { return s.Reminders + s.Events + s.Deliveries 
 // reminders_prune_candidates (migration 00006: the same query, FOR UPDATE
 // SKIP LOCKED, so a row another transaction holds is passed over, never
 // waited for); a dry run reads them with pruneCandidates, locking nothing.
-const (
+var (
 	lockPruneCandidates = `SELECT id, due_at FROM reminders_prune_candidates($1, $2, $3, $4)`
 	pruneCandidates     = `
 SELECT id, due_at FROM reminders
  WHERE due_at < now() - make_interval(secs => $1)
    AND (due_at, id) > ($2, $3)
-   AND state IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired')
+   AND state IN ` + sqlFinal + `
    AND updated_at < now() - make_interval(secs => $1)
  ORDER BY due_at, id
  LIMIT $4`
@@ -100,7 +100,7 @@ SELECT id, due_at FROM reminders
 	pruneDoomed = `
 SELECT ` + rowColumns + ` FROM reminders r
  WHERE r.id = ANY($2)
-   AND r.state IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired')
+   AND r.state IN ` + sqlFinal + `
    AND r.updated_at < now() - make_interval(secs => $1)
    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.reminder_id = r.id
                       AND (d.status = 'sending' OR d.created_at >= now() - make_interval(secs => $1)

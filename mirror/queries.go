@@ -157,7 +157,7 @@ func (f Filter) sql() (string, []any) {
 	switch f.State {
 	case "":
 	case Pending:
-		conds = append(conds, "state IN ('scheduled', 'awaiting_approval')")
+		conds = append(conds, "state IN "+sqlPending)
 	default:
 		add("state = ?", string(f.State))
 	}

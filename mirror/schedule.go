@@ -218,7 +218,7 @@ func (s *Store) Unstarted(ctx context.Context, createdBefore time.Time, limit in
 SELECT `+newReminderColumns+`
   FROM reminders
  WHERE workflow_started_at IS NULL AND created_at < $1
-   AND state IN ('scheduled', 'awaiting_approval')
+   AND state IN `+sqlPending+`
  ORDER BY created_at, id
  LIMIT $2`, createdBefore, limit)
 	out, err := pgx.CollectRows(rows, scanNewReminder)
@@ -287,7 +287,7 @@ func (s *Store) RescheduleUnstarted(ctx context.Context, reminderID string, due 
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET due_at = $2, delivery_key = $3, updated_at = now()
-     WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval') AND workflow_started_at IS NULL
+     WHERE id = $1 AND state IN `+sqlPending+` AND workflow_started_at IS NULL
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
@@ -308,7 +308,7 @@ func (s *Store) CancelUnstarted(ctx context.Context, reminderID string, detail m
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET state = 'cancelled', updated_at = now()
-     WHERE id = $1 AND state IN ('scheduled', 'awaiting_approval') AND workflow_started_at IS NULL
+     WHERE id = $1 AND state IN `+sqlIntoCancel+` AND workflow_started_at IS NULL
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)

@@ -14,9 +14,9 @@ import (
 // PendingBeforeQuery is PendingBefore's statement, exported for EXPLAIN. The
 // partial index on the pending reminders' ids (migration 00006) makes a page
 // read only pending rows, however many finished ones the mirror holds.
-const PendingBeforeQuery = `
+var PendingBeforeQuery = `
 SELECT ` + rowColumns + ` FROM reminders
- WHERE state IN ('scheduled', 'awaiting_approval') AND updated_at < $1 AND id > $2
+ WHERE state IN ` + sqlPending + ` AND updated_at < $1 AND id > $2
  ORDER BY id
  LIMIT $3`
 

@@ -7,6 +7,7 @@ package reminder
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,24 +22,18 @@ const (
 	Webhook Channel = "webhook"
 )
 
-// State is where a reminder is in its life. The mirror's CHECK constraint
-// holds the same list.
-type State string
+// Channels is every channel: an update's validation, the API's channel
+// enums and the mirror's CHECK constraint hold the same list.
+var Channels = []Channel{Email, Webhook}
 
-const (
-	Scheduled        State = "scheduled"
-	AwaitingApproval State = "awaiting_approval"
-	Sent             State = "sent"
-	// Delivered: the mail provider reported it delivered, or the webhook
-	// receiver answered 2xx.
-	Delivered State = "delivered"
-	// Undeliverable: the mail provider bounced or dropped it after
-	// accepting it.
-	Undeliverable State = "undeliverable"
-	Failed        State = "failed"
-	Cancelled     State = "cancelled"
-	Expired       State = "expired"
-)
+// channelsText is Channels for a message: "email" or "webhook".
+func channelsText() string {
+	quoted := make([]string, len(Channels))
+	for i, c := range Channels {
+		quoted[i] = strconv.Quote(string(c))
+	}
+	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+}
 
 // Purpose is what a delivery is for. Each purpose has its own delivery keys,
 // so a reminder, its cancellation notice and its escalations never collide.
@@ -53,67 +48,6 @@ const (
 	// PurposeEscalation tells the update's escalation contact of trouble.
 	PurposeEscalation Purpose = "escalation"
 )
-
-// Terminal reports whether the reminder's workflow is done with it: no
-// transition of the workflow leaves the state. (A sent reminder still takes
-// the provider's outcome: delivered or undeliverable.)
-func (s State) Terminal() bool {
-	switch s {
-	case Sent, Delivered, Undeliverable, Failed, Cancelled, Expired:
-		return true
-	}
-	return false
-}
-
-// Pending states are those a reminder waits in before its send: the ones
-// a reschedule, a decision, an expiry or a cancel may leave.
-var PendingStates = []State{Scheduled, AwaitingApproval}
-
-// Pending reports whether the reminder has yet to be sent or finished.
-func (s State) Pending() bool {
-	return s == Scheduled || s == AwaitingApproval
-}
-
-// Handed reports whether the reminder was handed to its provider: sent,
-// and whatever the provider reported since.
-func (s State) Handed() bool {
-	return s == Sent || s == Delivered || s == Undeliverable
-}
-
-// Outcome is what the mail provider reported about a delivery after it
-// accepted it: SendGrid's Event Webhook event types that shipnotify keeps.
-type Outcome string
-
-const (
-	OutcomeProcessed   Outcome = "processed"
-	OutcomeDeferred    Outcome = "deferred"
-	OutcomeDelivered   Outcome = "delivered"
-	OutcomeBounce      Outcome = "bounce"
-	OutcomeDropped     Outcome = "dropped"
-	OutcomeSpamReport  Outcome = "spamreport"
-	OutcomeUnsubscribe Outcome = "unsubscribe"
-)
-
-// Outcomes is every outcome kept, in the order a delivery meets them; the
-// mirror's CHECK constraint holds the same list.
-var Outcomes = []Outcome{
-	OutcomeProcessed, OutcomeDeferred, OutcomeDelivered, OutcomeBounce,
-	OutcomeDropped, OutcomeSpamReport, OutcomeUnsubscribe,
-}
-
-// Rank orders outcomes reported at the same second: later in a delivery's
-// life ranks higher. Unknown outcomes rank 0.
-func (o Outcome) Rank() int {
-	for i, k := range Outcomes {
-		if k == o {
-			return i + 1
-		}
-	}
-	return 0
-}
-
-// Hard reports whether the outcome means the subscriber will not get it.
-func (o Outcome) Hard() bool { return o == OutcomeBounce || o == OutcomeDropped }
 
 // Reminder is the unit of delivery: one shipment update for one subscriber.
 // A partially delivered fan-out resumes per reminder without re-notifying the

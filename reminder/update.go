@@ -298,9 +298,9 @@ func (s Subscriber) checkChannel(field string, opts PlanOptions, r *Reminder) er
 		}
 		r.WebhookURL, r.WebhookSecret = s.URL, s.Secret
 	case "":
-		return fieldErr(field+".channel", `is required ("email" or "webhook")`)
+		return fieldErr(field+".channel", "is required (%s)", channelsText())
 	default:
-		return fieldErr(field+".channel", `unknown channel; use "email" or "webhook"`)
+		return fieldErr(field+".channel", "unknown channel; use %s", channelsText())
 	}
 	return nil
 }

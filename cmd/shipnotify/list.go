@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -16,18 +17,13 @@ func init() {
 	register("list", "list reminders from the mirror: by shipment, by state, due between two times", runList)
 }
 
-var knownStates = []reminder.State{
-	reminder.Scheduled, reminder.AwaitingApproval, reminder.Sent, reminder.Delivered, reminder.Undeliverable,
-	reminder.Failed, reminder.Cancelled, reminder.Expired,
-}
-
 func runList(ctx context.Context, e env, args []string) error {
 	fs := newFlags(e, "list", "list [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--json]")
 	var f mirror.Filter
 	var state, from, to string
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment id")
 	fs.StringVar(&f.UpdateID, "update", "", "only this update id")
-	fs.StringVar(&state, "state", "", "only this state (scheduled, awaiting_approval, sent, delivered, undeliverable, failed, cancelled, expired)")
+	fs.StringVar(&state, "state", "", "only this state: "+mirror.FilterStatesText())
 	fs.StringVar(&from, "due-from", "", "due at or after this time (RFC 3339, or a date like 2026-12-08 for its UTC midnight)")
 	fs.StringVar(&to, "due-to", "", "due before this time (same forms as --due-from)")
 	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all)")
@@ -77,12 +73,10 @@ func parseState(s string) (reminder.State, error) {
 	if s == "" {
 		return "", nil
 	}
-	for _, k := range knownStates {
-		if string(k) == s {
-			return k, nil
-		}
+	if k := reminder.State(s); slices.Contains(mirror.FilterStates, k) {
+		return k, nil
 	}
-	return "", usagef("--state: unknown state %q", s)
+	return "", usagef("--state: unknown state %q; want %s", s, mirror.FilterStatesText())
 }
 
 func parseWhen(flag, s string) (time.Time, error) {

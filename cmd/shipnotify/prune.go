@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 func init() {
@@ -191,7 +192,7 @@ func printPruneSummary(w io.Writer, s mirror.PruneStats, o mirror.PruneOptions, 
 		verb = "would prune"
 	}
 	var states []string
-	for _, st := range knownStates {
+	for _, st := range reminder.FinalStates {
 		if n := s.ByState[st]; n > 0 {
 			states = append(states, fmt.Sprintf("%s %s", st, thousands(float64(n))))
 		}

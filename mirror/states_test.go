@@ -1,0 +1,152 @@
+package mirror_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+var quoted = regexp.MustCompile(`'([a-z_]+)'`)
+
+// quotedNames is the quoted names in an SQL definition, in order.
+func quotedNames(def string) []string {
+	var out []string
+	for _, m := range quoted.FindAllStringSubmatch(def, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func names[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// The schema's lists are the domain's: the CHECK constraints on a
+// reminder's state, its provider's outcome and its channel, and the predicate of the
+// partial indexes on pending reminders.
+func TestTheSchemaHoldsTheDomainsLists(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	constraint := func(name string) []string {
+		var def string
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid = 'reminders'::regclass AND conname = $1`, name).Scan(&def), name)
+		return quotedNames(def)
+	}
+	require.ElementsMatch(t, names(reminder.States), constraint("reminders_state_check"))
+	require.ElementsMatch(t, names(reminder.Outcomes), constraint("reminders_provider_outcome_check"))
+	require.ElementsMatch(t, names(reminder.Channels), constraint("reminders_channel_check"))
+	for _, index := range []string{"reminders_pending_due_at_idx", "reminders_pending_id_idx"} {
+		var pred string
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace`, index).Scan(&pred), index)
+		require.ElementsMatch(t, names(reminder.PendingStates), quotedNames(pred), index)
+	}
+}
+
+// reminder_state_after_send, the SQL twin of reminder.StateAfterSend,
+// agrees with it on every input.
+func TestTheSQLStateAfterSendIsTheDomains(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	at := time.Now()
+	for _, ch := range []reminder.Channel{reminder.Email, reminder.Webhook} {
+		for _, delivered := range []bool{false, true} {
+			for _, undeliverable := range []bool{false, true} {
+				var d, u *time.Time
+				if delivered {
+					d = &at
+				}
+				if undeliverable {
+					u = &at
+				}
+				var got string
+				require.NoError(t, db.Pool.QueryRow(context.Background(),
+					`SELECT reminder_state_after_send($1, $2, $3)`, string(ch), d, u).Scan(&got))
+				require.Equal(t, reminder.StateAfterSend(ch, delivered, undeliverable), reminder.State(got),
+					"%s delivered=%t undeliverable=%t", ch, delivered, undeliverable)
+			}
+		}
+	}
+}
+
+// Every state change the mirror makes follows the state machine, from
+// every state: a move, a cancel, the claim of a send (refused for a
+// finished reminder), and prune's notion of finished.
+func TestTheMirrorsStateChangesFollowTheStateMachine(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	n := 0
+	// in stores a reminder, due and last changed long ago, and puts it in
+	// state s by hand.
+	in := func(s reminder.State) (id, key string) {
+		n++
+		due := time.Now().Add(-30 * 24 * time.Hour)
+		r := insert(t, store, update(fmt.Sprintf("SHP-sm-%d", n), due), due.Add(-time.Hour)).Reminders[0]
+		_, err := db.Pool.Exec(ctx, `UPDATE reminders SET state = $2 WHERE id = $1`, r.Requested.ID, string(s))
+		require.NoError(t, err)
+		_, err = db.Pool.Exec(ctx, `UPDATE reminders SET updated_at = now() - interval '20 days' WHERE id = $1`, r.Requested.ID)
+		require.NoError(t, err)
+		return r.Requested.ID, r.DeliveryKey
+	}
+	state := func(id string) reminder.State {
+		row, err := store.Get(ctx, id)
+		require.NoError(t, err)
+		return row.State
+	}
+	for _, from := range reminder.States {
+		for _, to := range reminder.States {
+			id, _ := in(from)
+			changed, err := store.Transition(ctx, id, to, "test_move", nil)
+			require.NoError(t, err)
+			require.Equal(t, from.CanBecome(to), changed, "%s → %s", from, to)
+			if !changed {
+				require.Equal(t, from, state(id), "%s → %s left the row alone", from, to)
+			}
+		}
+
+		id, _ := in(from)
+		after, err := store.Cancel(ctx, id, "test_cancel", nil)
+		require.NoError(t, err)
+		if from.CanBecome(reminder.Cancelled) {
+			require.Equal(t, reminder.Cancelled, after, "a cancel of a %s reminder", from)
+		} else {
+			require.Equal(t, from, after, "a cancel of a %s reminder leaves it", from)
+		}
+
+		for _, sameKey := range []bool{true, false} {
+			id, key := in(from)
+			if !sameKey {
+				key = reminder.DeliveryKey(id, "sub-a", time.Now())
+			}
+			res, err := store.ClaimDelivery(ctx, mirror.Claim{Key: key, ReminderID: id, Purpose: reminder.PurposeReminder,
+				Owner: "test", LeaseFor: time.Minute})
+			require.NoError(t, err)
+			require.Equal(t, from.RefusesSend(sameKey), res.Outcome == mirror.Refused,
+				"the claim of a %s reminder's send (same key: %t) is %v", from, sameKey, res.Outcome)
+		}
+
+		id, _ = in(from)
+		var candidate bool
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(7 * 86400, '-infinity', '', 1000) WHERE id = $1)`, id).Scan(&candidate))
+		require.Equal(t, from.Terminal(), candidate, "prune takes a %s reminder", from)
+	}
+}
