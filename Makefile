@@ -2,6 +2,7 @@
 # pinned Temporal CLI, PostgreSQL) is installed by scripts/dev.sh if missing.
 SHELL := bash
 BIN := .dev/bin/shipnotify
+BENCH_BIN := .dev/bin/shipnotify-bench
 
 .PHONY: demo test test-engine test-ui soak bench bench-engine bench-events down up build
 
@@ -44,7 +45,7 @@ bench-engine:
 ## bench-events: the SendGrid Event Webhook's ingestion rate (issue 13) alone: signed batches of 1,000 events
 ## through the handler into PostgreSQL, at 1 and 4 in flight, 5 runs each (about a minute; out/bench-events.json)
 bench-events: build
-	@scripts/dev.sh run -- $(BIN) bench-events --out out/bench-events.json $(BENCH_ARGS)
+	@scripts/dev.sh run -- $(BENCH_BIN) events --out out/bench-events.json $(BENCH_ARGS)
 
 ## up / down: keep the dev server and PostgreSQL running between commands
 up:
@@ -56,3 +57,4 @@ down:
 build:
 	@mkdir -p .dev/bin
 	go build -o $(BIN) ./cmd/shipnotify
+	go build -o $(BENCH_BIN) ./cmd/shipnotify-bench

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench / make bench-engine: `shipnotify bench`, each workload on a
+# make bench / make bench-engine: `shipnotify-bench run`, each workload on a
 # fresh Temporal server of its own (a workload's leftovers never weigh on
 # the next), PostgreSQL in a schema of its own, dropped after.
 #
@@ -55,6 +55,7 @@ else
 fi
 mkdir -p "$dev" .dev/bin out
 go build -o .dev/bin/shipnotify ./cmd/shipnotify
+go build -o .dev/bin/shipnotify-bench ./cmd/shipnotify-bench
 
 pg_was_up=false; pg_running "$(pg_datadir)" && pg_was_up=true
 cleanup() {
@@ -82,13 +83,13 @@ for w in ${workloads//,/ }; do
   case "$w" in steady*) burst_part="$prefix-burst${w#steady}.json" ;; *) burst_part= ;; esac
   for p in "${parts[@]}"; do [ "$p" = "$burst_part" ] && ceiling=(--ceiling-from "$p"); done
   say "== $w on a fresh server"
-  .dev/bin/shipnotify bench --workloads "$w" --out "$part" --engine "$label" \
+  .dev/bin/shipnotify-bench run --workloads "$w" --out "$part" --engine "$label" \
     --server-pid-file "$server_pid_file" --postgres-pid-file "$(pg_datadir)/postmaster.pid" \
     "${ceiling[@]}" "${args[@]}" >"$prefix-$w.txt" || status=$?
   stop_server
   [ -f "$part" ] && parts+=("$part")
 done
 if [ ${#parts[@]} -gt 0 ]; then
-  .dev/bin/shipnotify bench --merge "$(IFS=,; echo "${parts[*]}")" --out "$prefix.json" "${print[@]}" || status=$?
+  .dev/bin/shipnotify-bench run --merge "$(IFS=,; echo "${parts[*]}")" --out "$prefix.json" "${print[@]}" || status=$?
 fi
 exit $status

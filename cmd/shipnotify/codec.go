@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/codec"
+	"github.com/shipnotify/shipnotify/internal/cli"
 )
 
 func init() {
@@ -16,35 +17,35 @@ func init() {
 	register("codec-keygen", "print a new payload encryption key (id:base64) for SHIPNOTIFY_CODEC_KEYS", runCodecKeygen)
 }
 
-func runCodecServer(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "codec-server", "codec-server [--listen ADDR] [--origin URL] [--allowed-hosts NAMES]")
+func runCodecServer(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "codec-server", "codec-server [--listen ADDR] [--origin URL] [--allowed-hosts NAMES]")
 	listen := fs.String("listen", "127.0.0.1:8081", "address to serve on; beyond loopback it requires SHIPNOTIFY_CODEC_SERVER_TOKEN")
 	origins := fs.String("origin", "http://localhost:8233", "comma-separated browser origins allowed to call it (the Web UI's)")
 	hosts := fs.String("allowed-hosts", "", "comma-separated names it is reached by (the Host header), besides loopback names and the --listen host")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	if d.cfg.Codec == nil {
-		return usageError{codecKeysMissing()}
+	if d.Cfg.Codec == nil {
+		return cli.UsageError{Err: codecKeysMissing()}
 	}
-	srv, err := d.cfg.Codec.Server(*listen, codec.ServerOptions{
-		Origins: splitList(*origins), Token: d.cfg.CodecServerToken, Hosts: splitList(*hosts),
+	srv, err := d.Cfg.Codec.Server(*listen, codec.ServerOptions{
+		Origins: splitList(*origins), Token: d.Cfg.CodecServerToken, Hosts: splitList(*hosts),
 	})
 	switch {
 	case errors.Is(err, codec.ErrTokenRequired):
-		return usagef("SHIPNOTIFY_CODEC_SERVER_TOKEN: required to listen on --listen %s, beyond loopback "+
+		return cli.Usagef("SHIPNOTIFY_CODEC_SERVER_TOKEN: required to listen on --listen %s, beyond loopback "+
 			"(anyone who reaches the codec server can decrypt histories); set a token or listen on 127.0.0.1", *listen)
 	case err != nil:
-		return usagef("--listen: %v", err)
+		return cli.Usagef("--listen: %v", err)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	d.logger.Info("codec server listening", "address", *listen, "origins", *origins, "allowed_hosts", *hosts,
-		"token", d.cfg.CodecServerToken != "")
+	d.Logger.Info("codec server listening", "address", *listen, "origins", *origins, "allowed_hosts", *hosts,
+		"token", d.Cfg.CodecServerToken != "")
 	select {
 	case err := <-errc:
 		return fmt.Errorf("error serving the codec server: %w", err)
@@ -73,12 +74,12 @@ func codecKeysMissing() error {
 	return errors.New("SHIPNOTIFY_CODEC_KEYS or SHIPNOTIFY_CODEC_KEYS_FILE: the codec server needs the payload keys")
 }
 
-func runCodecKeygen(_ context.Context, e env, args []string) error {
-	fs := newFlags(e, "codec-keygen", "codec-keygen [--id ID]")
+func runCodecKeygen(_ context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "codec-keygen", "codec-keygen [--id ID]")
 	id := fs.String("id", "k"+time.Now().UTC().Format("20060102"), "the key's id, stored in every payload it seals")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, codec.NewKey(*id))
+	fmt.Fprintln(e.Stdout, codec.NewKey(*id))
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/links"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
@@ -20,17 +21,17 @@ import (
 // SHIPNOTIFY_LINK_KEY, Secure cookies when SHIPNOTIFY_PUBLIC_URL is https.
 func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, logger *slog.Logger) (http.Handler, error) {
 	if err := cfg.RequireConsole(); err != nil {
-		return nil, usageError{err}
+		return nil, cli.UsageError{Err: err}
 	}
 	var approvers []console.Approver
 	if cfg.ConsoleKeysFile != "" {
 		f, err := os.Open(cfg.ConsoleKeysFile)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
+			return nil, cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
 		}
 		defer f.Close()
 		if approvers, err = console.ParseApprovers(f); err != nil {
-			return nil, usageError{fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
+			return nil, cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
 		}
 	}
 	if len(approvers) == 0 {

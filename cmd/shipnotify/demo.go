@@ -11,6 +11,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/codec"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -28,37 +29,37 @@ func init() {
 // would send the sample through the real SendGrid.
 const demoTaskQueue = "shipnotify-demo"
 
-func runDemo(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]")
+func runDemo(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]")
 	codecAddr := fs.String("codec-server", "127.0.0.1:8081", "where to serve the codec for the Web UI (\"\" for none)")
 	serveAddr := fs.String("serve", "127.0.0.1:8090", "where to serve the tracker API and the approval console (\"\" for none)")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
 	taskQueue := fs.String("task-queue", demoTaskQueue, "the demo worker's own task queue, away from real workers")
 	uiURL := fs.String("ui", "http://localhost:8233", "the Temporal Web UI's address, for the printed link")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	// The demo's own output tells the story; keep the logs to warnings.
-	e.lookup = overlay(e.lookup, "SHIPNOTIFY_LOG_LEVEL", "warn")
-	d, err := newDeps(e)
+	e.Lookup = overlay(e.Lookup, "SHIPNOTIFY_LOG_LEVEL", "warn")
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	cfg := d.cfg
+	defer d.Close()
+	cfg := d.Cfg
 	out := &lockedPrinter{w: e}
-	if d.cfg.Codec != nil && *codecAddr != "" {
+	if d.Cfg.Codec != nil && *codecAddr != "" {
 		stop := serveCodec(d, *codecAddr, *uiURL, out)
 		defer stop()
 	}
-	store, err := d.mirror(ctx, 8)
+	store, err := d.Mirror(ctx, 8)
 	if err != nil {
 		return err
 	}
-	if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
+	if err := migrations.Up(ctx, store.Pool(), d.Logger); err != nil {
 		return err
 	}
-	tc, err := d.temporal(ctx)
+	tc, err := d.Temporal(ctx)
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	cfg.SendGridAPIKey, cfg.SendGridBaseURL = apiKey, mails.URL()
 	cfg.Webhooks = webhook.Guard{AllowLoopback: true}
 	st := &starter.Starter{Temporal: tc, Mirror: store, TaskQueue: *taskQueue, Webhooks: cfg.Webhooks, Now: time.Now}
-	acts := newActivities(cfg, store)
+	acts := cli.NewActivities(cfg, store)
 	var front *demoFront
 	if *serveAddr != "" {
 		if front, err = startDemoFront(d, st, *serveAddr); err != nil {
@@ -194,8 +195,8 @@ func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
 
 // serveCodec runs the codec server for the Web UI beside the demo; a busy
 // port (another codec server) is not fatal.
-func serveCodec(d *deps, addr, uiURL string, out *lockedPrinter) (stop func()) {
-	srv, err := d.cfg.Codec.Server(addr, codec.ServerOptions{Origins: []string{uiURL}, Token: d.cfg.CodecServerToken})
+func serveCodec(d *cli.Deps, addr, uiURL string, out *lockedPrinter) (stop func()) {
+	srv, err := d.Cfg.Codec.Server(addr, codec.ServerOptions{Origins: []string{uiURL}, Token: d.Cfg.CodecServerToken})
 	if err != nil {
 		out.printf("(codec server not started on %s: %v; the Web UI shows payloads encrypted)\n", addr, err)
 		return func() {}
@@ -222,11 +223,11 @@ func overlay(lookup func(string) (string, bool), key, value string) func(string)
 // lockedPrinter serialises output from the sinks' goroutines.
 type lockedPrinter struct {
 	mu sync.Mutex
-	w  env
+	w  cli.Env
 }
 
 func (p *lockedPrinter) printf(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.w.stdout, format, args...)
+	fmt.Fprintf(p.w.Stdout, format, args...)
 }

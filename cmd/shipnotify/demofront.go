@@ -12,6 +12,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/links"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -29,7 +30,7 @@ type demoFront struct {
 }
 
 // startDemoFront serves the API and the console on addr.
-func startDemoFront(d *deps, st *starter.Starter, addr string) (*demoFront, error) {
+func startDemoFront(d *cli.Deps, st *starter.Starter, addr string) (*demoFront, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -58,13 +59,13 @@ func startDemoFront(d *deps, st *starter.Starter, addr string) (*demoFront, erro
 	if err != nil {
 		return nil, err
 	}
-	apiHandler, err := api.New(api.Options{Starter: st, Keys: []api.Key{trackerKey}, Logger: d.logger})
+	apiHandler, err := api.New(api.Options{Starter: st, Keys: []api.Key{trackerKey}, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}
 	mux := serveMux(apiHandler)
 	mux.Handle(console.Path, console.New(console.Options{
-		Starter: st, Mirror: st.Mirror, Links: f.signer, Approvers: approvers, Now: time.Now, Logger: d.logger,
+		Starter: st, Mirror: st.Mirror, Links: f.signer, Approvers: approvers, Now: time.Now, Logger: d.Logger,
 	}))
 	srv := api.NewServer(mux, api.DefaultRequestTimeout)
 	go func() { _ = srv.Serve(ln) }()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/outcome"
@@ -23,7 +24,7 @@ const demoBounceAddress = "old-inbox@consignee.example"
 // startDemoOutcomes runs what `serve` runs for SendGrid's Event Webhook —
 // the handler, with a key pair made for this run, and the escalator — and
 // has the mail sink post signed events to it, as SendGrid would.
-func startDemoOutcomes(ctx context.Context, d *deps, st *starter.Starter, mails *sink.MailSink, out *lockedPrinter) (stop func(), err error) {
+func startDemoOutcomes(ctx context.Context, d *cli.Deps, st *starter.Starter, mails *sink.MailSink, out *lockedPrinter) (stop func(), err error) {
 	key, err := sink.NewEventKey()
 	if err != nil {
 		return nil, err

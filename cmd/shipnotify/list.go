@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
@@ -17,8 +18,8 @@ func init() {
 	register("list", "list reminders from the mirror: by shipment, by state, due between two times", runList)
 }
 
-func runList(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "list", "list [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--json]")
+func runList(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "list", "list [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--json]")
 	var f mirror.Filter
 	var state, from, to string
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment id")
@@ -28,7 +29,7 @@ func runList(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&to, "due-to", "", "due before this time (same forms as --due-from)")
 	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	var err error
@@ -42,24 +43,24 @@ func runList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if !f.DueFrom.IsZero() && !f.DueTo.IsZero() && !f.DueTo.After(f.DueFrom) {
-		return usagef("--due-to must be after --due-from")
+		return cli.Usagef("--due-to must be after --due-from")
 	}
 	if f.Limit < 0 {
-		return usagef("--limit must not be negative")
+		return cli.Usagef("--limit must not be negative")
 	}
-	return withMirror(ctx, e, 2, func(_ *deps, store *mirror.Store) error {
+	return cli.WithMirror(ctx, e, 2, func(_ *cli.Deps, store *mirror.Store) error {
 		rows, err := store.List(ctx, f)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(e.stdout)
+			enc := json.NewEncoder(e.Stdout)
 			for _, r := range rows {
 				_ = enc.Encode(r)
 			}
 			return nil
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tSTATE\tOUTCOME\tDELIVERY KEY")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), r.State,
@@ -76,7 +77,7 @@ func parseState(s string) (reminder.State, error) {
 	if k := reminder.State(s); slices.Contains(mirror.FilterStates, k) {
 		return k, nil
 	}
-	return "", usagef("--state: unknown state %q; want %s", s, mirror.FilterStatesText())
+	return "", cli.Usagef("--state: unknown state %q; want %s", s, mirror.FilterStatesText())
 }
 
 func parseWhen(flag, s string) (time.Time, error) {
@@ -89,5 +90,5 @@ func parseWhen(flag, s string) (time.Time, error) {
 	if t, err := time.Parse(time.DateOnly, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, usagef("%s: not an RFC 3339 time or a YYYY-MM-DD date", flag)
+	return time.Time{}, cli.Usagef("%s: not an RFC 3339 time or a YYYY-MM-DD date", flag)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,24 +25,20 @@ import (
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
-// cli runs shipnotify in-process with exactly the given environment.
-type cli struct {
+// cmdline runs shipnotify in-process with exactly the given environment.
+type cmdline struct {
 	env map[string]string
 }
 
-func (c cli) run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+func (c cmdline) run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err := run(ctx, args, env{lookup: lookup, stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut})
-	code = exitCode(err, &errOut)
-	return code, out.String(), errOut.String()
+	return shipnotify.RunCaptured(ctx, c.env, stdin, args...)
 }
 
-func stackCLI(s *testenv.Stack) cli {
-	return cli{env: map[string]string{
+func stackCLI(s *testenv.Stack) cmdline {
+	return cmdline{env: map[string]string{
 		"TEMPORAL_ADDRESS":                  os.Getenv("TEMPORAL_ADDRESS"),
 		"DATABASE_URL":                      s.DB.URL,
 		"SHIPNOTIFY_TASK_QUEUE":             s.TaskQueue,
@@ -103,7 +98,7 @@ func TestScheduleListShow(t *testing.T) {
 	require.Len(t, s.Mail.Mails(), 2)
 	require.Len(t, s.Hooks.Hooks(), 1)
 
-	// The same file from stdin: nothing new.
+	// The same file from Stdin: nothing new.
 	code, stdout, stderr = c.run(t, updateJSON(t, u), "schedule")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, 3, strings.Count(stdout, `"status":"already_scheduled"`), stdout)
@@ -171,7 +166,7 @@ func TestScheduleBadInputWritesNothing(t *testing.T) {
 	db := testenv.Postgres(t)
 	tc := testenv.Temporal(t)
 	queue := testenv.TaskQueue(t)
-	c := cli{env: map[string]string{
+	c := cmdline{env: map[string]string{
 		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
 		"DATABASE_URL":          db.URL,
 		"SHIPNOTIFY_TASK_QUEUE": queue,
@@ -216,10 +211,10 @@ func TestScheduleBadInputWritesNothing(t *testing.T) {
 
 func TestEveryCommandHasHelp(t *testing.T) {
 	t.Parallel()
-	c := cli{env: map[string]string{}}
+	c := cmdline{env: map[string]string{}}
 	code, stdout, _ := c.run(t, "", "--help")
 	require.Equal(t, 0, code)
-	for name := range commands {
+	for _, name := range shipnotify.Commands() {
 		require.Contains(t, stdout, name)
 		code, out, errOut := c.run(t, "", name, "--help")
 		require.Equal(t, 0, code, name)
@@ -264,7 +259,7 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{}, []string{"api-key", "--name", "x", "--scopes", "send"}, "--scopes"},
 	} {
 		tc.env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
-		code, _, stderr := cli{env: tc.env}.run(t, "", tc.args...)
+		code, _, stderr := cmdline{env: tc.env}.run(t, "", tc.args...)
 		require.Equal(t, 2, code, "%v: %s", tc.args, stderr)
 		require.Contains(t, stderr, tc.want)
 	}
@@ -274,7 +269,7 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 func TestDemoDeliversTheSample(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	c := cli{env: map[string]string{
+	c := cmdline{env: map[string]string{
 		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
 		"DATABASE_URL":          db.URL,
 		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
@@ -360,7 +355,7 @@ func TestSetupRegistersSearchAttributes(t *testing.T) {
 		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 	})
 	require.NoError(t, err)
-	c := cli{env: map[string]string{
+	c := cmdline{env: map[string]string{
 		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
 		"TEMPORAL_NAMESPACE":    ns,
 		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
@@ -391,7 +386,7 @@ func TestSetupRegistersSearchAttributes(t *testing.T) {
 func TestConfigCommandRedactsSecrets(t *testing.T) {
 	t.Parallel()
 	slashKey := "k1://" + strings.Repeat("A", 41) + "=" // 32 bytes whose base64 starts with //
-	c := cli{env: map[string]string{
+	c := cmdline{env: map[string]string{
 		"SENDGRID_API_KEY": "SG.topsecret", "DATABASE_URL": "postgres://u:pw123@db:5432/x?sslpassword=pw456",
 		"SHIPNOTIFY_CODEC_KEYS": slashKey, "TEMPORAL_CONFIG_FILE": "/nonexistent",
 		"SHIPNOTIFY_CODEC_SERVER_TOKEN": "tok-789",
@@ -405,7 +400,7 @@ func TestConfigCommandRedactsSecrets(t *testing.T) {
 			require.NotContains(t, stdout, secret, args)
 		}
 	}
-	code, _, stderr := cli{env: map[string]string{"SHIPNOTIFY_LOG_LEVEL": "loud"}}.run(t, "", "config")
+	code, _, stderr := cmdline{env: map[string]string{"SHIPNOTIFY_LOG_LEVEL": "loud"}}.run(t, "", "config")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "SHIPNOTIFY_LOG_LEVEL")
 }
@@ -413,7 +408,7 @@ func TestConfigCommandRedactsSecrets(t *testing.T) {
 // The seed article's worked example, through the command.
 func TestCapacityCommand(t *testing.T) {
 	t.Parallel()
-	c := cli{env: map[string]string{}}
+	c := cmdline{env: map[string]string{}}
 	code, stdout, stderr := c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3",
 		"--peak-factor", "10", "--drain-rate", "33.33", "--outage", "6h", "--bench-results", "/nonexistent")
 	require.Equal(t, 0, code, stderr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/migrations"
 )
 
@@ -11,24 +12,24 @@ func init() {
 	register("migrate", "apply the mirror's pending schema migrations", runMigrate)
 }
 
-func runMigrate(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "migrate", "migrate")
-	if err := parseFlags(fs, e, args); err != nil {
+func runMigrate(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "migrate", "migrate")
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
+	defer d.Close()
 	// Migrations run as the tables' owner; everything else as the runtime role.
-	store, err := d.mirrorAt(ctx, "SHIPNOTIFY_MIGRATE_DATABASE_URL", d.cfg.MigrateDatabaseURL, 2)
+	store, err := d.MirrorAt(ctx, "SHIPNOTIFY_MIGRATE_DATABASE_URL", d.Cfg.MigrateDatabaseURL, 2)
 	if err != nil {
 		return err
 	}
-	if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
+	if err := migrations.Up(ctx, store.Pool(), d.Logger); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, "schema is up to date")
+	fmt.Fprintln(e.Stdout, "schema is up to date")
 	return nil
 }

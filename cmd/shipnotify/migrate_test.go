@@ -32,7 +32,7 @@ func TestMigrateRunsAsTheOwner(t *testing.T) {
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	c := cli{env: map[string]string{
+	c := cmdline{env: map[string]string{
 		"DATABASE_URL":          at(runtimeURL),
 		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}

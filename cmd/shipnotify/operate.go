@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -15,18 +16,18 @@ import (
 func init() {
 	register("cancel", "cancel every reminder of a shipment (a subscriber already reminded gets a cancellation notice)", runCancel)
 	register("reschedule", "move an update's delivery window, or one reminder's due time", runReschedule)
-	register("approve", "approve reminders awaiting approval", func(ctx context.Context, e env, args []string) error {
+	register("approve", "approve reminders awaiting approval", func(ctx context.Context, e cli.Env, args []string) error {
 		return runDecide(ctx, e, args, true)
 	})
-	register("reject", "reject reminders awaiting approval (they end cancelled)", func(ctx context.Context, e env, args []string) error {
+	register("reject", "reject reminders awaiting approval (they end cancelled)", func(ctx context.Context, e cli.Env, args []string) error {
 		return runDecide(ctx, e, args, false)
 	})
 }
 
 // actorFlags adds --by and --reason; --by defaults to the OS user.
-func actorFlags(fs *flag.FlagSet, e env) *starter.Actor {
+func actorFlags(fs *flag.FlagSet, e cli.Env) *starter.Actor {
 	a := &starter.Actor{}
-	by, ok := e.lookup("USER")
+	by, ok := e.Lookup("USER")
 	if !ok || by == "" {
 		by = "cli"
 	}
@@ -38,8 +39,8 @@ func actorFlags(fs *flag.FlagSet, e env) *starter.Actor {
 // printOutcomes writes one JSON line per reminder and fails when any
 // reminder refused the change, could not record it, or could not be
 // compensated, so a script notices.
-func printOutcomes(e env, outs []starter.Outcome, err error) error {
-	enc := json.NewEncoder(e.stdout)
+func printOutcomes(e cli.Env, outs []starter.Outcome, err error) error {
+	enc := json.NewEncoder(e.Stdout)
 	notDone := 0
 	for _, o := range outs {
 		if o.ReminderID == "" {
@@ -49,7 +50,7 @@ func printOutcomes(e env, outs []starter.Outcome, err error) error {
 		switch o.Status {
 		case starter.StatusRefused, starter.StatusFailed, starter.StatusCompensationFailed:
 			notDone++
-			fmt.Fprintf(e.stderr, "shipnotify: %s %s: %s\n", o.ReminderID, o.Status, o.Error)
+			fmt.Fprintf(e.Stderr, "shipnotify: %s %s: %s\n", o.ReminderID, o.Status, o.Error)
 		}
 	}
 	if err != nil {
@@ -61,17 +62,17 @@ func printOutcomes(e env, outs []starter.Outcome, err error) error {
 	return nil
 }
 
-func runCancel(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "cancel", "cancel --shipment S [--reason R] [--by WHO]")
+func runCancel(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "cancel", "cancel --shipment S [--reason R] [--by WHO]")
 	shipment := fs.String("shipment", "", "the shipment whose reminders to cancel (required)")
 	who := actorFlags(fs, e)
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if *shipment == "" {
-		return usagef("--shipment is required")
+		return cli.Usagef("--shipment is required")
 	}
-	return withStarter(ctx, e, func(_ *deps, st *starter.Starter) error {
+	return cli.WithStarter(ctx, e, func(_ *cli.Deps, st *starter.Starter) error {
 		outs, err := st.Cancel(ctx, *shipment, *who)
 		if errors.Is(err, starter.ErrUnknownShipment) {
 			return fmt.Errorf("no reminders for shipment %q: nothing to cancel", *shipment)
@@ -80,25 +81,25 @@ func runCancel(ctx context.Context, e env, args []string) error {
 	})
 }
 
-func runReschedule(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "reschedule", "reschedule --shipment S --update U --window-start T | --reminder ID --due-at T  [--reason R] [--by WHO]")
+func runReschedule(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "reschedule", "reschedule --shipment S --update U --window-start T | --reminder ID --due-at T  [--reason R] [--by WHO]")
 	shipment := fs.String("shipment", "", "the update's shipment")
 	update := fs.String("update", "", "the update whose delivery window moved")
 	window := fs.String("window-start", "", "the new delivery window start (RFC 3339); every pending reminder of the update moves by as much")
 	reminderID := fs.String("reminder", "", "one reminder to move instead")
 	dueAt := fs.String("due-at", "", "that reminder's new due time (RFC 3339)")
 	who := actorFlags(fs, e)
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	one := *reminderID != ""
 	switch {
 	case one && (*shipment != "" || *update != "" || *window != ""):
-		return usagef("give --reminder with --due-at, or --shipment, --update and --window-start, not both")
+		return cli.Usagef("give --reminder with --due-at, or --shipment, --update and --window-start, not both")
 	case one && *dueAt == "":
-		return usagef("--due-at is required with --reminder")
+		return cli.Usagef("--due-at is required with --reminder")
 	case !one && (*shipment == "" || *update == "" || *window == ""):
-		return usagef("--shipment, --update and --window-start are required (or --reminder and --due-at)")
+		return cli.Usagef("--shipment, --update and --window-start are required (or --reminder and --due-at)")
 	}
 	flagName, value := "--window-start", *window
 	if one {
@@ -106,9 +107,9 @@ func runReschedule(ctx context.Context, e env, args []string) error {
 	}
 	when, err := time.Parse(time.RFC3339Nano, value)
 	if err != nil {
-		return usagef("%s: not an RFC 3339 time (like 2026-12-03T08:00:00Z)", flagName)
+		return cli.Usagef("%s: not an RFC 3339 time (like 2026-12-03T08:00:00Z)", flagName)
 	}
-	return withStarter(ctx, e, func(_ *deps, st *starter.Starter) error {
+	return cli.WithStarter(ctx, e, func(_ *cli.Deps, st *starter.Starter) error {
 		if one {
 			out, err := st.RescheduleReminder(ctx, *reminderID, when, *who)
 			if errors.Is(err, mirror.ErrNotFound) {
@@ -124,27 +125,27 @@ func runReschedule(ctx context.Context, e env, args []string) error {
 	})
 }
 
-func runDecide(ctx context.Context, e env, args []string, approve bool) error {
+func runDecide(ctx context.Context, e cli.Env, args []string, approve bool) error {
 	name := "reject"
 	if approve {
 		name = "approve"
 	}
-	fs := newFlags(e, name, name+" --reminder ID | --shipment S --update U  [--reason R] [--by WHO]")
+	fs := cli.NewFlags(e, name, name+" --reminder ID | --shipment S --update U  [--reason R] [--by WHO]")
 	var sel starter.Selection
 	fs.StringVar(&sel.ReminderID, "reminder", "", "one reminder")
 	fs.StringVar(&sel.ShipmentID, "shipment", "", "with --update: every reminder of the update awaiting approval")
 	fs.StringVar(&sel.UpdateID, "update", "", "the update")
 	who := actorFlags(fs, e)
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if (sel.ReminderID == "") == (sel.ShipmentID == "" || sel.UpdateID == "") {
-		return usagef("give --reminder, or --shipment with --update")
+		return cli.Usagef("give --reminder, or --shipment with --update")
 	}
 	if who.By == "" {
-		return usagef("--by: who decides is required")
+		return cli.Usagef("--by: who decides is required")
 	}
-	return withStarter(ctx, e, func(_ *deps, st *starter.Starter) error {
+	return cli.WithStarter(ctx, e, func(_ *cli.Deps, st *starter.Starter) error {
 		outs, err := st.Decide(ctx, sel, approve, *who)
 		if errors.Is(err, mirror.ErrNotFound) {
 			return fmt.Errorf("no reminder %q in the mirror", sel.ReminderID)
@@ -157,29 +158,29 @@ func init() {
 	register("reconcile", "start the workflows of mirror rows that never got one; with --verify, check the mirror and Temporal against each other", runReconcile)
 }
 
-func runReconcile(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "reconcile", "reconcile [--grace D] [--verify [--dry-run]]")
+func runReconcile(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "reconcile", "reconcile [--grace D] [--verify [--dry-run]]")
 	grace := fs.Duration("grace", 2*time.Minute, "leave rows changed more recently than this alone: a Schedule or a change may still be running")
 	verify := fs.Bool("verify", false, "check every pending row against its workflow and every running reminder workflow against its row; "+
 		"print each divergence as a JSON line and repair those with one right answer")
 	dryRun := fs.Bool("dry-run", false, "with --verify: report only, repair nothing")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if *grace < 0 {
-		return usagef("--grace must not be negative")
+		return cli.Usagef("--grace must not be negative")
 	}
 	if *dryRun && !*verify {
-		return usagef("--dry-run goes with --verify")
+		return cli.Usagef("--dry-run goes with --verify")
 	}
-	return withStarter(ctx, e, func(d *deps, st *starter.Starter) error {
+	return cli.WithStarter(ctx, e, func(d *cli.Deps, st *starter.Starter) error {
 		if *verify {
 			return runVerify(ctx, e, d, st, starter.VerifyOptions{Grace: *grace, Repair: !*dryRun})
 		}
 		results, err := st.Reconcile(ctx, *grace)
 		printResults(e, results)
 		if err == nil {
-			d.logger.Info("reconciled", "started", len(results))
+			d.Logger.Info("reconciled", "started", len(results))
 		}
 		return err
 	})
@@ -187,9 +188,9 @@ func runReconcile(ctx context.Context, e env, args []string) error {
 
 // runVerify prints one JSON line per divergence and fails when any is left
 // unrepaired (reported only, a failed repair, or a dry run), so cron notices.
-func runVerify(ctx context.Context, e env, d *deps, st *starter.Starter, o starter.VerifyOptions) error {
+func runVerify(ctx context.Context, e cli.Env, d *cli.Deps, st *starter.Starter, o starter.VerifyOptions) error {
 	divs, err := st.Verify(ctx, o)
-	enc := json.NewEncoder(e.stdout)
+	enc := json.NewEncoder(e.Stdout)
 	byKind := map[string]int{}
 	left := 0
 	for _, dv := range divs {
@@ -202,7 +203,7 @@ func runVerify(ctx context.Context, e env, d *deps, st *starter.Starter, o start
 	if err != nil {
 		return err
 	}
-	d.logger.Info("verified", "divergences", len(divs), "repaired", len(divs)-left, "left", left,
+	d.Logger.Info("verified", "divergences", len(divs), "repaired", len(divs)-left, "left", left,
 		"dry_run", !o.Repair, "kinds", byKind)
 	if left > 0 {
 		return fmt.Errorf("%d of %d divergences left unrepaired", left, len(divs))

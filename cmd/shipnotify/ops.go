@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
-	"github.com/shipnotify/shipnotify/bench"
 	"github.com/shipnotify/shipnotify/capacity"
 	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 )
 
@@ -22,21 +23,21 @@ func init() {
 	register("export", "stream the schedule of record from the mirror as JSON lines or CSV", runExport)
 }
 
-func runConfig(_ context.Context, e env, args []string) error {
-	fs := newFlags(e, "config", "config [--json]")
+func runConfig(_ context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "config", "config [--json]")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	settings := config.Effective(e.lookup)
+	settings := config.Effective(e.Lookup)
 	// Validate too: the same errors the other commands would stop on.
-	_, loadErr := config.Load(e.lookup)
+	_, loadErr := config.Load(e.Lookup)
 	if *asJSON {
-		if err := json.NewEncoder(e.stdout).Encode(settings); err != nil {
+		if err := json.NewEncoder(e.Stdout).Encode(settings); err != nil {
 			return err
 		}
 	} else {
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tVALUE\tSOURCE")
 		for _, s := range settings {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Value, s.Source)
@@ -46,13 +47,13 @@ func runConfig(_ context.Context, e env, args []string) error {
 		}
 	}
 	if loadErr != nil {
-		return usageError{loadErr}
+		return cli.UsageError{Err: loadErr}
 	}
 	return nil
 }
 
-func runCapacity(_ context.Context, e env, args []string) error {
-	fs := newFlags(e, "capacity", "capacity --updates-per-day N --subscribers-per-update N --peak-factor N [--drain-rate R] [--outage D] "+
+func runCapacity(_ context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "capacity", "capacity --updates-per-day N --subscribers-per-update N --peak-factor N [--drain-rate R] [--outage D] "+
 		"[--actions-per-reminder A] [--price-per-million-actions P]")
 	var in capacity.Input
 	fs.Float64Var(&in.UpdatesPerDay, "updates-per-day", 0, "shipment updates a day")
@@ -63,32 +64,32 @@ func runCapacity(_ context.Context, e env, args []string) error {
 	fs.Float64Var(&in.ActionsPerDelivery, "actions-per-reminder", 0, "Temporal Cloud actions one delivered reminder costs; default: what the last benchmark counted in the full path's history")
 	price := fs.Float64("price-per-million-actions", 0, "your Temporal Cloud price per million actions, for a cost line (none is built in)")
 	benchFile := fs.String("bench-results", "out/bench.json", "where the last benchmark's report is (make bench writes it)")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if *price < 0 {
-		return usagef("--price-per-million-actions must not be negative")
+		return cli.Usagef("--price-per-million-actions must not be negative")
 	}
 	measured, readErr := readBenchFigures(*benchFile)
 	source := "--drain-rate"
 	if in.DrainRate == 0 {
-		if measured.drainRate == 0 {
-			return usagef("--drain-rate: not given, and no benchmark result to take it from (%v); run make bench or pass it", cmpErr(readErr, "no catch-up result"))
+		if measured.DrainRate == 0 {
+			return cli.Usagef("--drain-rate: not given, and no benchmark result to take it from (%v); run make bench or pass it", cmpErr(readErr, "no catch-up result"))
 		}
-		in.DrainRate, source = measured.drainRate, "the catch-up drain rate measured in "+*benchFile
+		in.DrainRate, source = measured.DrainRate, "the catch-up drain rate measured in "+*benchFile
 	}
 	actionsSource := "--actions-per-reminder"
-	if in.ActionsPerDelivery == 0 && measured.actions > 0 {
-		in.ActionsPerDelivery, actionsSource = measured.actions, "counted in "+*benchFile
+	if in.ActionsPerDelivery == 0 && measured.ActionsPerDelivery > 0 {
+		in.ActionsPerDelivery, actionsSource = measured.ActionsPerDelivery, "counted in "+*benchFile
 	}
 	if *price > 0 && in.ActionsPerDelivery == 0 {
-		return usagef("--price-per-million-actions: no actions per reminder to price (%v); pass --actions-per-reminder or run make bench", cmpErr(readErr, "no actions counted"))
+		return cli.Usagef("--price-per-million-actions: no actions per reminder to price (%v); pass --actions-per-reminder or run make bench", cmpErr(readErr, "no actions counted"))
 	}
 	p, err := capacity.Compute(in)
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "deliveries per day\t%s\n", thousands(p.DeliveriesPerDay))
 	fmt.Fprintf(tw, "average rate\t%.2f/s\n", p.AverageRate)
 	fmt.Fprintf(tw, "peak rate (x%g)\t%.1f/s\n", in.PeakFactor, p.PeakRate)
@@ -112,34 +113,18 @@ func runCapacity(_ context.Context, e env, args []string) error {
 	return tw.Flush()
 }
 
-// benchFigures are what capacity takes from a benchmark report: the full
-// path's catch-up drain rate and its actions per delivered reminder
-// (medians over the compared runs; 0 when absent).
-type benchFigures struct {
-	drainRate, actions float64
-}
-
-func readBenchFigures(path string) (benchFigures, error) {
-	var f benchFigures
-	report, err := readReport(path)
+// readBenchFigures reads the figures capacity takes from a benchmark report.
+func readBenchFigures(path string) (capacity.Measured, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return f, err
+		return capacity.Measured{}, err
 	}
-	f.drainRate, _ = bench.MedianOf(report.Results, "catchup", bench.Full, func(r bench.Result) (float64, bool) {
-		return r.DrainRate, r.DrainRate > 0
-	})
-	for _, w := range []string{"burst", "steady"} {
-		if v, ok := bench.MedianOf(report.Results, w, bench.Full, func(r bench.Result) (float64, bool) {
-			if r.Actions == nil {
-				return 0, false
-			}
-			return float64(r.Actions.Total), true
-		}); ok {
-			f.actions = v
-			break
-		}
+	defer f.Close()
+	m, err := capacity.ReadMeasured(f)
+	if err != nil {
+		return m, fmt.Errorf("%s: %w", path, err)
 	}
-	return f, nil
+	return m, nil
 }
 
 // cmpErr is err, or a plain error saying what was missing.
@@ -158,13 +143,13 @@ func thousands(f float64) string {
 	return s
 }
 
-func runExport(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "export", "export [--state S|pending] [--shipment S] [--format jsonl|csv]")
+func runExport(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "export", "export [--state S|pending] [--shipment S] [--format jsonl|csv]")
 	var f mirror.Filter
 	state := fs.String("state", "", "only this state, or pending (scheduled and awaiting approval)")
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment")
 	format := fs.String("format", "jsonl", "jsonl or csv")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if *state == string(mirror.Pending) {
@@ -176,11 +161,11 @@ func runExport(ctx context.Context, e env, args []string) error {
 		}
 		f.State = s
 	}
-	w, err := mirror.NewRowWriter(e.stdout, *format)
+	w, err := mirror.NewRowWriter(e.Stdout, *format)
 	if err != nil {
-		return usagef("--format: %v", err)
+		return cli.Usagef("--format: %v", err)
 	}
-	return withMirror(ctx, e, 2, func(_ *deps, store *mirror.Store) error {
+	return cli.WithMirror(ctx, e, 2, func(_ *cli.Deps, store *mirror.Store) error {
 		if err := store.Export(ctx, f, w.Write); err != nil {
 			return err
 		}
@@ -192,9 +177,9 @@ func init() {
 	register("probe", "exit 0 if an HTTP health endpoint answers 2xx (a container healthcheck)", runProbe)
 }
 
-func runProbe(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "probe", "probe [URL]   (default http://127.0.0.1:9090/readyz)")
-	if err := parseFlags(fs, e, args); err != nil {
+func runProbe(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "probe", "probe [URL]   (default http://127.0.0.1:9090/readyz)")
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	target := "http://127.0.0.1:9090/readyz"
@@ -205,7 +190,7 @@ func runProbe(ctx context.Context, e env, args []string) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return usagef("not a URL: %v", err)
+		return cli.Usagef("not a URL: %v", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -215,6 +200,6 @@ func runProbe(ctx context.Context, e env, args []string) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("probe: %s answered %d", target, resp.StatusCode)
 	}
-	fmt.Fprintln(e.stdout, "ok")
+	fmt.Fprintln(e.Stdout, "ok")
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
@@ -28,8 +29,8 @@ const pruneUnforcedAge = 30 * 24 * time.Hour
 // maxPruneBatch keeps a batch's transaction, and the locks it holds, short.
 const maxPruneBatch = 10_000
 
-func runPrune(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "prune", "prune --older-than AGE [--batch N] [--export FILE [--format jsonl|csv]] [--updates] [--dry-run] [--force] [--pause D] [--json]")
+func runPrune(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "prune", "prune --older-than AGE [--batch N] [--export FILE [--format jsonl|csv]] [--updates] [--dry-run] [--force] [--pause D] [--json]")
 	olderThan := fs.String("older-than", "", "required: how long a reminder has been finished, due and unchanged, in days (90d) or as a duration (2160h); at least 4d")
 	batch := fs.Int("batch", mirror.DefaultPruneBatch, fmt.Sprintf("reminders per transaction (1 to %d)", maxPruneBatch))
 	export := fs.String("export", "", "first write the reminders removed to this file, which must not exist yet, in export's format")
@@ -39,11 +40,11 @@ func runPrune(ctx context.Context, e env, args []string) error {
 	force := fs.Bool("force", false, "take an age under 30 days (never under 4)")
 	pause := fs.Duration("pause", 0, "rest between batches, to go gently on a busy mirror")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	age, err := parseAge(*olderThan)
 	if err != nil {
@@ -51,35 +52,35 @@ func runPrune(ctx context.Context, e env, args []string) error {
 	}
 	switch {
 	case age < mirror.PruneMinAge:
-		return usagef("--older-than: at least 4d: a compensation or escalation notice may still run on a reminder finished less than 4 days ago")
+		return cli.Usagef("--older-than: at least 4d: a compensation or escalation notice may still run on a reminder finished less than 4 days ago")
 	case age < pruneUnforcedAge && !*force:
-		return usagef("--older-than: under 30 days; pass --force if that is the retention you mean")
+		return cli.Usagef("--older-than: under 30 days; pass --force if that is the retention you mean")
 	case *batch < 1 || *batch > maxPruneBatch:
-		return usagef("--batch: want 1 to %d", maxPruneBatch)
+		return cli.Usagef("--batch: want 1 to %d", maxPruneBatch)
 	case *pause < 0:
-		return usagef("--pause: must not be negative")
+		return cli.Usagef("--pause: must not be negative")
 	case *export != "" && *dryRun:
-		return usagef("--export and --dry-run: a dry run removes nothing to export")
+		return cli.Usagef("--export and --dry-run: a dry run removes nothing to export")
 	}
 	if _, err := mirror.NewRowWriter(io.Discard, *format); err != nil {
-		return usagef("--format: %v", err)
+		return cli.Usagef("--format: %v", err)
 	}
 	if *export != "" {
 		if _, err := os.Lstat(*export); err == nil {
-			return usagef("--export: %s exists; prune does not overwrite an archive", *export)
+			return cli.Usagef("--export: %s exists; prune does not overwrite an archive", *export)
 		}
 	}
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	store, err := d.mirrorAt(ctx, "SHIPNOTIFY_PRUNE_DATABASE_URL", d.cfg.PruneDatabaseURL, 2)
+	defer d.Close()
+	store, err := d.MirrorAt(ctx, "SHIPNOTIFY_PRUNE_DATABASE_URL", d.Cfg.PruneDatabaseURL, 2)
 	if err != nil {
 		return err
 	}
 	// An older schema's trigger lets no event go.
-	if err := requireMigrated(ctx, store); err != nil {
+	if err := cli.RequireMigrated(ctx, store); err != nil {
 		return err
 	}
 	o := mirror.PruneOptions{OlderThan: age, Batch: *batch, Updates: *updates, DryRun: *dryRun, Pause: *pause}
@@ -87,7 +88,7 @@ func runPrune(ctx context.Context, e env, args []string) error {
 	o.OnBatch = func(s mirror.PruneStats) {
 		if time.Since(lastLog) >= 10*time.Second {
 			lastLog = time.Now()
-			d.logger.InfoContext(ctx, "pruning", "reminders", s.Reminders, "batches", s.Batches, "skipped", s.Skipped)
+			d.Logger.InfoContext(ctx, "pruning", "reminders", s.Reminders, "batches", s.Batches, "skipped", s.Skipped)
 		}
 	}
 	var archive *archiveFile
@@ -103,7 +104,7 @@ func runPrune(ctx context.Context, e env, args []string) error {
 			err = cerr
 		}
 	}
-	if perr := printPruneSummary(e.stdout, stats, o, *asJSON); err == nil {
+	if perr := printPruneSummary(e.Stdout, stats, o, *asJSON); err == nil {
 		err = perr
 	}
 	return err
@@ -114,18 +115,18 @@ var daysAge = regexp.MustCompile(`^([0-9]+)d$`)
 // parseAge reads --older-than: whole days (90d) or a Go duration (2160h).
 func parseAge(s string) (time.Duration, error) {
 	if s == "" {
-		return 0, usagef("--older-than is required, like --older-than 90d")
+		return 0, cli.Usagef("--older-than is required, like --older-than 90d")
 	}
 	if m := daysAge.FindStringSubmatch(s); m != nil {
 		days, err := strconv.Atoi(m[1])
 		if err != nil || days > 100*365 {
-			return 0, usagef("--older-than: %q is more days than a mirror holds", s)
+			return 0, cli.Usagef("--older-than: %q is more days than a mirror holds", s)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, usagef("--older-than: want days like 90d or a duration like 2160h, not %q", s)
+		return 0, cli.Usagef("--older-than: want days like 90d or a duration like 2160h, not %q", s)
 	}
 	return d, nil
 }
@@ -141,10 +142,10 @@ type archiveFile struct {
 func createArchive(path, format string) (*archiveFile, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
-		return nil, usagef("--export: %s exists; prune does not overwrite an archive", path)
+		return nil, cli.Usagef("--export: %s exists; prune does not overwrite an archive", path)
 	}
 	if err != nil {
-		return nil, usagef("--export: %v", err)
+		return nil, cli.Usagef("--export: %v", err)
 	}
 	a := &archiveFile{f: f, buf: bufio.NewWriterSize(f, 1<<20)}
 	if a.w, err = mirror.NewRowWriter(a.buf, format); err != nil {

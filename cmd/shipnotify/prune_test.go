@@ -11,14 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 )
 
 // pruneFixture is a schema holding old finished reminders with their
 // trail (bench.SeedPrunable) and one young pending one.
-func pruneFixture(t *testing.T, n int) (testenv.DB, cli) {
+func pruneFixture(t *testing.T, n int) (testenv.DB, cmdline) {
 	t.Helper()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
@@ -29,7 +29,7 @@ INSERT INTO updates (shipment_id, update_id, kind, subject, body) VALUES ('SHP-N
 INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email, due_at, requested_due_at, delivery_key, workflow_id)
 VALUES ('SHP-NEW/u/s', 'SHP-NEW', 'u', 's', 'email', 'a@b.example', now() + interval '1 day', now() + interval '1 day', md5('x'), 'reminder/SHP-NEW/u/s')`)
 	require.NoError(t, err)
-	return db, cli{env: map[string]string{"DATABASE_URL": db.URL, "SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}}
+	return db, cmdline{env: map[string]string{"DATABASE_URL": db.URL, "SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}}
 }
 
 // tableCounts is the row count of each table prune touches.

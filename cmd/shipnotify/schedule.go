@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -14,27 +15,27 @@ func init() {
 	register("schedule", "schedule the reminders of a shipment update (JSON from -f or stdin)", runSchedule)
 }
 
-func runSchedule(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "schedule", "schedule -f update.json")
+func runSchedule(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "schedule", "schedule -f update.json")
 	file := fs.String("f", "-", "the update's JSON file; - reads stdin")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	u, err := readUpdate(e, *file)
 	if err != nil {
 		return err
 	}
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
+	defer d.Close()
 	// Check before connecting to anything: bad input writes nothing.
-	rems, err := d.newStarter().Plan(ctx, u)
+	rems, err := d.NewStarter().Plan(ctx, u)
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
-	st, err := d.starter(ctx)
+	st, err := d.Starter(ctx)
 	if err != nil {
 		return err
 	}
@@ -44,8 +45,8 @@ func runSchedule(ctx context.Context, e env, args []string) error {
 }
 
 // printResults writes one JSON line per reminder a start reached.
-func printResults(e env, results []starter.Result) {
-	enc := json.NewEncoder(e.stdout)
+func printResults(e cli.Env, results []starter.Result) {
+	enc := json.NewEncoder(e.Stdout)
 	for _, r := range results {
 		if r.ReminderID != "" {
 			_ = enc.Encode(r)
@@ -53,19 +54,19 @@ func printResults(e env, results []starter.Result) {
 	}
 }
 
-func readUpdate(e env, file string) (reminder.Update, error) {
-	var in io.Reader = e.stdin
+func readUpdate(e cli.Env, file string) (reminder.Update, error) {
+	var in io.Reader = e.Stdin
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
-			return reminder.Update{}, usagef("cannot read update file: %v", err)
+			return reminder.Update{}, cli.Usagef("cannot read update file: %v", err)
 		}
 		defer f.Close()
 		in = f
 	}
 	u, err := reminder.ParseUpdate(in)
 	if err != nil {
-		return reminder.Update{}, usageError{err}
+		return reminder.Update{}, cli.UsageError{Err: err}
 	}
 	return u, nil
 }

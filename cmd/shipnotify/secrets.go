@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 )
 
@@ -15,20 +16,20 @@ func init() {
 // new key is first in SHIPNOTIFY_CODEC_KEYS, it seals every webhook secret
 // still in the clear or under an older key with it, so the older key can be
 // dropped. Safe to run again and beside running workers.
-func runResealSecrets(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "reseal-secrets", "reseal-secrets")
-	if err := parseFlags(fs, e, args); err != nil {
+func runResealSecrets(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "reseal-secrets", "reseal-secrets")
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return withMirror(ctx, e, 2, func(d *deps, store *mirror.Store) error {
-		if d.cfg.Codec == nil {
-			return usagef("SHIPNOTIFY_CODEC is off: there is no key to seal with")
+	return cli.WithMirror(ctx, e, 2, func(d *cli.Deps, store *mirror.Store) error {
+		if d.Cfg.Codec == nil {
+			return cli.Usagef("SHIPNOTIFY_CODEC is off: there is no key to seal with")
 		}
 		n, err := store.ResealSecrets(ctx, 500)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "%d webhook secrets resealed\n", n)
+		fmt.Fprintf(e.Stdout, "%d webhook secrets resealed\n", n)
 		return nil
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/starter"
@@ -32,58 +33,58 @@ const apiPoolSize = 16
 // for the requests in flight when it stops.
 const shutdownMargin = 5 * time.Second
 
-func runServe(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "serve", "serve   (configured by the environment: SHIPNOTIFY_API_*, see docs/configuration.md)")
-	if err := parseFlags(fs, e, args); err != nil {
+func runServe(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "serve", "serve   (configured by the environment: SHIPNOTIFY_API_*, see docs/configuration.md)")
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	if err := d.cfg.RequireAPIKeys(); err != nil {
-		return usageError{err}
+	defer d.Close()
+	if err := d.Cfg.RequireAPIKeys(); err != nil {
+		return cli.UsageError{Err: err}
 	}
-	st := d.newStarter()
-	if st.Mirror, err = d.mirror(ctx, apiPoolSize); err != nil {
+	st := d.NewStarter()
+	if st.Mirror, err = d.Mirror(ctx, apiPoolSize); err != nil {
 		return err
 	}
-	if err := requireMigrated(ctx, st.Mirror); err != nil {
+	if err := cli.RequireMigrated(ctx, st.Mirror); err != nil {
 		return err
 	}
-	reg, tc, closeMetrics, err := opsTemporal(ctx, d)
+	reg, tc, closeMetrics, err := cli.OpsTemporal(ctx, d)
 	if err != nil {
 		return err
 	}
 	defer closeMetrics()
 	st.Temporal = tc
 	handler, err := api.New(api.Options{
-		Starter: st, Keys: d.cfg.APIKeys,
-		Rate: rate.Limit(d.cfg.APIRate), Burst: d.cfg.APIBurst,
-		RequestTimeout: d.cfg.APIRequestTimeout, Metrics: reg, Logger: d.logger,
+		Starter: st, Keys: d.Cfg.APIKeys,
+		Rate: rate.Limit(d.Cfg.APIRate), Burst: d.Cfg.APIBurst,
+		RequestTimeout: d.Cfg.APIRequestTimeout, Metrics: reg, Logger: d.Logger,
 	})
 	if err != nil {
 		return err
 	}
-	if d.cfg.MetricsAddr != "" {
+	if d.Cfg.MetricsAddr != "" {
 		// Metrics and probes stay on the ops address, as the worker's do:
 		// the API's listener may face trackers, the ops port stays inside.
-		stop, err := serveOps(d, reg, readiness(d, st.Mirror, st.Temporal))
+		stop, err := cli.ServeOps(d, reg, cli.Readiness(d, st.Mirror, st.Temporal))
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	ln, err := net.Listen("tcp", d.cfg.APIAddr)
+	ln, err := net.Listen("tcp", d.Cfg.APIAddr)
 	if err != nil {
-		return usageError{fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
+		return cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
 	}
 	mux := serveMux(handler)
-	if d.cfg.LinkKeys.Empty() {
-		d.logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
+	if d.Cfg.LinkKeys.Empty() {
+		d.Logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
 	} else {
-		consoleHandler, err := newConsole(d.cfg, st, st.Mirror, d.logger)
+		consoleHandler, err := newConsole(d.Cfg, st, st.Mirror, d.Logger)
 		if err != nil {
 			return err
 		}
@@ -92,10 +93,10 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err := serveOutcomes(ctx, d, mux, st, reg); err != nil {
 		return err
 	}
-	srv := api.NewServer(mux, d.cfg.APIRequestTimeout)
-	d.logger.Info("serving the API", "address", ln.Addr().String(), "keys", len(d.cfg.APIKeys))
-	err = api.Serve(ctx, srv, ln, d.cfg.APIRequestTimeout+shutdownMargin)
-	d.logger.Info("API stopped")
+	srv := api.NewServer(mux, d.Cfg.APIRequestTimeout)
+	d.Logger.Info("serving the API", "address", ln.Addr().String(), "keys", len(d.Cfg.APIKeys))
+	err = api.Serve(ctx, srv, ln, d.Cfg.APIRequestTimeout+shutdownMargin)
+	d.Logger.Info("API stopped")
 	return err
 }
 
@@ -111,26 +112,26 @@ func serveMux(apiHandler http.Handler) *http.ServeMux {
 // serveOutcomes mounts the SendGrid Event Webhook beside the API when its
 // key is configured, and runs the escalator that starts what provider
 // outcomes owe (always: outcomes recorded before a restart still owe theirs).
-func serveOutcomes(ctx context.Context, d *deps, mux *http.ServeMux, st *starter.Starter, reg prometheus.Registerer) error {
-	if d.cfg.SendGridEventKey == nil {
-		d.logger.Warn("the SendGrid Event Webhook is off: set SHIPNOTIFY_SENDGRID_EVENT_KEY, or emails stay sent, never delivered or undeliverable")
+func serveOutcomes(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *starter.Starter, reg prometheus.Registerer) error {
+	if d.Cfg.SendGridEventKey == nil {
+		d.Logger.Warn("the SendGrid Event Webhook is off: set SHIPNOTIFY_SENDGRID_EVENT_KEY, or emails stay sent, never delivered or undeliverable")
 	}
-	return mountOutcomes(ctx, d, mux, st, d.cfg.SendGridEventKey, metrics.NewOutcomes(reg))
+	return mountOutcomes(ctx, d, mux, st, d.Cfg.SendGridEventKey, metrics.NewOutcomes(reg))
 }
 
 // mountOutcomes runs the escalator until ctx ends and, with a key, mounts
 // the Event Webhook's handler on mux at outcome.Path (serve's and the
 // demo's, which makes its own key).
-func mountOutcomes(ctx context.Context, d *deps, mux *http.ServeMux, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.Outcomes) error {
+func mountOutcomes(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.Outcomes) error {
 	esc := outcome.NewEscalator(st.Mirror, st.Temporal, st.TaskQueue)
-	esc.Metrics, esc.Logger = m, d.logger
+	esc.Metrics, esc.Logger = m, d.Logger
 	go esc.Run(ctx)
 	if key == nil {
 		return nil
 	}
 	h, err := outcome.NewHandler(outcome.Options{
-		Key: key, Store: st.Mirror, Tolerance: d.cfg.SendGridEventTolerance,
-		DeferAfter: d.cfg.DeferredEscalateAfter, Escalate: esc.Nudge, Metrics: m, Logger: d.logger,
+		Key: key, Store: st.Mirror, Tolerance: d.Cfg.SendGridEventTolerance,
+		DeferAfter: d.Cfg.DeferredEscalateAfter, Escalate: esc.Nudge, Metrics: m, Logger: d.Logger,
 	})
 	if err != nil {
 		return err
@@ -139,27 +140,27 @@ func mountOutcomes(ctx context.Context, d *deps, mux *http.ServeMux, st *starter
 	return nil
 }
 
-func runAPIKey(_ context.Context, e env, args []string) error {
-	fs := newFlags(e, "api-key", "api-key --name NAME --scopes schedule,operate,approve,read")
+func runAPIKey(_ context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "api-key", "api-key --name NAME --scopes schedule,operate,approve,read")
 	name := fs.String("name", "", "who holds the key: recorded as `by` in the audit trail, and in the logs (required)")
 	scopes := fs.String("scopes", "", "what it may do, comma-separated: schedule, operate, approve, read (required)")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if *name == "" || *scopes == "" {
-		return usagef("--name and --scopes are required")
+		return cli.Usagef("--name and --scopes are required")
 	}
 	sc, err := api.ParseScopes(*scopes)
 	if err != nil {
-		return usagef("--scopes: %v", err)
+		return cli.Usagef("--scopes: %v", err)
 	}
 	key, k, err := api.NewKey(*name, sc)
 	if err != nil {
-		return usagef("--name: %v", err)
+		return cli.Usagef("--name: %v", err)
 	}
-	fmt.Fprintln(e.stdout, key)
-	fmt.Fprintln(e.stdout, k.Line())
-	fmt.Fprintln(e.stderr, strings.Join([]string{
+	fmt.Fprintln(e.Stdout, key)
+	fmt.Fprintln(e.Stdout, k.Line())
+	fmt.Fprintln(e.Stderr, strings.Join([]string{
 		"shipnotify: line 1 is the key: give it to its holder, who sends it as Authorization: Bearer <key>; it is not kept anywhere, so it is shown only now.",
 		"shipnotify: line 2 goes into SHIPNOTIFY_API_KEYS_FILE (or SHIPNOTIFY_API_KEYS, entries separated by ';'): the key's hash, never the key.",
 	}, "\n"))

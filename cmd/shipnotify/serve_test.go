@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 )
 
@@ -43,7 +44,7 @@ func TestServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-		done <- run(ctx, []string{"serve"}, env{lookup: lookup, stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs})
+		done <- run(ctx, []string{"serve"}, cli.Env{Lookup: lookup, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs})
 	}()
 	stopped := false
 	t.Cleanup(func() {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -17,13 +18,13 @@ func init() {
 	register("setup", "register shipnotify's search attributes on the Temporal namespace", runSetup)
 }
 
-func runSetup(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "setup", "setup")
-	if err := parseFlags(fs, e, args); err != nil {
+func runSetup(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "setup", "setup")
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return withTemporal(ctx, e, func(d *deps, tc client.Client) error {
-		ns := d.cfg.Temporal.Namespace
+	return cli.WithTemporal(ctx, e, func(d *cli.Deps, tc client.Client) error {
+		ns := d.Cfg.Temporal.Namespace
 		have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 		if err != nil {
 			return fmt.Errorf("error listing search attributes: %w", err)
@@ -53,7 +54,7 @@ func runSetup(ctx context.Context, e env, args []string) error {
 			if _, ok := missing[n]; ok {
 				state = "added"
 			}
-			fmt.Fprintf(e.stdout, "%-14s %-9s %s\n", n, strings.TrimPrefix(workflows.SearchAttributeTypes[n].String(), "INDEXED_VALUE_TYPE_"), state)
+			fmt.Fprintf(e.Stdout, "%-14s %-9s %s\n", n, strings.TrimPrefix(workflows.SearchAttributeTypes[n].String(), "INDEXED_VALUE_TYPE_"), state)
 		}
 		return nil
 	})

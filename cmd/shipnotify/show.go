@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -41,22 +42,22 @@ type showOutput struct {
 	Live *workflows.Status `json:"live,omitempty"`
 }
 
-func runShow(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "show", "show [--json] <reminder id>")
+func runShow(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "show", "show [--json] <reminder id>")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("show takes one reminder id (shipment/update/subscriber)")
+		return cli.Usagef("show takes one reminder id (shipment/update/subscriber)")
 	}
 	id := fs.Arg(0)
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	store, err := d.mirror(ctx, 2)
+	defer d.Close()
+	store, err := d.Mirror(ctx, 2)
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func runShow(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tc, err := d.temporal(ctx)
+	tc, err := d.Temporal(ctx)
 	if err != nil {
 		return err
 	}
@@ -111,16 +112,16 @@ func runShow(ctx context.Context, e env, args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
 	return printShow(e, out)
 }
 
-func printShow(e env, out showOutput) error {
+func printShow(e cli.Env, out showOutput) error {
 	r := out.Reminder
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Reminder\t%s\n", r.ID)
 	fmt.Fprintf(tw, "Shipment / update\t%s / %s\n", r.ShipmentID, r.UpdateID)
 	fmt.Fprintf(tw, "Subscriber\t%s (%s)\n", r.SubscriberID, r.Channel)
@@ -141,8 +142,8 @@ func printShow(e env, out showOutput) error {
 		return err
 	}
 	if l := out.Live; l != nil {
-		fmt.Fprintln(e.stdout, "\nLive (the running workflow's status query):")
-		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(e.Stdout, "\nLive (the running workflow's status query):")
+		tw = tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "  State\t%s\n", l.State)
 		fmt.Fprintf(tw, "  Due\t%s\n", l.DueAt.UTC().Format(time.RFC3339Nano))
 		fmt.Fprintf(tw, "  Delivery key\t%s\n", l.DeliveryKey)
@@ -162,8 +163,8 @@ func printShow(e env, out showOutput) error {
 			return err
 		}
 	}
-	fmt.Fprintln(e.stdout, "\nEvents:")
-	tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(e.Stdout, "\nEvents:")
+	tw = tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	for _, ev := range out.Events {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339Nano), ev.Type, describeEvent(ev))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
@@ -38,7 +39,7 @@ func TestShowReadsTheProviderOutcome(t *testing.T) {
 		Workflow: workflowStatus{Status: "COMPLETED"},
 	}
 	var b bytes.Buffer
-	require.NoError(t, printShow(env{stdout: &b}, out))
+	require.NoError(t, printShow(cli.Env{Stdout: &b}, out))
 	got := b.String()
 	require.Regexp(t, `(?m)^Sent +2026-12-08T10:00:00Z$`, got)
 	require.Regexp(t, `(?m)^Provider outcome +bounce at 2026-12-08T10:02:00Z$`, got)
@@ -52,7 +53,7 @@ func TestShowReadsTheProviderOutcome(t *testing.T) {
 	out.Reminder.ProviderOutcome, out.Reminder.ProviderOutcomeAt, out.Reminder.DeliveredAt = "", nil, nil
 	out.Events = nil
 	b.Reset()
-	require.NoError(t, printShow(env{stdout: &b}, out))
+	require.NoError(t, printShow(cli.Env{Stdout: &b}, out))
 	require.Regexp(t, `(?m)^Provider outcome +none reported$`, b.String())
 	require.Regexp(t, `(?m)^Delivered +-$`, b.String())
 	require.False(t, strings.Contains(b.String(), "provider reported"))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -35,7 +36,7 @@ func TestWorkerReadinessFollowsTheMailKey(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-		done <- run(ctx, []string{"worker"}, env{lookup: lookup, stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs})
+		done <- run(ctx, []string{"worker"}, cli.Env{Lookup: lookup, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -106,9 +107,9 @@ func TestWorkerMakesDecisionLinksWhenConfigured(t *testing.T) {
 		return cfg
 	}
 	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
-	require.Nil(t, newActivities(load(map[string]string{}), nil).Links)
-	require.Nil(t, newActivities(load(map[string]string{"SHIPNOTIFY_LINK_KEY": key}), nil).Links)
-	acts := newActivities(load(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com"}), nil)
+	require.Nil(t, cli.NewActivities(load(map[string]string{}), nil).Links)
+	require.Nil(t, cli.NewActivities(load(map[string]string{"SHIPNOTIFY_LINK_KEY": key}), nil).Links)
+	acts := cli.NewActivities(load(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com"}), nil)
 	require.NotNil(t, acts.Links)
 	approve, reject, _ := acts.Links.DecisionLinks("SHP-1/window-1/ops")
 	require.True(t, strings.HasPrefix(approve, "https://ops.example.com/console/link/"), approve)

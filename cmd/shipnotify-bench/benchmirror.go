@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/bench"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/metrics"
 )
 
 func init() {
-	register("bench-mirror", "the mirror at the seed's scale: COPY N reminders into a private schema, time its reads, scrape and export (PostgreSQL only)", runBenchMirror)
+	register("mirror", "the mirror at the seed's scale: COPY N reminders into a private schema, time its reads, scrape and export (PostgreSQL only)", runBenchMirror)
 }
 
 // MirrorBenchReport is what bench-mirror writes with --json and to --out.
@@ -23,8 +24,8 @@ type MirrorBenchReport struct {
 	Mirror  *bench.MirrorResult `json:"mirror"`
 }
 
-func runBenchMirror(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "bench-mirror", "bench-mirror [--n N] [--windows N] [--lookups N] [--overdue N] [--scrapes N] [--pages N] [--trail] [--no-export] [--prune-for D] [--keep] [--json] [--out FILE]")
+func runBenchMirror(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "mirror", "mirror [--n N] [--windows N] [--lookups N] [--overdue N] [--scrapes N] [--pages N] [--trail] [--no-export] [--prune-for D] [--keep] [--json] [--out FILE]")
 	var o bench.MirrorOptions
 	fs.IntVar(&o.N, "n", 10_000_000, "reminders to load")
 	fs.IntVar(&o.Windows, "windows", 1000, "\"due between\" queries, one random hour each")
@@ -39,22 +40,22 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 	seed := fs.Uint64("seed", 1, "the generator's seed: one seed, one mirror")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	out := fs.String("out", "", "also write the JSON report to this file")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if o.N < 1 || o.Windows < 1 || o.Lookups < 1 || o.Overdue < 1 || o.Scrapes < 1 || o.Pages < 1 {
-		return usagef("--n, --windows, --lookups, --overdue, --scrapes and --pages must be positive")
+		return cli.Usagef("--n, --windows, --lookups, --overdue, --scrapes and --pages must be positive")
 	}
 	if o.PruneFor < 0 {
-		return usagef("--prune-for must not be negative")
+		return cli.Usagef("--prune-for must not be negative")
 	}
-	o.SkipExport, o.Seed, o.Progress = *noExport, *seed, e.stderr
-	d, err := newDeps(e)
+	o.SkipExport, o.Seed, o.Progress = *noExport, *seed, e.Stderr
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	res, err := mirrorWorkload(ctx, e, d, d.cfg.DatabaseURL, o)
+	defer d.Close()
+	res, err := mirrorWorkload(ctx, e, d, d.Cfg.DatabaseURL, o)
 	if err != nil {
 		return err
 	}
@@ -68,11 +69,11 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(report)
 	} else {
-		err = bench.WriteMirrorTable(e.stdout, res)
+		err = bench.WriteMirrorTable(e.Stdout, res)
 	}
 	if err == nil && len(res.Failures) > 0 {
 		err = fmt.Errorf("bench-mirror: %d measurements failed: %s", len(res.Failures), strings.Join(res.Failures, "; "))
@@ -82,17 +83,17 @@ func runBenchMirror(ctx context.Context, e env, args []string) error {
 
 // mirrorWorkload loads and measures the mirror at scale (bench.MirrorLoad)
 // with the registry a worker serves, so the timed scrape is the worker's.
-func mirrorWorkload(ctx context.Context, e env, d *deps, dbURL string, o bench.MirrorOptions) (bench.MirrorResult, error) {
-	reg, closeMetrics, err := opsRegistry(d)
+func mirrorWorkload(ctx context.Context, e cli.Env, d *cli.Deps, dbURL string, o bench.MirrorOptions) (bench.MirrorResult, error) {
+	reg, closeMetrics, err := cli.OpsRegistry(d)
 	if err != nil {
 		return bench.MirrorResult{}, err
 	}
 	defer closeMetrics()
 	metrics.New(reg)
-	metrics.WatchCredentials(reg, "sendgrid", newActivities(d.cfg, nil).Email)
+	metrics.WatchCredentials(reg, "sendgrid", cli.NewActivities(d.Cfg, nil).Email)
 	o.Registry = reg
 	if o.Progress == nil {
-		o.Progress = e.stderr
+		o.Progress = e.Stderr
 	}
 	return bench.MirrorLoad(ctx, dbURL, o)
 }

@@ -19,7 +19,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/api"
-	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/bench"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
 	"github.com/shipnotify/shipnotify/mirror"
@@ -27,7 +28,7 @@ import (
 )
 
 func init() {
-	register("bench", "measure the reminder path against two bare Temporal baselines (make bench)", runBench)
+	register("run", "measure the reminder path against two bare Temporal baselines (make bench)", runBench)
 }
 
 // benchFlags are bench's settings.
@@ -94,9 +95,9 @@ func benchProvider(workload, flag string) (sink.Profile, string) {
 // every invocation draws the same sequence.
 const providerSeed = 12
 
-func parseBenchFlags(e env, args []string) (benchFlags, error) {
+func parseBenchFlags(e cli.Env, args []string) (benchFlags, error) {
 	var f benchFlags
-	fs := newFlags(e, "bench", "bench [--workloads "+defaultWorkloads+"] [--provider realistic|instant] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
+	fs := cli.NewFlags(e, "run", "run [--workloads "+defaultWorkloads+"] [--provider realistic|instant] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
 		"       bench --merge FILE,FILE,... [--out FILE] [--json]")
 	fs.StringVar(&f.workloads, "workloads", defaultWorkloads, "which workloads to run, in order, of "+strings.Join(benchWorkloads, ", ")+
 		" (burst-instant and the like: that workload with the instant provider; mirror: ten million rows in PostgreSQL alone; events: the SendGrid Event Webhook's ingestion, PostgreSQL alone)")
@@ -129,40 +130,40 @@ func parseBenchFlags(e env, args []string) (benchFlags, error) {
 	fs.DurationVar(&f.minSlack, "min-slack", 2*time.Second, "a run whose starts' work (scheduling, each reminder's first workflow task) ends closer than this to its first due time is left out")
 	fs.IntVar(&f.prunePairs, "prune-pairs", 2, "steady: then this many pairs of the full path alone and with `prune` running beside it, to show what retention does to the lag (0: none)")
 	fs.IntVar(&f.pruneSeed, "prune-seed", 600_000, "steady's prune pairs: old finished reminders (with their events and deliveries) loaded for each prune, before its run")
-	fs.IntVar(&f.mirrorN, "mirror-n", 10_000_000, "mirror: reminders COPYed into a private schema (PostgreSQL only; see bench-mirror for its other settings)")
+	fs.IntVar(&f.mirrorN, "mirror-n", 10_000_000, "mirror: reminders COPYed into a private schema (PostgreSQL only; see the mirror command for its other settings)")
 	f.workers.register(fs)
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return f, err
 	}
 	if f.merge != "" {
 		return f, nil
 	}
 	if f.n < 1 || f.duration <= 0 || f.holdN < 1 || f.fanout < 1 || f.concurrency < 1 || f.pairs < 1 || f.idleGap < 0 || f.minSlack < 0 {
-		return f, usagef("--n, --duration, --hold-n, --fanout, --concurrency and --pairs must be positive")
+		return f, cli.Usagef("--n, --duration, --hold-n, --fanout, --concurrency and --pairs must be positive")
 	}
 	if f.slowN < 1 || f.slowPairs < 1 || f.outage <= 0 || f.outageN < 1 || f.outagePairs < 1 || f.rateCap <= 0 {
-		return f, usagef("--slow-n, --slow-pairs, --outage, --outage-n, --outage-pairs and --rate-cap must be positive")
+		return f, cli.Usagef("--slow-n, --slow-pairs, --outage, --outage-n, --outage-pairs and --rate-cap must be positive")
 	}
 	if f.provider != sink.RealisticName && f.provider != sink.InstantName {
-		return f, usagef("--provider: want realistic or instant")
+		return f, cli.Usagef("--provider: want realistic or instant")
 	}
 	if f.prunePairs < 0 || f.pruneSeed < 1 || f.mirrorN < 1 {
-		return f, usagef("--prune-pairs must not be negative; --prune-seed and --mirror-n must be positive")
+		return f, cli.Usagef("--prune-pairs must not be negative; --prune-seed and --mirror-n must be positive")
 	}
 	if f.rate != "auto" {
 		if r, err := strconv.ParseFloat(f.rate, 64); err != nil || r <= 0 {
-			return f, usagef("--rate: want auto or a positive number of reminders a second")
+			return f, cli.Usagef("--rate: want auto or a positive number of reminders a second")
 		}
 	}
 	for _, w := range strings.Split(f.workloads, ",") {
 		if !slices.Contains(benchWorkloads, w) {
-			return f, usagef("--workloads: unknown workload %q", w)
+			return f, cli.Usagef("--workloads: unknown workload %q", w)
 		}
 	}
 	return f, f.workers.check()
 }
 
-func runBench(ctx context.Context, e env, args []string) error {
+func runBench(ctx context.Context, e cli.Env, args []string) error {
 	f, err := parseBenchFlags(e, args)
 	if err != nil {
 		return err
@@ -182,30 +183,30 @@ func runBench(ctx context.Context, e env, args []string) error {
 		}
 	}
 	if f.asJSON {
-		enc := json.NewEncoder(e.stdout)
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(report); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "%s, %s\n\n", report.Engine, report.Machine)
-		if err := bench.WriteTable(e.stdout, report.Results, report.Comparisons, report.Targets); err != nil {
+		fmt.Fprintf(e.Stdout, "%s, %s\n\n", report.Engine, report.Machine)
+		if err := bench.WriteTable(e.Stdout, report.Results, report.Comparisons, report.Targets); err != nil {
 			return err
 		}
 		for _, p := range report.Prune {
-			fmt.Fprintf(e.stdout, "\nprune beside steady: %d reminders (%d rows) at %.0f reminders/s, %.0f rows/s; batch p99 %s\n",
+			fmt.Fprintf(e.Stdout, "\nprune beside steady: %d reminders (%d rows) at %.0f reminders/s, %.0f rows/s; batch p99 %s\n",
 				p.Stats.Reminders, p.Stats.Reminders+p.Stats.Events+p.Stats.Deliveries+p.Stats.Updates,
 				p.RemindersPerSecond, p.RowsPerSecond, p.Batch.P99)
 		}
 		if report.Mirror != nil {
-			fmt.Fprintln(e.stdout)
-			if err := bench.WriteMirrorTable(e.stdout, *report.Mirror); err != nil {
+			fmt.Fprintln(e.Stdout)
+			if err := bench.WriteMirrorTable(e.Stdout, *report.Mirror); err != nil {
 				return err
 			}
 		}
 		if report.Events != nil {
-			fmt.Fprintln(e.stdout)
-			if err := bench.WriteEventsTable(e.stdout, *report.Events); err != nil {
+			fmt.Fprintln(e.Stdout)
+			if err := bench.WriteEventsTable(e.Stdout, *report.Events); err != nil {
 				return err
 			}
 		}
@@ -217,22 +218,22 @@ func runBench(ctx context.Context, e env, args []string) error {
 }
 
 // measure runs the workloads and returns their results.
-func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
-	d, err := newDeps(e)
+func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) {
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return BenchReport{}, err
 	}
-	defer d.close()
+	defer d.Close()
 	if f.temporalAddress != "" {
-		d.cfg.Temporal.HostPort = f.temporalAddress
+		d.Cfg.Temporal.HostPort = f.temporalAddress
 	}
 	runID := randomHex(4)
 	schema := "bench_" + runID
-	dbURL, err := withSearchPath(d.cfg.DatabaseURL, schema)
+	dbURL, err := withSearchPath(d.Cfg.DatabaseURL, schema)
 	if err != nil {
-		return BenchReport{}, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+		return BenchReport{}, cli.UsageError{Err: fmt.Errorf("DATABASE_URL: %w", err)}
 	}
-	admin, err := d.mirror(ctx, 2)
+	admin, err := d.Mirror(ctx, 2)
 	if err != nil {
 		return BenchReport{}, err
 	}
@@ -242,12 +243,12 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 	if !f.keep {
 		defer func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
 	}
-	d.cfg.DatabaseURL = dbURL
-	st, err := d.starter(ctx)
+	d.Cfg.DatabaseURL = dbURL
+	st, err := d.Starter(ctx)
 	if err != nil {
 		return BenchReport{}, err
 	}
-	if err := migrations.Up(ctx, st.Mirror.Pool(), d.logger); err != nil {
+	if err := migrations.Up(ctx, st.Mirror.Pool(), d.Logger); err != nil {
 		return BenchReport{}, err
 	}
 	const apiKey = "SG.bench"
@@ -268,16 +269,16 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 	st.Concurrency = f.fanout
 	args := map[bench.Kind][]string{}
 	for k, q := range queues {
-		args[k] = append([]string{"bench-worker", "--path", string(k), "--task-queue", q}, f.workers.args()...)
+		args[k] = append([]string{"worker", "--path", string(k), "--task-queue", q}, f.workers.args()...)
 	}
 	if f.localPath {
-		args[bench.FullLocal] = append([]string{"bench-worker", "--path", string(bench.Full), "--task-queue", queues[bench.FullLocal],
+		args[bench.FullLocal] = append([]string{"worker", "--path", string(bench.Full), "--task-queue", queues[bench.FullLocal],
 			"--local-first-attempt"}, f.workers.args()...)
 	}
 	workers := newProcessWorkers(workerEnv(os.Environ(),
 		"DATABASE_URL="+dbURL, "SENDGRID_API_KEY="+apiKey, "SENDGRID_BASE_URL="+mail.URL(),
 		"SHIPNOTIFY_TASK_QUEUE="+st.TaskQueue, "SHIPNOTIFY_LOG_LEVEL=warn", "SHIPNOTIFY_METRICS_ADDR=off",
-		"TEMPORAL_ADDRESS="+d.cfg.Temporal.HostPort), args)
+		"TEMPORAL_ADDRESS="+d.Cfg.Temporal.HostPort), args)
 	defer workers.stopAll()
 	paths := []bench.Kind{bench.Naive, bench.Lean, bench.Full}
 	if f.localPath {
@@ -289,9 +290,9 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		}
 	}
 	r := &bench.Runner{
-		Temporal: st.Temporal, Namespace: d.cfg.Temporal.Namespace, Starter: st, Mirror: st.Mirror, Mail: mail,
+		Temporal: st.Temporal, Namespace: d.Cfg.Temporal.Namespace, Starter: st, Mirror: st.Mirror, Mail: mail,
 		Queues: queues, Workers: workers, RunID: runID, Fanout: f.fanout, Concurrency: f.concurrency,
-		Progress: e.stderr, IdleGap: f.idleGap, MinSlack: f.minSlack,
+		Progress: e.Stderr, IdleGap: f.idleGap, MinSlack: f.minSlack,
 		ServerCPU: pidCPU(e, f.serverPIDFile), PostgresCPU: pidCPU(e, f.postgresPIDFile),
 	}
 	if f.localPath {
@@ -310,13 +311,13 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 	}
 	engine := f.engine
 	if engine == "" {
-		engine = "Temporal at " + d.cfg.Temporal.HostPort
+		engine = "Temporal at " + d.Cfg.Temporal.HostPort
 	}
 	report := BenchReport{Machine: machine(), At: time.Now().UTC(), Engine: engine}
 	options := map[string]any{
 		"n": f.n, "pairs": f.pairs, "rate": f.rate, "duration": f.duration.String(), "hold_n": f.holdN,
 		"fanout": f.fanout, "concurrency": f.concurrency, "api": f.viaAPI, "idle_gap": f.idleGap.String(),
-		"min_slack": f.minSlack.String(), "temporal_address": d.cfg.Temporal.HostPort,
+		"min_slack": f.minSlack.String(), "temporal_address": d.Cfg.Temporal.HostPort,
 		"provider": f.provider, "slow_n": f.slowN, "slow_pairs": f.slowPairs, "outage": f.outage.String(),
 		"outage_pairs": f.outagePairs, "outage_n": f.outageN, "rate_cap": f.rateCap,
 		// pollers 0: the SDK's autoscaling.
@@ -354,7 +355,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 				t.StickyTimeouts, t.StartTimeouts, t.Failed, t.Heartbeats, t.WorkflowTaskWait.P50.Round(time.Millisecond),
 				t.WorkflowTaskWait.P99.Round(time.Millisecond), t.ActivityTaskWait.P99.Round(time.Millisecond), t.Histories)
 		}
-		fmt.Fprintf(e.stderr, "bench: %s %s (%s) round %d: n=%d delivered=%d dup=%d lost=%d drain=%.1f/s drain-p99=%s sched=%.0f/s slack=%s lag-p99=%s%s in %s%s\n",
+		fmt.Fprintf(e.Stderr, "bench: %s %s (%s) round %d: n=%d delivered=%d dup=%d lost=%d drain=%.1f/s drain-p99=%s sched=%.0f/s slack=%s lag-p99=%s%s in %s%s\n",
 			res.Workload, res.Kind, res.Provider, res.Round, res.N, res.Delivered, res.Duplicates, res.Lost, res.DrainRate,
 			drainP99.Round(time.Millisecond), res.ScheduleRate, res.Slack.Round(time.Millisecond), res.Lag.P99.Round(time.Millisecond),
 			extra, res.Elapsed.Round(time.Second), left)
@@ -390,7 +391,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 			if err != nil {
 				// The other workloads' results still count.
 				report.Errors = append(report.Errors, name+": "+err.Error())
-				fmt.Fprintf(e.stderr, "bench: %s left out: %v\n", name, err)
+				fmt.Fprintf(e.Stderr, "bench: %s left out: %v\n", name, err)
 				continue
 			}
 			options["steady_rate"], options["steady_rate_from"] = perSecond, from
@@ -426,7 +427,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 			stop, err := startOutageVariants(ctx, d, admin, st, r, workers, f, runID)
 			if err != nil {
 				report.Errors = append(report.Errors, "outage: "+err.Error())
-				fmt.Fprintf(e.stderr, "bench: outage left out: %v\n", err)
+				fmt.Fprintf(e.Stderr, "bench: outage left out: %v\n", err)
 				continue
 			}
 			o := bench.OutageOptions{N: f.outageN, Outage: f.outage, RateCap: f.rateCap}
@@ -451,7 +452,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 		case "events":
 			// bench-events' defaults: the issue's batches, c=1 and c=4.
 			res, err := bench.EventsLoad(ctx, admin.Pool().Config().ConnString(),
-				bench.EventsOptions{DeferAfter: d.cfg.DeferredEscalateAfter, Progress: e.stderr})
+				bench.EventsOptions{DeferAfter: d.Cfg.DeferredEscalateAfter, Progress: e.Stderr})
 			report.Events = &res
 			if err != nil {
 				report.Errors = append(report.Errors, "events: "+err.Error())
@@ -470,7 +471,7 @@ func measure(ctx context.Context, e env, f benchFlags) (BenchReport, error) {
 // steadyBesidePrune runs one full-path steady run; for the Pruning kind,
 // with `prune` (the product's Store.Prune, unthrottled) working beside it
 // through the run on seed old finished reminders loaded first.
-func steadyBesidePrune(ctx context.Context, r *bench.Runner, kind bench.Kind, n int, perSecond float64, seed int, e env) (bench.Result, *bench.PruneResult, error) {
+func steadyBesidePrune(ctx context.Context, r *bench.Runner, kind bench.Kind, n int, perSecond float64, seed int, e cli.Env) (bench.Result, *bench.PruneResult, error) {
 	if kind != bench.Pruning {
 		return r.Steady(ctx, bench.Full, n, perSecond), nil, nil
 	}
@@ -488,7 +489,7 @@ func steadyBesidePrune(ctx context.Context, r *bench.Runner, kind bench.Kind, n 
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := bench.PruneLoad(pctx, pool, bench.PruneLoadOptions{Progress: e.stderr})
+		res, err := bench.PruneLoad(pctx, pool, bench.PruneLoadOptions{Progress: e.Stderr})
 		done <- outcome{res, err}
 	}()
 	res := r.Steady(ctx, bench.Full, n, perSecond)
@@ -520,7 +521,7 @@ func steadyRate(ctx context.Context, f benchFlags, r *bench.Runner, report *Benc
 	if f.ceilingFrom != "" {
 		prev, err := readReport(f.ceilingFrom)
 		if err != nil {
-			return 0, "", usageError{fmt.Errorf("--ceiling-from: %w", err)}
+			return 0, "", cli.UsageError{Err: fmt.Errorf("--ceiling-from: %w", err)}
 		}
 		if c, note, ok := leanCeiling(prev.Results, burst); ok {
 			return steadyShare * c, share(c, note, "in "+f.ceilingFrom), nil
@@ -568,7 +569,7 @@ func leanCeiling(results []bench.Result, burst string) (rate float64, note strin
 // the benchmark's unless --keep), so each has its rate cap and outage
 // record to itself, its own task queue, and a starter over both. stop
 // stops the workers.
-func startOutageVariants(ctx context.Context, d *deps, admin *mirror.Store, st *starter.Starter, r *bench.Runner,
+func startOutageVariants(ctx context.Context, d *cli.Deps, admin *mirror.Store, st *starter.Starter, r *bench.Runner,
 	workers *processWorkers, f benchFlags, runID string) (stop func(), err error) {
 	if r.Starters == nil {
 		r.Starters = map[bench.Kind]*starter.Starter{}
@@ -579,28 +580,28 @@ func startOutageVariants(ctx context.Context, d *deps, admin *mirror.Store, st *
 		flags []string
 	}{{bench.Paced, "paced", nil}, {bench.OwnBackoff, "own", []string{"--own-backoff"}}} {
 		schema := "bench_" + runID + "_" + v.label
-		dbURL, err := withSearchPath(d.cfg.DatabaseURL, schema)
+		dbURL, err := withSearchPath(d.Cfg.DatabaseURL, schema)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+			return nil, cli.UsageError{Err: fmt.Errorf("DATABASE_URL: %w", err)}
 		}
 		if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 			return nil, fmt.Errorf("error creating the outage schema: %w", err)
 		}
 		if !f.keep {
-			d.closers = append(d.closers, func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+			d.OnClose(func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
 		}
-		store, err := d.mirrorAt(ctx, "DATABASE_URL", dbURL, 0)
+		store, err := d.MirrorAt(ctx, "DATABASE_URL", dbURL, 0)
 		if err != nil {
 			return nil, err
 		}
-		if err := migrations.Up(ctx, store.Pool(), d.logger); err != nil {
+		if err := migrations.Up(ctx, store.Pool(), d.Logger); err != nil {
 			return nil, err
 		}
 		queue := "bench-" + v.label + "-" + runID
 		r.Queues[v.kind] = queue
 		r.Starters[v.kind] = &starter.Starter{Temporal: st.Temporal, Mirror: store, TaskQueue: queue, Concurrency: st.Concurrency,
 			Webhooks: st.Webhooks, Now: st.Now}
-		workers.args[v.kind] = append(append([]string{"bench-worker", "--path", string(bench.Full), "--task-queue", queue,
+		workers.args[v.kind] = append(append([]string{"worker", "--path", string(bench.Full), "--task-queue", queue,
 			"--rate-cap", strconv.FormatFloat(f.rateCap, 'f', -1, 64)}, v.flags...), f.workers.args()...)
 		workers.extraEnv[v.kind] = []string{"DATABASE_URL=" + dbURL, "SHIPNOTIFY_TASK_QUEUE=" + queue}
 	}
@@ -619,12 +620,12 @@ func startOutageVariants(ctx context.Context, d *deps, admin *mirror.Store, st *
 
 // pidCPU reads the CPU of the process tree named by a pid file; nil (the
 // report says "-") without one.
-func pidCPU(e env, path string) func() (float64, error) {
+func pidCPU(e cli.Env, path string) func() (float64, error) {
 	if path == "" {
 		return nil
 	}
 	if _, err := bench.PIDFromFile(path); err != nil {
-		fmt.Fprintf(e.stderr, "bench: %v; its CPU is not reported\n", err)
+		fmt.Fprintf(e.Stderr, "bench: %v; its CPU is not reported\n", err)
 		return nil
 	}
 	return func() (float64, error) {
@@ -639,12 +640,12 @@ func pidCPU(e env, path string) func() (float64, error) {
 // benchAPI serves the tracker API over the runner's starter on a loopback
 // port, with a key of its own and no rate limit (the benchmark measures the
 // API's cost, not its limit), and points the runner's API path at it.
-func benchAPI(r *bench.Runner, st *starter.Starter, d *deps) (stop func(), err error) {
+func benchAPI(r *bench.Runner, st *starter.Starter, d *cli.Deps) (stop func(), err error) {
 	key, k, err := api.NewKey("bench", []api.Scope{api.ScopeSchedule})
 	if err != nil {
 		return nil, err
 	}
-	h, err := api.New(api.Options{Starter: st, Keys: []api.Key{k}, Rate: rate.Inf, Logger: d.logger})
+	h, err := api.New(api.Options{Starter: st, Keys: []api.Key{k}, Rate: rate.Inf, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}

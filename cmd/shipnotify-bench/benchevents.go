@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/bench"
+	"github.com/shipnotify/shipnotify/internal/cli"
 )
 
 func init() {
-	register("bench-events", "the SendGrid Event Webhook's ingestion rate: signed batches of 1,000 events posted to the handler over loopback HTTP, into a private schema (PostgreSQL only)", runBenchEvents)
+	register("events", "the SendGrid Event Webhook's ingestion rate: signed batches of 1,000 events posted to the handler over loopback HTTP, into a private schema (PostgreSQL only)", runBenchEvents)
 }
 
 // EventsBenchReport is what bench-events writes with --json and to --out.
@@ -24,8 +25,8 @@ type EventsBenchReport struct {
 	Events  *bench.EventsResult `json:"events"`
 }
 
-func runBenchEvents(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "bench-events", "bench-events [--batch 1000] [--batches 16] [--runs 5] [--concurrency 1,4] [--bounce 0.1] [--pool 16] [--cpuprofile FILE] [--keep] [--json] [--out FILE]")
+func runBenchEvents(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "events", "events [--batch 1000] [--batches 16] [--runs 5] [--concurrency 1,4] [--bounce 0.1] [--pool 16] [--cpuprofile FILE] [--keep] [--json] [--out FILE]")
 	var o bench.EventsOptions
 	fs.IntVar(&o.BatchSize, "batch", bench.TargetBatchSize, "events a batch, two a reminder (the target is judged at 1,000)")
 	fs.IntVar(&o.Batches, "batches", 16, "batches a run")
@@ -37,35 +38,35 @@ func runBenchEvents(ctx context.Context, e env, args []string) error {
 	fs.BoolVar(&o.Keep, "keep", false, "keep the benchmark's schema (events_<id>)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	out := fs.String("out", "", "also write the JSON report to this file")
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if o.BatchSize < 2 || o.BatchSize%2 != 0 || o.Batches < 1 || o.Runs < 1 || *pool < 1 {
-		return usagef("--batch must be even and at least 2; --batches, --runs and --pool must be positive")
+		return cli.Usagef("--batch must be even and at least 2; --batches, --runs and --pool must be positive")
 	}
 	if o.BounceShare <= 0 || o.BounceShare > 1 {
-		return usagef("--bounce must be in (0, 1]")
+		return cli.Usagef("--bounce must be in (0, 1]")
 	}
 	var err error
 	if o.Concurrency, err = parseConcurrency(*concurrency); err != nil {
-		return usagef("--concurrency: %v", err)
+		return cli.Usagef("--concurrency: %v", err)
 	}
 	o.PoolSize = int32(*pool)
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	o.DeferAfter, o.Progress = d.cfg.DeferredEscalateAfter, e.stderr
+	defer d.Close()
+	o.DeferAfter, o.Progress = d.Cfg.DeferredEscalateAfter, e.Stderr
 	if *profile != "" {
 		f, err := os.Create(*profile)
 		if err != nil {
-			return usagef("--cpuprofile: %v", err)
+			return cli.Usagef("--cpuprofile: %v", err)
 		}
 		defer f.Close()
 		o.Profile = f
 	}
-	res, err := bench.EventsLoad(ctx, d.cfg.DatabaseURL, o)
+	res, err := bench.EventsLoad(ctx, d.Cfg.DatabaseURL, o)
 	if err != nil {
 		return err
 	}
@@ -79,11 +80,11 @@ func runBenchEvents(ctx context.Context, e env, args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(report)
 	} else {
-		err = bench.WriteEventsTable(e.stdout, res)
+		err = bench.WriteEventsTable(e.Stdout, res)
 	}
 	if err == nil && len(res.Failures) > 0 {
 		err = fmt.Errorf("bench-events: %d checks failed: %s", len(res.Failures), strings.Join(res.Failures, "; "))

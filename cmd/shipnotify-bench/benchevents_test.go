@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 )
 
@@ -20,7 +20,7 @@ func TestBenchEvents(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	out := filepath.Join(t.TempDir(), "events.json")
-	code, stdout, stderr := cli{env: map[string]string{"DATABASE_URL": db.URL}}.run(t, "", "bench-events",
+	code, stdout, stderr := cmdline{env: map[string]string{"DATABASE_URL": db.URL}}.run(t, "", "events",
 		"--batch", "20", "--batches", "2", "--runs", "1", "--out", out)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "target: not judged")
@@ -42,7 +42,7 @@ func TestBenchEventsFlags(t *testing.T) {
 		{"--batch", "999"}, {"--batches", "0"}, {"--runs", "0"}, {"--concurrency", "0"}, {"--concurrency", "1,1"},
 		{"--concurrency", "one"}, {"--bounce", "0"}, {"--bounce", "1.5"}, {"--pool", "0"},
 	} {
-		code, _, stderr := cli{env: map[string]string{}}.run(t, "", append([]string{"bench-events"}, args...)...)
+		code, _, stderr := cmdline{env: map[string]string{}}.run(t, "", append([]string{"events"}, args...)...)
 		require.Equal(t, 2, code, "%v: %s", args, stderr)
 	}
 }
@@ -59,7 +59,7 @@ func TestBenchMergeKeepsEvents(t *testing.T) {
 		Events: &bench.EventsResult{Workload: "events", BatchSize: 1000, Concurrency: []int{1, 4}},
 		Errors: []string{"events: provider_events rows: 1, want 2"}}))
 	out := filepath.Join(dir, "bench.json")
-	code, stdout, _ := cli{env: map[string]string{}}.run(t, "", "bench", "--merge", burst+","+events, "--out", out)
+	code, stdout, _ := cmdline{env: map[string]string{}}.run(t, "", "run", "--merge", burst+","+events, "--out", out)
 	require.Equal(t, 1, code, "the events' failure fails the merge")
 	require.Contains(t, stdout, "events: 0 sent reminders seeded")
 	rep, err := readReport(out)

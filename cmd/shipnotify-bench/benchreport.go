@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/bench"
+	"github.com/shipnotify/shipnotify/internal/cli"
 )
 
 // BenchReport is what bench writes with --json and to --out.
@@ -66,7 +67,7 @@ func mergeReports(paths []string) (BenchReport, error) {
 	for _, p := range paths {
 		rep, err := readReport(p)
 		if err != nil {
-			return out, usageError{fmt.Errorf("--merge: %w", err)}
+			return out, cli.UsageError{Err: fmt.Errorf("--merge: %w", err)}
 		}
 		if out.Machine == "" {
 			out.Machine, out.At = rep.Machine, rep.At

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/bench"
+	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/worker"
 )
@@ -37,7 +37,7 @@ func TestBenchMerge(t *testing.T) {
 		Results: []bench.Result{{Workload: "catchup", Kind: bench.Full, Round: 1, N: 10, Error: "boom", Invalid: "error: boom"},
 			{Workload: "catchup", Kind: bench.Naive, Round: 1, N: 10, Delivered: 10, DrainRate: 40}}}
 	out := filepath.Join(dir, "bench.json")
-	code, stdout, stderr := cli{env: map[string]string{}}.run(t, "", "bench", "--merge",
+	code, stdout, stderr := cmdline{env: map[string]string{}}.run(t, "", "run", "--merge",
 		write("burst.json", burst)+","+write("catchup.json", catchup), "--out", out)
 	require.Equal(t, 1, code, "a failed run fails the merge too")
 	require.Contains(t, stderr, "catchup full round 1: boom")
@@ -68,7 +68,7 @@ func TestBenchFlags(t *testing.T) {
 		{"--pollers", "-2"}, {"--provider", "sendgrid"}, {"--slow-n", "0"}, {"--outage", "0s"}, {"--rate-cap", "0"},
 		{"--workloads", "hold-instant"},
 	} {
-		code, _, stderr := cli{env: map[string]string{}}.run(t, "", append([]string{"bench"}, args...)...)
+		code, _, stderr := cmdline{env: map[string]string{}}.run(t, "", append([]string{"run"}, args...)...)
 		require.Equal(t, 2, code, "%v: %s", args, stderr)
 	}
 }

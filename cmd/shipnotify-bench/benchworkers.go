@@ -19,14 +19,15 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
-	"github.com/shipnotify/shipnotify/bench"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/bench"
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/worker"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
 func init() {
-	register("bench-worker", "run one of the benchmark's workers (started by bench)", runBenchWorker)
+	register("worker", "run one of the benchmark's workers (started by run)", runBenchWorker)
 }
 
 // workerSettings are the options every benchmark worker runs with, naive,
@@ -45,7 +46,7 @@ func (s *workerSettings) register(fs *flag.FlagSet) {
 
 func (s workerSettings) check() error {
 	if s.activities < 1 || s.workflowTasks < 2 || s.localActivities < 1 || s.pollers < 0 || s.pollers == 1 || s.cache < 1 {
-		return usagef("--activity-slots, --local-activity-slots and --cache-size must be positive, --workflow-task-slots at least 2, " +
+		return cli.Usagef("--activity-slots, --local-activity-slots and --cache-size must be positive, --workflow-task-slots at least 2, " +
 			"--pollers 0 (autoscaling) or at least 2 (the SDK's minimum)")
 	}
 	return nil
@@ -73,8 +74,8 @@ func (s workerSettings) options() worker.Options {
 // run, followed by that instant.
 const readyLine = "bench-worker polling since"
 
-func runBenchWorker(ctx context.Context, e env, args []string) error {
-	fs := newFlags(e, "bench-worker", "bench-worker --path naive|lean|full --task-queue Q [--rate-cap R] [--own-backoff] [worker settings]")
+func runBenchWorker(ctx context.Context, e cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "worker", "worker --path naive|lean|full --task-queue Q [--rate-cap R] [--own-backoff] [worker settings]")
 	path := fs.String("path", "", "naive, lean or full")
 	queue := fs.String("task-queue", "", "the task queue to poll")
 	rateCap := fs.Float64("rate-cap", 0, "full: sends a second, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND sets the product's worker (the task queue's activity rate and the mirror's send slots); 0: no cap")
@@ -82,51 +83,51 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 	ownBackoff := fs.Bool("own-backoff", false, "full: retries after a provider's failure wait the retry policy's own backoff (1 s doubling to 10 min), not the provider's outage: the old behaviour, for the outage workload")
 	var s workerSettings
 	s.register(fs)
-	if err := parseFlags(fs, e, args); err != nil {
+	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if *queue == "" {
-		return usagef("--task-queue is required")
+		return cli.Usagef("--task-queue is required")
 	}
 	if *rateCap < 0 {
-		return usagef("--rate-cap must not be negative")
+		return cli.Usagef("--rate-cap must not be negative")
 	}
 	if err := s.check(); err != nil {
 		return err
 	}
-	d, err := newDeps(e)
+	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
 	}
-	defer d.close()
+	defer d.Close()
 	worker.SetCacheSize(s.cache)
-	ready := func() { fmt.Fprintf(e.stdout, "%s %s\n", readyLine, time.Now().UTC().Format(time.RFC3339Nano)) }
+	ready := func() { fmt.Fprintf(e.Stdout, "%s %s\n", readyLine, time.Now().UTC().Format(time.RFC3339Nano)) }
 	switch bench.Kind(*path) {
 	case bench.Full:
 		// The product's worker; its metrics served nowhere, as the baselines'.
 		// A rate cap is set where the worker command reads it.
-		d.cfg.TaskQueue, d.cfg.MetricsAddr, d.cfg.WorkerActivitiesPerSecond = *queue, "", *rateCap
+		d.Cfg.TaskQueue, d.Cfg.MetricsAddr, d.Cfg.WorkerActivitiesPerSecond = *queue, "", *rateCap
 		o := s.options()
 		o.ActivitiesPerSecond = *rateCap
 		if *localFirst {
 			o.Versions = map[string]workflow.Version{workflows.ChangeLocalFirstAttempt: 1}
 		}
-		return serveWorker(ctx, d, o, ready, func(a *activities.Activities) { a.OwnBackoffOnly = *ownBackoff })
+		return cli.ServeWorker(ctx, d, o, ready, func(a *activities.Activities) { a.OwnBackoffOnly = *ownBackoff })
 	case bench.Naive, bench.Lean:
 		// The same SDK metrics handler as the full worker's.
-		_, tc, closeMetrics, err := opsTemporal(ctx, d)
+		_, tc, closeMetrics, err := cli.OpsTemporal(ctx, d)
 		if err != nil {
 			return err
 		}
 		defer closeMetrics()
 		w := sdkworker.New(tc, *queue, worker.SDKOptions(s.options()))
 		noop := bench.NewNoop()
-		if d.cfg.SendGridAPIKey != "" {
+		if d.Cfg.SendGridAPIKey != "" {
 			// The mail API the full path's worker sends to, through the
 			// same client, for runs whose provider is not instant.
 			noop = bench.NewSendingNoop(email.NewSender(email.Options{
-				APIKey: d.cfg.SendGridAPIKey, BaseURL: d.cfg.SendGridBaseURL,
-				FromEmail: d.cfg.FromEmail, FromName: d.cfg.FromName, Now: time.Now,
+				APIKey: d.Cfg.SendGridAPIKey, BaseURL: d.Cfg.SendGridBaseURL,
+				FromEmail: d.Cfg.FromEmail, FromName: d.Cfg.FromName, Now: time.Now,
 			}))
 		}
 		bench.RegisterBare(w, noop)
@@ -138,7 +139,7 @@ func runBenchWorker(ctx context.Context, e env, args []string) error {
 		w.Stop()
 		return nil
 	}
-	return usagef("--path: want naive, lean or full")
+	return cli.Usagef("--path: want naive, lean or full")
 }
 
 // workerStartTimeout bounds how long a worker process may take to poll.
@@ -204,7 +205,7 @@ func (p *processWorkers) Start(k bench.Kind) (time.Time, error) {
 	}
 }
 
-// readyWriter is a worker's stdout: it watches for the ready line.
+// readyWriter is a worker's Stdout: it watches for the ready line.
 type readyWriter struct {
 	buf  []byte
 	once sync.Once
