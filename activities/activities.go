@@ -286,7 +286,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	if retry {
 		a.Metrics.Retry(channel)
 	}
-	switch claim.Outcome {
+	switch claim.Verdict {
 	case mirror.Refused:
 		logger.Info("reminder finished in the mirror; nothing sent", "state", string(claim.Target.State))
 		return res, temporal.NewNonRetryableApplicationError("the reminder is "+string(claim.Target.State)+

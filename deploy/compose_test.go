@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	shipworker "github.com/shipnotify/shipnotify/worker"
 )

@@ -70,7 +70,7 @@ func ours(t *testing.T) served {
 	serve := prometheus.NewRegistry()
 	o := metrics.NewOutcomes(serve)
 	o.Batch("accepted")
-	for _, outcome := range reminder.Outcomes {
+	for _, outcome := range reminder.ProviderOutcomes {
 		for _, result := range []string{"applied", "duplicate", "unknown_key", "ignored"} {
 			o.Events(string(outcome), result, 1)
 		}

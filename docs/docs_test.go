@@ -1,5 +1,5 @@
 // Package docs_test keeps the pages under docs/ true to the code: every test
-// a page names as the proof of a promise exists.
+// a page names as the proof of a promise exists, and every path it names.
 package docs_test
 
 import (
@@ -115,4 +115,37 @@ func exists(declared map[string][]string, pkg, name string, prefix bool) bool {
 		}
 	}
 	return false
+}
+
+// A repository path a page names, in backticks: a file with an extension,
+// or a directory ending in /. Build output (out/, .dev/) is not named here.
+var namedPath = regexp.MustCompile("`((?:[a-z][a-z0-9_.-]*/)+(?:[A-Za-z0-9_.-]+\\.[a-z]+)?)`")
+
+// Every file and directory the pages (and the README) name as where
+// something lives exists: a package moved or a file renamed leaves the
+// recipe pointing nowhere, and this fails.
+func TestEveryPathNamedInTheDocsExists(t *testing.T) {
+	t.Parallel()
+	for _, page := range append(slices.Clone(pages), "../README.md") {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range namedPath.FindAllStringSubmatch(line, -1) {
+				p := m[1]
+				if strings.HasPrefix(p, "out/") || strings.HasPrefix(p, ".dev/") || strings.Contains(p, "..") || strings.Contains(p, "NN") {
+					continue
+				}
+				seen++
+				if _, err := os.Stat(filepath.Join("..", filepath.FromSlash(p))); err != nil {
+					t.Errorf("%s:%d names %s, which the repository does not hold", page, i+1, p)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Errorf("%s names no path; the pattern that finds them has probably stopped matching", page)
+		}
+	}
 }

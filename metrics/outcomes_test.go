@@ -105,7 +105,7 @@ func TestUnconfirmedEmailMovesTheGaugeAfterItsGrace(t *testing.T) {
 	applied, err := store.ApplyProviderEvents(ctx, []mirror.ProviderEvent{{
 		ID: "ev-1", DeliveryKey: email.DeliveryKey(), Outcome: reminder.OutcomeDelivered, At: time.Now()}}, time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, map[reminder.Outcome]int{reminder.OutcomeDelivered: 1}, applied.Applied)
+	require.Equal(t, map[reminder.ProviderOutcome]int{reminder.OutcomeDelivered: 1}, applied.Applied)
 	require.Eventually(t, func() bool {
 		sent, delivered, unconfirmed := read()
 		return sent == 0 && delivered == 2 && unconfirmed == 0

@@ -11,12 +11,12 @@ import (
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
-// ClaimOutcome is what claiming a delivery key found.
-type ClaimOutcome int
+// ClaimVerdict is what claiming a delivery key found.
+type ClaimVerdict int
 
 const (
 	// Claimed: the caller holds the key and must send.
-	Claimed ClaimOutcome = iota + 1
+	Claimed ClaimVerdict = iota + 1
 	// AlreadySent: an earlier execution sent and recorded it; do nothing.
 	AlreadySent
 	// HeldElsewhere: another live execution holds the key; try again later.
@@ -69,9 +69,9 @@ type Target struct {
 	EndpointDisabled bool
 }
 
-// ClaimResult is the outcome of a claim, with what to send when Claimed.
+// ClaimResult is a claim's verdict, with what to send when Claimed.
 type ClaimResult struct {
-	Outcome           ClaimOutcome
+	Verdict           ClaimVerdict
 	Attempts          int
 	ProviderMessageID string
 	Target            Target
@@ -211,11 +211,11 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		t.WindowStart = *windowStart
 	}
 	if refused {
-		res.Outcome = Refused
+		res.Verdict = Refused
 		return res, nil
 	}
 	if attempts != nil {
-		res.Outcome, res.Attempts = Claimed, *attempts
+		res.Verdict, res.Attempts = Claimed, *attempts
 		if maybeSent != nil {
 			res.MaybeSentBefore = *maybeSent
 		}
@@ -260,23 +260,23 @@ func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (Cl
 	unconfirmed := status == "maybe_sent" || status == "sending" && lapsed
 	switch {
 	case status == "sent":
-		res.Outcome = AlreadySent
+		res.Verdict = AlreadySent
 	case status == "failed":
-		res.Outcome = AlreadyFailed
+		res.Verdict = AlreadyFailed
 	case unconfirmed && evidence:
-		res.Outcome, res.ProviderMessageID = Settled, evidenceID
+		res.Verdict, res.ProviderMessageID = Settled, evidenceID
 	case unconfirmed:
 		if status == "sending" {
 			if err := s.markLapsed(ctx, c.Key); err != nil {
 				return ClaimResult{}, err
 			}
 		}
-		res.Outcome = Unconfirmed
+		res.Verdict = Unconfirmed
 		res.Until = time.Now().Add(seconds(left))
 	default:
 		// Held by a live attempt (until its lease lapses), or released
 		// and taken by another attempt a moment ago.
-		res.Outcome = HeldElsewhere
+		res.Verdict = HeldElsewhere
 		res.Until = time.Now().Add(seconds(lease))
 	}
 	return res, nil

@@ -19,7 +19,7 @@ type ProviderEvent struct {
 	// changes nothing.
 	ID          string
 	DeliveryKey string
-	Outcome     reminder.Outcome
+	Outcome     reminder.ProviderOutcome
 	// At is the provider's timestamp of the event.
 	At time.Time
 	// Reason is a reason code (an SMTP status, SendGrid's drop reason),
@@ -35,7 +35,7 @@ type ProviderEvent struct {
 // applied before (their id was seen); Unknown ones name no delivery
 // shipnotify made and were dropped.
 type AppliedEvents struct {
-	Applied, Duplicate, Unknown map[reminder.Outcome]int
+	Applied, Duplicate, Unknown map[reminder.ProviderOutcome]int
 	// Escalations is how many escalations the batch newly owes.
 	Escalations int
 	// Delivered are the reminders the batch moved to delivered.
@@ -43,7 +43,7 @@ type AppliedEvents struct {
 }
 
 // Count adds up one of the maps.
-func Count(m map[reminder.Outcome]int) int {
+func Count(m map[reminder.ProviderOutcome]int) int {
 	n := 0
 	for _, c := range m {
 		n += c
@@ -80,11 +80,11 @@ func (r *outcomeRow) reported() reminder.Reported {
 }
 
 // newer reports whether an event at with outcome o is the latest report.
-func (r *outcomeRow) newer(at time.Time, o reminder.Outcome) bool {
+func (r *outcomeRow) newer(at time.Time, o reminder.ProviderOutcome) bool {
 	if r.outcomeAt == nil || at.After(*r.outcomeAt) {
 		return true
 	}
-	return at.Equal(*r.outcomeAt) && o.Rank() >= reminder.Outcome(*r.outcome).Rank()
+	return at.Equal(*r.outcomeAt) && o.Rank() >= reminder.ProviderOutcome(*r.outcome).Rank()
 }
 
 type knownKey struct {
@@ -103,7 +103,7 @@ type knownKey struct {
 // changes nothing. Events of other deliveries of a reminder (its
 // escalation, its cancellation notice) are recorded on its trail only.
 func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent, deferAfter time.Duration) (AppliedEvents, error) {
-	res := AppliedEvents{Applied: map[reminder.Outcome]int{}, Duplicate: map[reminder.Outcome]int{}, Unknown: map[reminder.Outcome]int{}}
+	res := AppliedEvents{Applied: map[reminder.ProviderOutcome]int{}, Duplicate: map[reminder.ProviderOutcome]int{}, Unknown: map[reminder.ProviderOutcome]int{}}
 	if len(events) == 0 {
 		return res, nil
 	}

@@ -34,7 +34,7 @@ func pending(t *testing.T, store *mirror.Store, shipment string) stored {
 	res, err := store.ClaimDelivery(context.Background(), mirror.Claim{
 		Key: r.DeliveryKey, ReminderID: r.ID, Purpose: reminder.PurposeReminder, Owner: "test", LeaseFor: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, mirror.Claimed, res.Outcome)
+	require.Equal(t, mirror.Claimed, res.Verdict)
 	return r
 }
 
@@ -80,7 +80,7 @@ SELECT reason, CASE WHEN settled_at IS NOT NULL THEN 'settled' WHEN started_at I
 	return out
 }
 
-func event(id, key string, o reminder.Outcome, at time.Time) mirror.ProviderEvent {
+func event(id, key string, o reminder.ProviderOutcome, at time.Time) mirror.ProviderEvent {
 	return mirror.ProviderEvent{ID: id, DeliveryKey: key, Outcome: o, At: at.Truncate(time.Second)}
 }
 
@@ -147,7 +147,7 @@ func TestOutcomeReportedBeforeTheSendIsRecorded(t *testing.T) {
 	db := testenv.Postgres(t)
 	store := mirror.New(db.Pool)
 	for _, tc := range []struct {
-		outcome reminder.Outcome
+		outcome reminder.ProviderOutcome
 		want    reminder.State
 	}{
 		{reminder.OutcomeDelivered, reminder.Delivered},
@@ -293,7 +293,7 @@ func TestUnknownKeysAndOtherDeliveriesChangeNoState(t *testing.T) {
 	res, err := store.ClaimDelivery(context.Background(), mirror.Claim{
 		Key: notice, ReminderID: r.ID, Purpose: reminder.PurposeEscalation, Owner: "test", LeaseFor: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, mirror.Claimed, res.Outcome)
+	require.Equal(t, mirror.Claimed, res.Verdict)
 	applied, err := store.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{
 		event("u1", "ab"+r.DeliveryKey[2:], reminder.OutcomeBounce, time.Now()),
 		event("u2", notice, reminder.OutcomeBounce, time.Now()),

@@ -38,8 +38,8 @@ type Row struct {
 	// ProviderOutcome is what the mail provider last reported of the
 	// reminder's own delivery, at ProviderOutcomeAt by the provider's
 	// clock; "" while it has reported nothing (a webhook never has one).
-	ProviderOutcome   reminder.Outcome `json:"provider_outcome,omitempty"`
-	ProviderOutcomeAt *time.Time       `json:"provider_outcome_at,omitempty"`
+	ProviderOutcome   reminder.ProviderOutcome `json:"provider_outcome,omitempty"`
+	ProviderOutcomeAt *time.Time               `json:"provider_outcome_at,omitempty"`
 	// DeliveredAt is when the subscriber got it: the provider's delivered
 	// report, or the webhook receiver's 2xx.
 	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
@@ -61,7 +61,7 @@ func scanRow(row pgx.CollectableRow) (Row, error) {
 		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt)
 	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 	if outcome != nil {
-		r.ProviderOutcome = reminder.Outcome(*outcome)
+		r.ProviderOutcome = reminder.ProviderOutcome(*outcome)
 	}
 	return r, err
 }

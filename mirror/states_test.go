@@ -48,7 +48,7 @@ SELECT pg_get_constraintdef(oid) FROM pg_constraint
 		return quotedNames(def)
 	}
 	require.ElementsMatch(t, names(reminder.States), constraint("reminders_state_check"))
-	require.ElementsMatch(t, names(reminder.Outcomes), constraint("reminders_provider_outcome_check"))
+	require.ElementsMatch(t, names(reminder.ProviderOutcomes), constraint("reminders_provider_outcome_check"))
 	require.ElementsMatch(t, names(reminder.Channels), constraint("reminders_channel_check"))
 	for _, index := range []string{"reminders_pending_due_at_idx", "reminders_pending_id_idx"} {
 		var pred string
@@ -139,8 +139,8 @@ func TestTheMirrorsStateChangesFollowTheStateMachine(t *testing.T) {
 			res, err := store.ClaimDelivery(ctx, mirror.Claim{Key: key, ReminderID: id, Purpose: reminder.PurposeReminder,
 				Owner: "test", LeaseFor: time.Minute})
 			require.NoError(t, err)
-			require.Equal(t, from.RefusesSend(sameKey), res.Outcome == mirror.Refused,
-				"the claim of a %s reminder's send (same key: %t) is %v", from, sameKey, res.Outcome)
+			require.Equal(t, from.RefusesSend(sameKey), res.Verdict == mirror.Refused,
+				"the claim of a %s reminder's send (same key: %t) is %v", from, sameKey, res.Verdict)
 		}
 
 		id, _ = in(from)

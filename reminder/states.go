@@ -109,31 +109,31 @@ func StateAfterSend(ch Channel, delivered, undeliverable bool) State {
 	return Sent
 }
 
-// Outcome is what the mail provider reported about a delivery after it
+// ProviderOutcome is what the mail provider reported about a delivery after it
 // accepted it: SendGrid's Event Webhook event types that shipnotify keeps.
-type Outcome string
+type ProviderOutcome string
 
 const (
-	OutcomeProcessed   Outcome = "processed"
-	OutcomeDeferred    Outcome = "deferred"
-	OutcomeDelivered   Outcome = "delivered"
-	OutcomeBounce      Outcome = "bounce"
-	OutcomeDropped     Outcome = "dropped"
-	OutcomeSpamReport  Outcome = "spamreport"
-	OutcomeUnsubscribe Outcome = "unsubscribe"
+	OutcomeProcessed   ProviderOutcome = "processed"
+	OutcomeDeferred    ProviderOutcome = "deferred"
+	OutcomeDelivered   ProviderOutcome = "delivered"
+	OutcomeBounce      ProviderOutcome = "bounce"
+	OutcomeDropped     ProviderOutcome = "dropped"
+	OutcomeSpamReport  ProviderOutcome = "spamreport"
+	OutcomeUnsubscribe ProviderOutcome = "unsubscribe"
 )
 
-// Outcomes is every outcome kept, in the order a delivery meets them; the
+// ProviderOutcomes is every outcome kept, in the order a delivery meets them; the
 // mirror's CHECK constraint holds the same list.
-var Outcomes = []Outcome{
+var ProviderOutcomes = []ProviderOutcome{
 	OutcomeProcessed, OutcomeDeferred, OutcomeDelivered, OutcomeBounce,
 	OutcomeDropped, OutcomeSpamReport, OutcomeUnsubscribe,
 }
 
 // Rank orders outcomes reported at the same second: later in a delivery's
 // life ranks higher. Unknown outcomes rank 0.
-func (o Outcome) Rank() int {
-	for i, k := range Outcomes {
+func (o ProviderOutcome) Rank() int {
+	for i, k := range ProviderOutcomes {
 		if k == o {
 			return i + 1
 		}
@@ -142,7 +142,7 @@ func (o Outcome) Rank() int {
 }
 
 // Hard reports whether the outcome means the subscriber will not get it.
-func (o Outcome) Hard() bool { return o == OutcomeBounce || o == OutcomeDropped }
+func (o ProviderOutcome) Hard() bool { return o == OutcomeBounce || o == OutcomeDropped }
 
 // Escalation reasons a provider's outcome gives.
 const (
@@ -181,7 +181,7 @@ type OutcomeEffect struct {
 // undeliverable escalation. A deferral before the last word owes a
 // deferred one. A reminder that no longer stands (another path finished it
 // before its send) records the outcome and owes nothing.
-func (o Outcome) Effect(so Reported, stands bool) OutcomeEffect {
+func (o ProviderOutcome) Effect(so Reported, stands bool) OutcomeEffect {
 	var e OutcomeEffect
 	switch {
 	case o == OutcomeDelivered && !so.Delivered:

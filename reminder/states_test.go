@@ -91,7 +91,7 @@ func TestAnOutcomesEffectOnTheReminder(t *testing.T) {
 	none, delivered, bounced := reminder.Reported{}, reminder.Reported{Delivered: true}, reminder.Reported{Undeliverable: true}
 	for _, tc := range []struct {
 		name   string
-		o      reminder.Outcome
+		o      reminder.ProviderOutcome
 		so     reminder.Reported
 		stands bool
 		want   reminder.OutcomeEffect

@@ -23,7 +23,7 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
   set -euo pipefail
   if [ "$PART" = console ]; then
     SHIPNOTIFY_BROWSER_TEST="'"$root"'/ui-test/console.mjs" OUT_DIR="'"$root"'/out" \
-      go test -count=1 -run "^TestConsoleInABrowser$" -v ./console/
+      go test -count=1 -run "^TestConsoleInABrowser$" -v ./internal/console/
     exit
   fi
   shipment="SHP-UI-$(date +%s)"
@@ -61,5 +61,5 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
   [ $status = 0 ] && [ "$PART" = all ] || exit $status
   # The approval console and the escalation links, served by the test.
   SHIPNOTIFY_BROWSER_TEST="'"$root"'/ui-test/console.mjs" OUT_DIR="'"$root"'/out" \
-    go test -count=1 -run "^TestConsoleInABrowser$" -v ./console/
+    go test -count=1 -run "^TestConsoleInABrowser$" -v ./internal/console/
 '

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"

@@ -7,10 +7,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/shipnotify/shipnotify/config"
-	"github.com/shipnotify/shipnotify/console"
 	"github.com/shipnotify/shipnotify/internal/cli"
-	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/internal/config"
+	"github.com/shipnotify/shipnotify/internal/console"
+	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
 )

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/api"
-	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
-	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/internal/console"
+	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/starter"
 )
 

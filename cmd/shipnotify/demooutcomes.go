@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
-	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -29,7 +29,7 @@ func startDemoOutcomes(ctx context.Context, d *cli.Deps, st *starter.Starter, ma
 	if err != nil {
 		return nil, err
 	}
-	pub, err := outcome.ParseVerificationKey(key.PublicKey())
+	pub, err := sendgridevents.ParseVerificationKey(key.PublicKey())
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func startDemoOutcomes(ctx context.Context, d *cli.Deps, st *starter.Starter, ma
 	srv := api.NewServer(mux, api.DefaultRequestTimeout)
 	go func() { _ = srv.Serve(ln) }()
 	mails.EmitEvents(sink.EventOptions{
-		URL: "http://" + ln.Addr().String() + outcome.Path, Key: key, Bounce: []string{demoBounceAddress},
+		URL: "http://" + ln.Addr().String() + sendgridevents.Path, Key: key, Bounce: []string{demoBounceAddress},
 		OnPosted: func(events []sink.Event, status int, err error) {
 			if err != nil {
 				out.printf("  ⚑  SendGrid events  not posted: %v\n", err)
@@ -66,7 +66,7 @@ func eventCounts(events []sink.Event) string {
 		n[e.Event]++
 	}
 	var parts []string
-	for _, o := range reminder.Outcomes {
+	for _, o := range reminder.ProviderOutcomes {
 		if n[string(o)] > 0 {
 			parts = append(parts, fmt.Sprintf("%s ×%d", o, n[string(o)]))
 		}

@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/shipnotify/shipnotify/capacity"
-	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/internal/capacity"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/mirror"
 )
 

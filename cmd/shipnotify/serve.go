@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
-	"github.com/shipnotify/shipnotify/api"
-	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/console"
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/metrics"
-	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -120,23 +120,23 @@ func serveOutcomes(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *sta
 }
 
 // mountOutcomes runs the escalator until ctx ends and, with a key, mounts
-// the Event Webhook's handler on mux at outcome.Path (serve's and the
+// the Event Webhook's handler on mux at sendgridevents.Path (serve's and the
 // demo's, which makes its own key).
 func mountOutcomes(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.Outcomes) error {
-	esc := outcome.NewEscalator(st.Mirror, st.Temporal, st.TaskQueue)
+	esc := sendgridevents.NewEscalator(st.Mirror, st.Temporal, st.TaskQueue)
 	esc.Metrics, esc.Logger = m, d.Logger
 	go esc.Run(ctx)
 	if key == nil {
 		return nil
 	}
-	h, err := outcome.NewHandler(outcome.Options{
+	h, err := sendgridevents.NewHandler(sendgridevents.Options{
 		Key: key, Store: st.Mirror, Tolerance: d.Cfg.SendGridEventTolerance,
 		DeferAfter: d.Cfg.DeferredEscalateAfter, Escalate: esc.Nudge, Metrics: m, Logger: d.Logger,
 	})
 	if err != nil {
 		return err
 	}
-	mux.Handle(outcome.Path, h)
+	mux.Handle(sendgridevents.Path, h)
 	return nil
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/capacity"
+	"github.com/shipnotify/shipnotify/internal/capacity"
 )
 
 // shipnotify capacity reads the report this package writes without

@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
-	outcomes "github.com/shipnotify/shipnotify/outcome"
+	outcomes "github.com/shipnotify/shipnotify/internal/sendgridevents"
 )
 
 // The mixes of events a run posts.

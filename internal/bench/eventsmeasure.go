@@ -17,7 +17,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
-	outcomes "github.com/shipnotify/shipnotify/outcome"
+	outcomes "github.com/shipnotify/shipnotify/internal/sendgridevents"
 )
 
 // EventsRun is one run: its batches posted, Concurrency at a time.

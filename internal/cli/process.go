@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/shipnotify/shipnotify/activities"
-	"github.com/shipnotify/shipnotify/config"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/migrations"
 	"github.com/shipnotify/shipnotify/mirror"

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
-	"github.com/shipnotify/shipnotify/outcome"
 )
 
 // Env is the system under the soak: the parts it starts, kills and
@@ -64,7 +64,7 @@ func Start(t testing.TB) *Env {
 		t.Fatal(err)
 	}
 	// A key verifies before anything runs, as serve will.
-	if _, err := outcome.ParseVerificationKey(eventKey.PublicKey()); err != nil {
+	if _, err := sendgridevents.ParseVerificationKey(eventKey.PublicKey()); err != nil {
 		t.Fatal(err)
 	}
 	e.env = e.Stack.Env(
@@ -88,7 +88,7 @@ func Start(t testing.TB) *Env {
 	}
 	e.Balancer = httptest.NewServer(&balancer{targets: e.ServeURLs})
 	t.Cleanup(e.Balancer.Close)
-	e.Stack.Mail.EmitEvents(sink.EventOptions{URL: e.Balancer.URL + outcome.Path, Key: eventKey, FlushEvery: 200 * time.Millisecond})
+	e.Stack.Mail.EmitEvents(sink.EventOptions{URL: e.Balancer.URL + sendgridevents.Path, Key: eventKey, FlushEvery: 200 * time.Millisecond})
 	e.waitServing()
 	return e
 }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
-	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -206,15 +206,15 @@ func (s *Stack) startEventWebhook(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := outcome.ParseVerificationKey(key.PublicKey())
+	pub, err := sendgridevents.ParseVerificationKey(key.PublicKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	esc := outcome.NewEscalator(s.Mirror, s.Temporal, s.TaskQueue)
+	esc := sendgridevents.NewEscalator(s.Mirror, s.Temporal, s.TaskQueue)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go esc.Run(ctx)
-	h, err := outcome.NewHandler(outcome.Options{Key: pub, Store: s.Mirror, DeferAfter: 4 * time.Hour, Escalate: esc.Nudge})
+	h, err := sendgridevents.NewHandler(sendgridevents.Options{Key: pub, Store: s.Mirror, DeferAfter: 4 * time.Hour, Escalate: esc.Nudge})
 	if err != nil {
 		t.Fatal(err)
 	}

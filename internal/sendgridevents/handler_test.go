@@ -1,4 +1,4 @@
-package outcome_test
+package sendgridevents_test
 
 import (
 	"bytes"
@@ -16,11 +16,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
-	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -47,16 +47,16 @@ func newRig(t *testing.T, emit sink.EventOptions) *rig {
 	s := testenv.NewStack(t)
 	key, err := sink.NewEventKey()
 	require.NoError(t, err)
-	pub, err := outcome.ParseVerificationKey(key.PublicKey())
+	pub, err := sendgridevents.ParseVerificationKey(key.PublicKey())
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	m := metrics.NewOutcomes(reg)
-	esc := outcome.NewEscalator(s.Mirror, s.Temporal, s.TaskQueue)
+	esc := sendgridevents.NewEscalator(s.Mirror, s.Temporal, s.TaskQueue)
 	esc.Metrics = m
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go esc.Run(ctx)
-	h, err := outcome.NewHandler(outcome.Options{
+	h, err := sendgridevents.NewHandler(sendgridevents.Options{
 		Key: pub, Store: s.Mirror, DeferAfter: deferAfter, Escalate: esc.Nudge, Metrics: m,
 	})
 	require.NoError(t, err)
@@ -142,7 +142,7 @@ func (r *rig) waitEscalated(t *testing.T, id, reason string) int {
 	return r.escalations(id, reason)
 }
 
-func (r *rig) post(t *testing.T, events ...sink.Event) outcome.Summary {
+func (r *rig) post(t *testing.T, events ...sink.Event) sendgridevents.Summary {
 	t.Helper()
 	body, err := json.Marshal(events)
 	require.NoError(t, err)
@@ -152,7 +152,7 @@ func (r *rig) post(t *testing.T, events ...sink.Event) outcome.Summary {
 	answer, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", answer)
-	var sum outcome.Summary
+	var sum sendgridevents.Summary
 	require.NoError(t, json.Unmarshal(answer, &sum))
 	return sum
 }
@@ -192,7 +192,7 @@ func TestBounceEscalatesOnceEvenWhenTheEventArrivesTwice(t *testing.T) {
 	testenv.RecordHistory(t, r.s.Temporal, workflows.DeliveryEscalationWorkflowID(res.ReminderID, "undeliverable"), "delivery-escalation-undeliverable")
 	require.Equal(t, reminder.Undeliverable, r.row(t, res.ReminderID).State)
 	// Another pass, another server: the workflow's id refuses a second run.
-	esc := outcome.NewEscalator(r.s.Mirror, r.s.Temporal, r.s.TaskQueue)
+	esc := sendgridevents.NewEscalator(r.s.Mirror, r.s.Temporal, r.s.TaskQueue)
 	require.NoError(t, esc.Pass(context.Background()))
 	_, err = r.s.DB.Pool.Exec(context.Background(), `UPDATE outcome_escalations SET started_at = NULL WHERE reminder_id = $1`, res.ReminderID)
 	require.NoError(t, err)
@@ -226,7 +226,7 @@ SELECT count(*) FROM outcome_escalations WHERE reminder_id = $1 AND (started_at 
 		res.ReminderID).Scan(&started))
 	require.Zero(t, started)
 	// Past the deferral time, still no escalation.
-	esc := outcome.NewEscalator(r.s.Mirror, r.s.Temporal, r.s.TaskQueue)
+	esc := sendgridevents.NewEscalator(r.s.Mirror, r.s.Temporal, r.s.TaskQueue)
 	require.Eventually(t, func() bool {
 		require.NoError(t, esc.Pass(context.Background()))
 		return r.row(t, res.ReminderID).DeliveredAt.Add(deferAfter).Before(time.Now())
@@ -274,7 +274,7 @@ func TestEventsForUnknownKeysAreCountedAndDropped(t *testing.T) {
 			CustomArgs: map[string]string{"delivery_key": strings.Repeat("cd", 32)}},
 		sink.Event{Event: "open", SGEventID: "u3", Timestamp: time.Now().Unix(), Email: "a@b.example"},
 	)
-	require.Equal(t, outcome.Summary{Unknown: 2, Ignored: 1}, sum)
+	require.Equal(t, sendgridevents.Summary{Unknown: 2, Ignored: 1}, sum)
 	require.Equal(t, 0, countRows(t, r, "provider_events"))
 	require.Equal(t, 0, countRows(t, r, "reminder_events"))
 	require.Equal(t, 1.0, counter(t, r.metrics, "shipnotify_provider_events_total", "outcome", "bounce", "result", "unknown_key"))
@@ -319,7 +319,7 @@ func TestBadBatchesAreRefusedAndWriteNothing(t *testing.T) {
 		{"null", func() *http.Request { return r.signed(t, []byte(`null`), time.Now(), r.key) }, 400, ""},
 		{"an object, not an array", func() *http.Request { return r.signed(t, []byte(`{"event": "bounce"}`), time.Now(), r.key) }, 400, ""},
 		{"too large", func() *http.Request {
-			return r.signed(t, batch(append(make([]map[string]any, 0), good("b1"), map[string]any{"pad": strings.Repeat("x", outcome.DefaultMaxBody)})...), time.Now(), r.key)
+			return r.signed(t, batch(append(make([]map[string]any, 0), good("b1"), map[string]any{"pad": strings.Repeat("x", sendgridevents.DefaultMaxBody)})...), time.Now(), r.key)
 		}, 413, ""},
 		{"unsigned", func() *http.Request {
 			req, err := http.NewRequest(http.MethodPost, r.url, bytes.NewReader(batch(good("b1"))))
@@ -441,9 +441,9 @@ func TestDatabaseBlipAnswers503AndTheRetryApplies(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), r.s.DB.URL)
 	require.NoError(t, err)
 	pool.Close() // the database is away
-	pub, err := outcome.ParseVerificationKey(r.key.PublicKey())
+	pub, err := sendgridevents.ParseVerificationKey(r.key.PublicKey())
 	require.NoError(t, err)
-	h, err := outcome.NewHandler(outcome.Options{Key: pub, Store: mirror.New(pool)})
+	h, err := sendgridevents.NewHandler(sendgridevents.Options{Key: pub, Store: mirror.New(pool)})
 	require.NoError(t, err)
 	away := httptest.NewServer(h)
 	t.Cleanup(away.Close)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/internal/links"
 )
 
 func newKey(t *testing.T) string {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
@@ -65,7 +65,7 @@ func TestTheDocumentsEnumsAreTheDomains(t *testing.T) {
 		return e
 	}
 	require.Equal(t, names(reminder.States), schema("State").Enum)
-	require.Equal(t, names(reminder.Outcomes), schema("ProviderOutcome").Enum)
+	require.Equal(t, names(reminder.ProviderOutcomes), schema("ProviderOutcome").Enum)
 	require.Equal(t, names(reminder.Channels), schema("Subscriber").Properties["channel"].Enum)
 	require.Equal(t, names(reminder.Channels), schema("Reminder").Properties["channel"].Enum)
 

@@ -20,7 +20,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/shipnotify/shipnotify/links"
+	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
 )

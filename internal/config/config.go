@@ -21,12 +21,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
-	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/budget"
-	"github.com/shipnotify/shipnotify/links"
-	"github.com/shipnotify/shipnotify/outcome"
+	"github.com/shipnotify/shipnotify/internal/links"
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -300,7 +300,7 @@ func (c *Config) loadLinks(get func(key string) string) error {
 // loadOutcomes reads what the provider-outcome path needs.
 func (c *Config) loadOutcomes(get func(string) string) error {
 	if raw := get("SHIPNOTIFY_SENDGRID_EVENT_KEY"); raw != "" {
-		k, err := outcome.ParseVerificationKey(raw)
+		k, err := sendgridevents.ParseVerificationKey(raw)
 		if err != nil {
 			return fmt.Errorf("SHIPNOTIFY_SENDGRID_EVENT_KEY: %w", err)
 		}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/api"
 	"github.com/shipnotify/shipnotify/codec"
-	"github.com/shipnotify/shipnotify/config"
+	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/config"
 )
 
 func lookup(env map[string]string) config.Lookup {
@@ -23,7 +23,7 @@ func lookup(env map[string]string) config.Lookup {
 // reads, in config.Variables' order.
 func TestConfigurationTableIsInStep(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../docs/configuration.md")
+	b, err := os.ReadFile("../../docs/configuration.md")
 	require.NoError(t, err)
 	var documented []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {

@@ -1,4 +1,4 @@
-package outcome
+package sendgridevents
 
 import (
 	"crypto/ecdsa"

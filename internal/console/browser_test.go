@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/console"
+	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 

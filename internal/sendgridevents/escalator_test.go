@@ -1,4 +1,4 @@
-package outcome_test
+package sendgridevents_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
-	"github.com/shipnotify/shipnotify/outcome"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
@@ -30,7 +30,7 @@ func TestEscalatorWaitsWhileAnotherServerHoldsTheRows(t *testing.T) {
 	claim, err := s.Mirror.ClaimDelivery(context.Background(), mirror.Claim{Key: res[0].DeliveryKey, ReminderID: res[0].ReminderID,
 		Purpose: reminder.PurposeReminder, Owner: "test", LeaseFor: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, mirror.Claimed, claim.Outcome)
+	require.Equal(t, mirror.Claimed, claim.Verdict)
 	_, err = s.Mirror.RecordSent(context.Background(), res[0].DeliveryKey, "m-1", nil)
 	require.NoError(t, err)
 	_, err = s.Mirror.ApplyProviderEvents(context.Background(), []mirror.ProviderEvent{{ID: "b-1",
@@ -55,7 +55,7 @@ func TestEscalatorWaitsWhileAnotherServerHoldsTheRows(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	other := outcome.NewEscalator(mirror.New(pool), s.Temporal, s.TaskQueue)
+	other := sendgridevents.NewEscalator(mirror.New(pool), s.Temporal, s.TaskQueue)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	other.Run(ctx)

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
-	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 )

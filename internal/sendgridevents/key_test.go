@@ -1,4 +1,4 @@
-package outcome_test
+package sendgridevents_test
 
 import (
 	"crypto/rand"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
-	"github.com/shipnotify/shipnotify/outcome"
 )
 
 // The key as SendGrid shows it parses; anything else is an error, never
@@ -19,7 +19,7 @@ func TestVerificationKeys(t *testing.T) {
 	t.Parallel()
 	k, err := sink.NewEventKey()
 	require.NoError(t, err)
-	pub, err := outcome.ParseVerificationKey(k.PublicKey())
+	pub, err := sendgridevents.ParseVerificationKey(k.PublicKey())
 	require.NoError(t, err)
 	require.NotNil(t, pub)
 
@@ -32,7 +32,7 @@ func TestVerificationKeys(t *testing.T) {
 		"not a key":  base64.StdEncoding.EncodeToString([]byte("hello")),
 		"an RSA key": base64.StdEncoding.EncodeToString(der),
 	} {
-		_, err := outcome.ParseVerificationKey(s)
+		_, err := sendgridevents.ParseVerificationKey(s)
 		require.Error(t, err, name)
 	}
 }

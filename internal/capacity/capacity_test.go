@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/capacity"
+	"github.com/shipnotify/shipnotify/internal/capacity"
 )
 
 // The seed article's worked example: 40,000 updates a day, three

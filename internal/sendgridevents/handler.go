@@ -1,8 +1,8 @@
-// Package outcome closes the delivery loop: it takes SendGrid's Event
+// Package sendgridevents closes the delivery loop: it takes SendGrid's Event
 // Webhook (what happened to a mail after SendGrid answered 202), records
 // each event against its delivery key in the mirror, and starts the
 // escalation a bounce, a drop or a long deferral owes.
-package outcome
+package sendgridevents
 
 import (
 	"context"
@@ -190,8 +190,8 @@ func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string,
 	}, "", nil
 }
 
-func (h *Handler) count(res mirror.AppliedEvents, ignored map[reminder.Outcome]int) {
-	for result, m := range map[string]map[reminder.Outcome]int{
+func (h *Handler) count(res mirror.AppliedEvents, ignored map[reminder.ProviderOutcome]int) {
+	for result, m := range map[string]map[reminder.ProviderOutcome]int{
 		"applied": res.Applied, "duplicate": res.Duplicate, "unknown_key": res.Unknown, "ignored": ignored,
 	} {
 		for o, n := range m {
@@ -245,16 +245,16 @@ func messageID(sg string) string {
 // unsubscribes), by type. One bad event refuses the whole batch: the
 // webhook is for shipnotify's own mail, so a missing key is a
 // misconfiguration to see, not to skip.
-func parseBatch(body []byte, now time.Time) ([]mirror.ProviderEvent, map[reminder.Outcome]int, string, error) {
+func parseBatch(body []byte, now time.Time) ([]mirror.ProviderEvent, map[reminder.ProviderOutcome]int, string, error) {
 	var raw []event
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
 		return nil, nil, "", errNotJSON // null is no batch either
 	}
 	events := make([]mirror.ProviderEvent, 0, len(raw))
-	ignored := map[reminder.Outcome]int{}
+	ignored := map[reminder.ProviderOutcome]int{}
 	for i, e := range raw {
 		field := func(name string) string { return fmt.Sprintf("[%d].%s", i, name) }
-		o := reminder.Outcome(e.Event)
+		o := reminder.ProviderOutcome(e.Event)
 		if e.Event == "" {
 			return nil, nil, field("event"), invalid("an event without its type")
 		}
@@ -310,7 +310,7 @@ func reasonCode(e event) string {
 			parts = append(parts, s)
 		}
 	}
-	switch reminder.Outcome(e.Event) {
+	switch reminder.ProviderOutcome(e.Event) {
 	case reminder.OutcomeBounce:
 		if e.Type == "blocked" {
 			add("blocked")

@@ -20,7 +20,7 @@ import (
 	verrors "github.com/pb33f/libopenapi-validator/errors"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/api"
+	"github.com/shipnotify/shipnotify/internal/api"
 )
 
 // The contract test: every request the suite sends and every answer it gets
