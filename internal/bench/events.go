@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	outcomes "github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
-	outcomes "github.com/shipnotify/shipnotify/internal/sendgridevents"
 )
 
 // The mixes of events a run posts.

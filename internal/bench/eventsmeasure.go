@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	outcomes "github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
-	outcomes "github.com/shipnotify/shipnotify/internal/sendgridevents"
 )
 
 // EventsRun is one run: its batches posted, Concurrency at a time.
