@@ -68,7 +68,7 @@ func ours(t *testing.T) served {
 	m.Delivered("webhook", 2*time.Second)
 
 	serve := prometheus.NewRegistry()
-	o := metrics.NewOutcomes(serve)
+	o := metrics.NewProviderEvents(serve)
 	o.Batch("accepted")
 	for _, outcome := range reminder.ProviderOutcomes {
 		for _, result := range []string{"applied", "duplicate", "unknown_key", "ignored"} {

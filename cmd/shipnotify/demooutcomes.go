@@ -39,7 +39,7 @@ func startDemoOutcomes(ctx context.Context, d *cli.Deps, st *starter.Starter, ma
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	mux := http.NewServeMux()
-	if err := mountOutcomes(ctx, d, mux, st, pub, nil); err != nil {
+	if err := mountProviderEvents(ctx, d, mux, st, pub, nil); err != nil {
 		cancel()
 		_ = ln.Close()
 		return nil, err

@@ -116,13 +116,13 @@ func serveOutcomes(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *sta
 	if d.Cfg.SendGridEventKey == nil {
 		d.Logger.Warn("the SendGrid Event Webhook is off: set SHIPNOTIFY_SENDGRID_EVENT_KEY, or emails stay sent, never delivered or undeliverable")
 	}
-	return mountOutcomes(ctx, d, mux, st, d.Cfg.SendGridEventKey, metrics.NewOutcomes(reg))
+	return mountProviderEvents(ctx, d, mux, st, d.Cfg.SendGridEventKey, metrics.NewProviderEvents(reg))
 }
 
-// mountOutcomes runs the escalator until ctx ends and, with a key, mounts
+// mountProviderEvents runs the escalator until ctx ends and, with a key, mounts
 // the Event Webhook's handler on mux at sendgridevents.Path (serve's and the
 // demo's, which makes its own key).
-func mountOutcomes(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.Outcomes) error {
+func mountProviderEvents(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.ProviderEvents) error {
 	esc := sendgridevents.NewEscalator(st.Mirror, st.Temporal, st.TaskQueue)
 	esc.Metrics, esc.Logger = m, d.Logger
 	go esc.Run(ctx)

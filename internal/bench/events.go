@@ -261,7 +261,7 @@ func startEventsServer(ctx context.Context, schemaPool *pgxpool.Pool, o EventsOp
 	s.apply = &timedApplier{store: mirror.New(s.pool)}
 	h, err := outcomes.NewHandler(outcomes.Options{
 		Key: pub, Store: s.apply, DeferAfter: o.DeferAfter, Escalate: s.nudges.inc,
-		Metrics: metrics.NewOutcomes(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler),
+		Metrics: metrics.NewProviderEvents(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		s.pool.Close()

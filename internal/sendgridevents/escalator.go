@@ -40,7 +40,7 @@ type Escalator struct {
 	TaskQueue string
 	// Every is the longest pause between passes (0: DefaultEscalateEvery).
 	Every   time.Duration
-	Metrics *metrics.Outcomes
+	Metrics *metrics.ProviderEvents
 	Logger  *slog.Logger
 
 	nudge chan struct{}

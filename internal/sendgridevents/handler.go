@@ -66,7 +66,7 @@ type Options struct {
 	// Escalate is called when a batch owed new escalations (nil: none);
 	// it must not block (Escalator.Nudge).
 	Escalate func()
-	Metrics  *metrics.Outcomes
+	Metrics  *metrics.ProviderEvents
 	Logger   *slog.Logger
 	Now      func() time.Time
 }

@@ -50,7 +50,7 @@ func newRig(t *testing.T, emit sink.EventOptions) *rig {
 	pub, err := sendgridevents.ParseVerificationKey(key.PublicKey())
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	m := metrics.NewOutcomes(reg)
+	m := metrics.NewProviderEvents(reg)
 	esc := sendgridevents.NewEscalator(s.Mirror, s.Temporal, s.TaskQueue)
 	esc.Metrics = m
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,18 +18,18 @@ var deliverySLOOpts = prometheus.HistogramOpts{
 	Buckets: DeliverySLOBuckets,
 }
 
-// Outcomes records what serve's provider-event path does. A nil *Outcomes
+// ProviderEvents records what serve's provider-event path does. A nil *ProviderEvents
 // records nothing.
-type Outcomes struct {
+type ProviderEvents struct {
 	batches     *prometheus.CounterVec
 	events      *prometheus.CounterVec
 	deliverySLO *prometheus.HistogramVec
 	escalations *prometheus.CounterVec
 }
 
-// NewOutcomes registers the provider-event path's metrics on reg.
-func NewOutcomes(reg prometheus.Registerer) *Outcomes {
-	m := &Outcomes{
+// NewProviderEvents registers the provider-event path's metrics on reg.
+func NewProviderEvents(reg prometheus.Registerer) *ProviderEvents {
+	m := &ProviderEvents{
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shipnotify_provider_batches_total",
 			Help: "Event Webhook batches by result: accepted, not_json, too_large, unsigned, bad_signature, stale, invalid, error.",
@@ -49,7 +49,7 @@ func NewOutcomes(reg prometheus.Registerer) *Outcomes {
 }
 
 // Batch counts one batch by its result.
-func (m *Outcomes) Batch(result string) {
+func (m *ProviderEvents) Batch(result string) {
 	if m == nil {
 		return
 	}
@@ -57,7 +57,7 @@ func (m *Outcomes) Batch(result string) {
 }
 
 // Events counts n events of an outcome by their result.
-func (m *Outcomes) Events(outcome, result string, n int) {
+func (m *ProviderEvents) Events(outcome, result string, n int) {
 	if m == nil || n == 0 {
 		return
 	}
@@ -65,7 +65,7 @@ func (m *Outcomes) Events(outcome, result string, n int) {
 }
 
 // Delivered records one reminder's due-to-delivered time.
-func (m *Outcomes) Delivered(channel string, took time.Duration) {
+func (m *ProviderEvents) Delivered(channel string, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -73,7 +73,7 @@ func (m *Outcomes) Delivered(channel string, took time.Duration) {
 }
 
 // EscalationStarted counts one escalation started.
-func (m *Outcomes) EscalationStarted(reason string) {
+func (m *ProviderEvents) EscalationStarted(reason string) {
 	if m == nil {
 		return
 	}

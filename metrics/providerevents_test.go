@@ -181,7 +181,7 @@ func TestWebhookDeliveriesJoinTheDeliverySLO(t *testing.T) {
 	t.Parallel()
 	worker, serve := prometheus.NewRegistry(), prometheus.NewRegistry()
 	metrics.New(worker).Delivered("webhook", 90*time.Second)
-	metrics.NewOutcomes(serve).Delivered("email", 20*time.Minute)
+	metrics.NewProviderEvents(serve).Delivered("email", 20*time.Minute)
 	var nilMetrics *metrics.Metrics
 	nilMetrics.Delivered("webhook", time.Second) // records nothing, and does not panic
 
