@@ -87,6 +87,11 @@ type Activities struct {
 	Mirror  *mirror.Store
 	Email   *email.Sender
 	Webhook *webhook.Sender
+	// Senders are the senders of the channels beyond email and webhook
+	// (reminder.PlanOptions.Channels), by channel. Their deliveries are
+	// keyed, claimed, paced and classified as email's and webhook's are;
+	// a channel with no sender here fails its deliveries for good.
+	Senders map[reminder.Channel]delivery.Sender
 	// RecordRetries bounds how often a failed write of a completed send is
 	// retried within the attempt before it gives up (0 means 5).
 	RecordRetries int
@@ -366,7 +371,10 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		// wait for it, says whether it went.
 		a.unconfirmed(ctx, key, owner, derr, logger)
 		delay := evidencePoll(1, a.EvidenceWait)
-		if t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
+		if t.Reminder.Channel != reminder.Email && in.purpose() != reminder.PurposeEscalation {
+			// No provider reports on it (the mirror's claim waits for
+			// evidence on email only): its receiver drops the repeat by
+			// the key, and the retry follows the backoff.
 			delay = a.backoff(ctx, provider, derr, info.Attempt)
 		}
 		return res, temporal.NewApplicationErrorWithOptions(derr.Error(), ErrTypeSendUnconfirmed,
@@ -493,10 +501,14 @@ func evidencePoll(attempt int32, left time.Duration) time.Duration {
 }
 
 // providerOf names the provider a delivery calls, for its shared health
-// record: the mail API, or the webhook receiver's host (never its URL).
+// record: the mail API, the webhook receiver's host (never its URL), or a
+// channel beyond them by its name.
 func providerOf(in NotifyInput, t mirror.Target) string {
-	if t.Reminder.Channel != reminder.Webhook || in.purpose() == reminder.PurposeEscalation {
+	switch {
+	case t.Reminder.Channel == reminder.Email || in.purpose() == reminder.PurposeEscalation:
 		return "email"
+	case t.Reminder.Channel != reminder.Webhook:
+		return "channel:" + string(t.Reminder.Channel)
 	}
 	host := t.Reminder.WebhookURL
 	if u, err := url.Parse(t.Reminder.WebhookURL); err == nil {

@@ -8,43 +8,85 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/shipnotify/shipnotify/delivery"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
-// Webhook event types.
+// Notice types (a webhook event's type).
 const (
-	EventReminder  = "shipment.reminder"
-	EventCancelled = "shipment.cancelled"
+	EventReminder   = "shipment.reminder"
+	EventCancelled  = "shipment.cancelled"
+	EventEscalation = "shipment.escalation"
 )
 
 // send delivers by purpose: the reminder and its cancellation notice go to
-// the subscriber by its channel, an escalation goes to the update's
-// escalation contact by email.
+// the subscriber by its channel's sender, an escalation goes to the
+// update's escalation contact by email.
 func (a *Activities) send(ctx context.Context, in NotifyInput, t mirror.Target, key string) (string, error) {
 	r := t.Reminder
-	args := map[string]string{"reminder_id": r.ID, "shipment_id": r.ShipmentID, "purpose": string(in.purpose())}
-	if in.purpose() == reminder.PurposeEscalation {
-		subject, text := escalationMessage(in, t, a.Links)
-		return a.Email.Send(ctx, email.Message{To: t.EscalationEmail, Subject: subject, Text: text, DeliveryKey: key, Args: args})
+	n := delivery.Notice{
+		Key: key, Purpose: string(in.purpose()), Type: EventReminder, Subject: t.Message.Subject, Text: t.Message.Text,
+		ReminderID: r.ID, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID, SubscriberID: r.SubscriberID,
+		Kind: t.Kind, WindowStart: t.WindowStart, DueAt: r.DueAt,
 	}
-	msg, eventType := t.Message, EventReminder
+	if in.purpose() == reminder.PurposeEscalation {
+		n.Type, n.Address = EventEscalation, t.EscalationEmail
+		n.Subject, n.Text = escalationMessage(in, t, a.Links)
+		return emailSender{a.Email}.Send(ctx, n)
+	}
 	if in.purpose() == reminder.PurposeCancellation {
-		msg, eventType = cancellationMessage(t), EventCancelled
+		msg := cancellationMessage(t)
+		n.Type, n.Subject, n.Text = EventCancelled, msg.Subject, msg.Text
+	}
+	sender := a.senderOf(r.Channel)
+	if sender == nil {
+		return "", temporal.NewNonRetryableApplicationError("no sender for the channel "+string(r.Channel), ErrTypePermanentDelivery, nil)
 	}
 	switch r.Channel {
 	case reminder.Email:
-		return a.Email.Send(ctx, email.Message{To: r.Email, Subject: msg.Subject, Text: msg.Text, DeliveryKey: key, Args: args})
+		n.Address = r.Email
 	case reminder.Webhook:
-		body, err := json.Marshal(webhookEvent(eventType, t, msg, key))
-		if err != nil {
-			return "", fmt.Errorf("error encoding webhook body: %w", err)
-		}
-		return a.Webhook.Send(ctx, webhook.Message{URL: r.WebhookURL, Secret: r.WebhookSecret, ID: key, Body: body})
+		n.Address, n.Secret = r.WebhookURL, r.WebhookSecret
+	default:
+		n.Address = r.Address
 	}
-	return "", temporal.NewNonRetryableApplicationError("unknown channel "+string(r.Channel), ErrTypePermanentDelivery, nil)
+	return sender.Send(ctx, n)
+}
+
+// senderOf is a channel's sender: email and webhook's own, or the one
+// registered for a channel beyond them (nil when none is).
+func (a *Activities) senderOf(ch reminder.Channel) delivery.Sender {
+	switch ch {
+	case reminder.Email:
+		return emailSender{a.Email}
+	case reminder.Webhook:
+		return webhookSender{a.Webhook}
+	}
+	return a.Senders[ch]
+}
+
+// emailSender sends a notice as an email through SendGrid, the key and the
+// ids in its custom_args.
+type emailSender struct{ s *email.Sender }
+
+func (e emailSender) Send(ctx context.Context, n delivery.Notice) (string, error) {
+	return e.s.Send(ctx, email.Message{To: n.Address, Subject: n.Subject, Text: n.Text, DeliveryKey: n.Key,
+		Args: map[string]string{"reminder_id": n.ReminderID, "shipment_id": n.ShipmentID, "purpose": n.Purpose}})
+}
+
+// webhookSender posts a notice as a signed Standard Webhooks event, its key
+// the event's id.
+type webhookSender struct{ s *webhook.Sender }
+
+func (w webhookSender) Send(ctx context.Context, n delivery.Notice) (string, error) {
+	body, err := json.Marshal(webhookEvent(n))
+	if err != nil {
+		return "", fmt.Errorf("error encoding webhook body: %w", err)
+	}
+	return w.s.Send(ctx, webhook.Message{URL: n.Address, Secret: n.Secret, ID: n.Key, Body: body})
 }
 
 func cancellationMessage(t mirror.Target) reminder.Message {
@@ -117,19 +159,18 @@ type WebhookData struct {
 	Text         string     `json:"text"`
 }
 
-func webhookEvent(eventType string, t mirror.Target, msg reminder.Message, key string) WebhookEvent {
-	r := t.Reminder
+func webhookEvent(n delivery.Notice) WebhookEvent {
 	ev := WebhookEvent{
-		Type:      eventType,
-		Timestamp: r.DueAt.UTC(),
+		Type:      n.Type,
+		Timestamp: n.DueAt.UTC(),
 		Data: WebhookData{
-			DeliveryKey: key, ReminderID: r.ID, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
-			SubscriberID: r.SubscriberID, Kind: t.Kind, DueAt: r.DueAt.UTC(),
-			Subject: msg.Subject, Text: msg.Text,
+			DeliveryKey: n.Key, ReminderID: n.ReminderID, ShipmentID: n.ShipmentID, UpdateID: n.UpdateID,
+			SubscriberID: n.SubscriberID, Kind: n.Kind, DueAt: n.DueAt.UTC(),
+			Subject: n.Subject, Text: n.Text,
 		},
 	}
-	if !t.WindowStart.IsZero() {
-		ws := t.WindowStart.UTC()
+	if !n.WindowStart.IsZero() {
+		ws := n.WindowStart.UTC()
 		ev.Data.WindowStart = &ws
 	}
 	return ev

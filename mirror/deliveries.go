@@ -125,7 +125,7 @@ WITH prior AS (
     RETURNING attempts, maybe_sent_at
 )
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
-       coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''),
+       coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''), coalesce(r.address, ''),
        r.due_at, r.state, u.kind, u.window_start, u.subject, u.body,
        coalesce(u.escalation_email, ''),
        EXISTS (SELECT 1 FROM disabled_endpoints d
@@ -194,7 +194,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseFor.Seconds(),
 		c.EvidenceWait.Seconds()).Scan(
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
-		&r.Email, &r.WebhookURL, &r.WebhookSecret,
+		&r.Email, &r.WebhookURL, &r.WebhookSecret, &r.Address,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
 		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &tookLapsed)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {

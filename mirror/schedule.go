@@ -72,15 +72,16 @@ RETURNING true`
 const insertReminders = `
 WITH ins AS (
     INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email,
-                           webhook_url, webhook_secret, due_at, requested_due_at, delivery_key, workflow_id,
+                           webhook_url, webhook_secret, address, due_at, requested_due_at, delivery_key, workflow_id,
                            state, approval_timeout, approval_expire_after)
-    SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret,
+    SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret, r.address,
            r.due_at, r.due_at, r.delivery_key, r.workflow_id, r.state,
            make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after)
       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                  $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::float8[], $14::float8[])
+                  $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::float8[], $14::float8[],
+                  $15::text[])
            AS r(id, subscriber_id, channel, email, webhook_url, webhook_secret, due_at, delivery_key,
-                workflow_id, state, approval_timeout, approval_expire_after)
+                workflow_id, state, approval_timeout, approval_expire_after, address)
     RETURNING id, due_at, delivery_key, state
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
@@ -93,7 +94,7 @@ SELECT kind, requested_window_start, subject, body, coalesce(escalation_email, '
 
 const selectStoredReminders = `
 SELECT id, subscriber_id, channel, coalesce(email, ''), coalesce(webhook_url, ''), coalesce(webhook_secret, ''),
-       requested_due_at, approval_timeout, approval_expire_after,
+       coalesce(address, ''), requested_due_at, approval_timeout, approval_expire_after,
        workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL
   FROM reminders WHERE shipment_id = $1 AND update_id = $2
  ORDER BY subscriber_id`
@@ -139,7 +140,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []Ne
 func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, error) {
 	n := len(rems)
 	ids, subs, channels := make([]string, n), make([]string, n), make([]string, n)
-	emails, urls, secrets := make([]*string, n), make([]*string, n), make([]*string, n)
+	emails, urls, secrets, addresses := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	dues, keys, wfids := make([]time.Time, n), make([]string, n), make([]string, n)
 	states, timeouts, expires := make([]string, n), make([]*float64, n), make([]*float64, n)
 	for i, r := range rems {
@@ -148,7 +149,7 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 		if err != nil {
 			return nil, err
 		}
-		emails[i], urls[i], secrets[i] = nullable(r.Email), nullable(r.WebhookURL), nullable(secret)
+		emails[i], urls[i], secrets[i], addresses[i] = nullable(r.Email), nullable(r.WebhookURL), nullable(secret), nullable(r.Address)
 		dues[i], keys[i], wfids[i] = r.DueAt, r.DeliveryKey(), r.WorkflowID
 		states[i] = string(r.InitialState())
 		if r.Approval.Required {
@@ -157,7 +158,7 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 		}
 	}
 	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
-		states, timeouts, expires}, nil
+		states, timeouts, expires, addresses}, nil
 }
 
 func (s *Store) readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
@@ -179,7 +180,7 @@ func (s *Store) readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID 
 		var channel, state string
 		var timeout, expire *time.Duration
 		err := row.Scan(&q.ID, &q.SubscriberID, &channel, &q.Email, &q.WebhookURL, &q.WebhookSecret,
-			&q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted)
+			&q.Address, &q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted)
 		q.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 		q.Approval = approvalOf(timeout, expire)
 		return r, err

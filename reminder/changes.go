@@ -44,6 +44,7 @@ func Changes(was Update, wasRems []Reminder, now Update, nowRems []Reminder) []s
 		diff(s.Email != r.Email, field+".email")
 		diff(s.WebhookURL != r.WebhookURL, field+".url")
 		diff(s.WebhookSecret != r.WebhookSecret, field+".secret")
+		diff(s.Address != r.Address, field+".address")
 		diff(!s.DueAt.Equal(r.DueAt), field+".due_at")
 		diff(s.Approval != r.Approval, field+".approval")
 	}

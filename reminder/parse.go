@@ -43,6 +43,7 @@ type subscriberJSON struct {
 	Email            string `json:"email"`
 	URL              string `json:"url"`
 	Secret           string `json:"secret"`
+	Address          string `json:"address"`
 	DueAt            string `json:"due_at"`
 	RemindBefore     string `json:"remind_before"`
 	RequiresApproval bool   `json:"requires_approval"`
@@ -254,7 +255,7 @@ func (w updateJSON) toUpdate() (Update, error) {
 			return Update{}, err
 		}
 		sub := Subscriber{ID: s.ID, Channel: Channel(s.Channel), Email: s.Email, URL: s.URL, Secret: s.Secret,
-			RequiresApproval: s.RequiresApproval}
+			Address: s.Address, RequiresApproval: s.RequiresApproval}
 		if s.DueAt != "" {
 			t, err := parseTime(s.DueAt)
 			if err != nil {

@@ -7,6 +7,8 @@ package reminder
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,14 +24,21 @@ const (
 	Webhook Channel = "webhook"
 )
 
-// Channels is every channel: an update's validation, the API's channel
-// enums and the mirror's CHECK constraint hold the same list.
+// Channels is the channels built in: an update's validation, the API's
+// channel enums and the mirror's CHECK constraint hold the same list. A
+// deployment adds its own through PlanOptions.Channels (and a migration
+// that adds them to the CHECK constraint).
 var Channels = []Channel{Email, Webhook}
 
-// channelsText is Channels for a message: "email" or "webhook".
-func channelsText() string {
-	quoted := make([]string, len(Channels))
-	for i, c := range Channels {
+// CheckAddress checks a subscriber's address for a channel beyond
+// Channels; its error says what is wrong without repeating the address.
+type CheckAddress func(address string) error
+
+// channelsText is the channels for a message: "email" or "webhook".
+func channelsText(extra map[Channel]CheckAddress) string {
+	all := slices.Concat(Channels, slices.Sorted(maps.Keys(extra)))
+	quoted := make([]string, len(all))
+	for i, c := range all {
 		quoted[i] = strconv.Quote(string(c))
 	}
 	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
@@ -63,7 +72,10 @@ type Reminder struct {
 	// WebhookURL and WebhookSecret are set for the webhook channel.
 	WebhookURL    string
 	WebhookSecret string
-	DueAt         time.Time
+	// Address is set for a channel beyond Channels (PlanOptions.Channels):
+	// its subscriber's address, as the channel's sender reads it.
+	Address string
+	DueAt   time.Time
 	// Approval.Required makes the reminder wait for an operator's decision.
 	Approval Approval
 }

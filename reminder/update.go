@@ -21,6 +21,7 @@ const (
 	MaxSubscribers    = 500
 	MaxEmailBytes     = 254 // RFC 5321 path limit
 	MaxURLBytes       = 2048
+	MaxAddressBytes   = 256 // a channel's address beyond email and webhook
 	MaxRemindBefore   = 366 * 24 * time.Hour
 	MaxHorizon        = 2 * 366 * 24 * time.Hour // due no later than this after now
 	MaxPastDue        = 30 * 24 * time.Hour      // backfill no older than this
@@ -83,11 +84,13 @@ type Message struct {
 // Subscriber is one receiver of an update and when it wants its reminder:
 // either at DueAt or RemindBefore the window start.
 type Subscriber struct {
-	ID           string
-	Channel      Channel
-	Email        string
-	URL          string
-	Secret       string
+	ID      string
+	Channel Channel
+	Email   string
+	URL     string
+	Secret  string
+	// Address is the address of a channel beyond Channels.
+	Address      string
 	DueAt        time.Time
 	RemindBefore time.Duration
 	// RequiresApproval makes this subscriber's reminder wait for approval.
@@ -120,6 +123,9 @@ type PlanOptions struct {
 	// used: scheme, port, and the addresses its host is or resolves to (the
 	// webhook package's Guard). Nil accepts https URLs only.
 	WebhookDestination func(rawURL string) error
+	// Channels are the channels a subscriber may use beyond the built-in
+	// ones (Channels), each with the check of its address.
+	Channels map[Channel]CheckAddress
 }
 
 // Plan checks an update and turns it into its reminders, one per subscriber,
@@ -277,6 +283,9 @@ func checkRunes(field, s string, lines bool) error {
 }
 
 func (s Subscriber) checkChannel(field string, opts PlanOptions, r *Reminder) error {
+	if s.Address != "" && (s.Channel == Email || s.Channel == Webhook) {
+		return fieldErr(field, "an %s subscriber takes no address", s.Channel)
+	}
 	switch s.Channel {
 	case Email:
 		if s.URL != "" || s.Secret != "" {
@@ -298,9 +307,28 @@ func (s Subscriber) checkChannel(field string, opts PlanOptions, r *Reminder) er
 		}
 		r.WebhookURL, r.WebhookSecret = s.URL, s.Secret
 	case "":
-		return fieldErr(field+".channel", "is required (%s)", channelsText())
+		return fieldErr(field+".channel", "is required (%s)", channelsText(opts.Channels))
 	default:
-		return fieldErr(field+".channel", "unknown channel; use %s", channelsText())
+		check, ok := opts.Channels[s.Channel]
+		if !ok {
+			return fieldErr(field+".channel", "unknown channel; use %s", channelsText(opts.Channels))
+		}
+		if s.Email != "" || s.URL != "" || s.Secret != "" {
+			return fieldErr(field, "a %s subscriber takes an address only", s.Channel)
+		}
+		if s.Address == "" {
+			return fieldErr(field+".address", "is required for the %s channel", s.Channel)
+		}
+		if len(s.Address) > MaxAddressBytes {
+			return fieldErr(field+".address", "is %d bytes; at most %d", len(s.Address), MaxAddressBytes)
+		}
+		if err := checkRunes(field+".address", s.Address, false); err != nil {
+			return err
+		}
+		if err := check(s.Address); err != nil {
+			return fieldErr(field+".address", "%s", err)
+		}
+		r.Address = s.Address
 	}
 	return nil
 }

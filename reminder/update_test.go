@@ -223,3 +223,48 @@ func TestPurposeKeysAreDistinct(t *testing.T) {
 	}
 	require.Len(t, keys, 6)
 }
+
+// A channel beyond email and webhook is one the caller registers with the
+// check of its address: its subscriber takes an address only, checked by
+// that rule and named by field when wrong (never repeated); without the
+// registration the channel is unknown, and the error lists what is known.
+func TestAChannelBeyondTheBuiltInsIsCheckedByItsRule(t *testing.T) {
+	t.Parallel()
+	pager := reminder.Channel("pager")
+	opts := reminder.PlanOptions{Now: now, Channels: map[reminder.Channel]reminder.CheckAddress{
+		pager: func(a string) error {
+			if !strings.HasPrefix(a, "+") {
+				return errors.New("is not a number")
+			}
+			return nil
+		},
+	}}
+	doc := func(sub string) reminder.Update {
+		u, err := reminder.ParseUpdate(strings.NewReader(`{"shipment_id":"S","update_id":"U","kind":"k",
+			"message":{"subject":"s","text":"t"},"subscribers":[` + sub + `]}`))
+		require.NoError(t, err)
+		return u
+	}
+	rems, err := doc(`{"id":"on-call","channel":"pager","address":"+4915112345678","due_at":"2026-12-01T09:00:00Z"}`).Plan(opts)
+	require.NoError(t, err)
+	require.Equal(t, "+4915112345678", rems[0].Address)
+	require.Empty(t, rems[0].Email+rems[0].WebhookURL)
+
+	for _, tc := range []struct{ sub, field, problem string }{
+		{`{"id":"a","channel":"pager","due_at":"2026-12-01T09:00:00Z"}`, "subscribers[0].address", "is required for the pager channel"},
+		{`{"id":"a","channel":"pager","address":"015112345678","due_at":"2026-12-01T09:00:00Z"}`, "subscribers[0].address", "is not a number"},
+		{`{"id":"a","channel":"pager","address":"+49151","email":"a@b.example","due_at":"2026-12-01T09:00:00Z"}`, "subscribers[0]", "a pager subscriber takes an address only"},
+		{`{"id":"a","channel":"email","email":"a@b.example","address":"+49151","due_at":"2026-12-01T09:00:00Z"}`, "subscribers[0]", "an email subscriber takes no address"},
+		{`{"id":"a","channel":"fax","address":"+49151","due_at":"2026-12-01T09:00:00Z"}`, "subscribers[0].channel", `unknown channel; use "email", "webhook" or "pager"`},
+	} {
+		_, err := doc(tc.sub).Plan(opts)
+		var fe *reminder.FieldError
+		require.ErrorAs(t, err, &fe, tc.sub)
+		require.Equal(t, tc.field, fe.Field, tc.sub)
+		require.Equal(t, tc.problem, fe.Problem, tc.sub)
+		require.NotContains(t, fe.Problem, "015112345678", "the address is never repeated")
+	}
+	_, err = doc(`{"id":"on-call","channel":"pager","address":"+4915112345678","due_at":"2026-12-01T09:00:00Z"}`).
+		Plan(reminder.PlanOptions{Now: now})
+	require.ErrorContains(t, err, `subscribers[0].channel: unknown channel; use "email" or "webhook"`, "unregistered, it is unknown")
+}

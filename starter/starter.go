@@ -65,6 +65,10 @@ type Starter struct {
 	// Webhooks is the guard webhook URLs must pass at schedule time (the
 	// worker's sender applies the same one at connection time).
 	Webhooks webhook.Guard
+	// Channels are the channels a subscriber may use beyond email and
+	// webhook, each with the check of its address; the worker registers
+	// their senders (activities.Activities.Senders).
+	Channels map[reminder.Channel]reminder.CheckAddress
 	// Now is the clock due times are checked against (nil means time.Now).
 	Now func() time.Time
 
@@ -112,7 +116,7 @@ type Result struct {
 func (s *Starter) Plan(ctx context.Context, u reminder.Update) ([]reminder.Reminder, error) {
 	now := s.now()
 	var urls []string
-	if _, err := u.Plan(reminder.PlanOptions{Now: now, WebhookDestination: func(raw string) error {
+	if _, err := u.Plan(reminder.PlanOptions{Now: now, Channels: s.Channels, WebhookDestination: func(raw string) error {
 		urls = append(urls, raw)
 		return nil
 	}}); err != nil {
@@ -122,7 +126,7 @@ func (s *Starter) Plan(ctx context.Context, u reminder.Update) ([]reminder.Remin
 	for i, err := range s.Webhooks.CheckURLs(ctx, urls) {
 		verdicts[urls[i]] = err
 	}
-	return u.Plan(reminder.PlanOptions{Now: now, WebhookDestination: func(raw string) error {
+	return u.Plan(reminder.PlanOptions{Now: now, Channels: s.Channels, WebhookDestination: func(raw string) error {
 		if err, ok := verdicts[raw]; ok {
 			return err
 		}

@@ -22,6 +22,7 @@ func TestTheProductBinaryHoldsNoBenchOrTestSupport(t *testing.T) {
 		for _, banned := range []string{
 			"github.com/shipnotify/shipnotify/internal/bench",
 			"github.com/shipnotify/shipnotify/internal/faults",
+			"github.com/shipnotify/shipnotify/internal/pager",
 			"github.com/shipnotify/shipnotify/internal/soak",
 			"github.com/shipnotify/shipnotify/internal/testenv",
 			"go.temporal.io/sdk/testsuite",
