@@ -21,9 +21,13 @@ import (
 // of the task queue that visibility shows pending, against their rows.
 // Pending rows were checked by the forward pass and are skipped.
 func (s *Starter) verifyRunning(ctx context.Context, cutoff time.Time, repair bool) ([]Divergence, error) {
-	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus = 'Running' AND TaskQueue = %s AND %s IN ('%s', '%s')",
+	pending := make([]string, len(reminder.PendingStates))
+	for i, st := range reminder.PendingStates {
+		pending[i] = quote(string(st))
+	}
+	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus = 'Running' AND TaskQueue = %s AND %s IN (%s)",
 		quote(workflows.ReminderWorkflowName), quote(s.TaskQueue), workflows.ReminderStateKey.GetName(),
-		reminder.Scheduled, reminder.AwaitingApproval)
+		strings.Join(pending, ", "))
 	var out []Divergence
 	var token []byte
 	for {
