@@ -362,6 +362,10 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 	provider := providerOf(in, t)
 	var derr *delivery.Error
+	if errors.As(err, &derr) && derr.OperatorDetail != "" {
+		// For the operator only: the reminder's trail gets derr.Error().
+		logger.Warn("delivery refused", "error", derr.Error(), "detail", derr.OperatorDetail)
+	}
 	switch {
 	case errors.As(err, &derr) && derr.Permanent:
 		return res, a.failed(ctx, key, t, in, derr)

@@ -17,6 +17,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/webhook"
 )
 
 // A reminder whose row is finished is never sent: not when cancelled, not
@@ -137,4 +138,21 @@ func (f *fixture) notifyCtx(t *testing.T, ctx context.Context, in activities.Not
 		require.NoError(t, val.Get(&res))
 	}
 	return res, err
+}
+
+// A webhook whose host resolves somewhere the guard refuses at connection
+// time fails with one fixed reason, the address left out: that reason is
+// what the reminder's trail, the tracker and the escalation contact read.
+// Nothing was sent, so the claim is released for the retry.
+func TestAGuardRefusalNamesNoAddress(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.acts.Webhook = webhook.NewSender(webhook.Options{Guard: webhook.Guard{}}) // loopback refused
+	in := f.schedule(t, reminder.Webhook)
+	_, err := f.notify(t, in)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), webhook.RefusedDestination)
+	require.NotContains(t, err.Error(), "127.0.0.1", "the internal address is the operator's to know")
+	require.Zero(t, f.hooks.Requests(), "nothing reached the receiver")
+	require.Equal(t, "released", f.delivery(t, in.Key()).Status)
 }

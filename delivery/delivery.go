@@ -37,8 +37,12 @@ type Error struct {
 	// RetryAfter is the wait the other side asked for; 0 when it did not say.
 	RetryAfter time.Duration
 	// Detail is a short excerpt of the answer or the transport error, never
-	// a URL or an address.
+	// a URL or an address: it reaches the reminder's trail, the tracker and
+	// the escalation contact.
 	Detail string
+	// OperatorDetail is what only the operator's log may hold (the
+	// internal address a guard refused); never part of Error().
+	OperatorDetail string
 }
 
 func (e *Error) Error() string {

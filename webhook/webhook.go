@@ -103,6 +103,14 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	req.Header.Set("Idempotency-Key", m.ID)
 
 	resp, err := s.client.Do(req)
+	if errors.Is(err, ErrForbiddenAddress) {
+		// The name resolved somewhere the guard refuses (it may have
+		// resolved elsewhere at schedule time). The reason is fixed: the
+		// customer reads it, and the address is the operator's to know.
+		e := failure(0, false, RefusedDestination)
+		e.OperatorDetail = transportDetail(err)
+		return "", e
+	}
 	if err != nil {
 		return "", delivery.Unanswered("webhook receiver", departure, transportDetail(err))
 	}
@@ -115,6 +123,10 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	e.RetryAfter = delivery.RetryAfter(resp.Header.Get("Retry-After"), s.now())
 	return "", e
 }
+
+// RefusedDestination is the one reason a delivery the guard refused at
+// connection time gives, whatever address the name resolved to.
+const RefusedDestination = "forbidden webhook destination: the URL's host is not a public address"
 
 func failure(status int, permanent bool, detail string) *delivery.Error {
 	return &delivery.Error{Channel: "webhook receiver", Status: status, Permanent: permanent, Detail: detail}

@@ -146,6 +146,14 @@ func TestGuardRefusesLoopbackAtConnectionTime(t *testing.T) {
 	for _, u := range []string{srv.URL, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)} {
 		_, err := send(t, webhook.Guard{}, u, webhook.NewSecret())
 		require.ErrorContains(t, err, "forbidden webhook destination", u)
+		// The reason reaches the customer: it is fixed, and names no
+		// address; the operator's log gets the address.
+		var derr *delivery.Error
+		require.ErrorAs(t, err, &derr, u)
+		require.Equal(t, "webhook receiver unreachable: "+webhook.RefusedDestination, derr.Error(), u)
+		require.NotContains(t, derr.Error(), "127.0.0.1", u)
+		require.Contains(t, derr.OperatorDetail, "127.0.0.1", u)
+		require.False(t, derr.MaybeSent, "nothing left: the connection was never made")
 	}
 	require.Zero(t, hits.Load())
 }
