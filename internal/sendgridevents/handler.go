@@ -32,8 +32,15 @@ const Path = "/providers/sendgrid/events"
 // Defaults of Options.
 const (
 	// DefaultMaxBody bounds a batch: SendGrid posts at 768 KB at most; a
-	// thousand events take about 400 KB.
-	DefaultMaxBody = 4 << 20
+	// thousand events take about 400 KB. A body is read whole before its
+	// signature can be checked, so this, times DefaultMaxInFlight, is what
+	// unsigned posts can make serve hold.
+	DefaultMaxBody = 1 << 20
+	// DefaultMaxInFlight bounds the batches read and applied at once; one
+	// past it is answered 503 with Retry-After, which SendGrid retries.
+	DefaultMaxInFlight = 8
+	// busyRetryAfter is the wait a busy answer asks for.
+	busyRetryAfter = "5"
 	// DefaultTolerance is how far a batch's signed timestamp may be from
 	// our clock.
 	DefaultTolerance = 5 * time.Minute
@@ -60,6 +67,8 @@ type Options struct {
 	// DefaultTolerance); MaxBody bounds a batch (0: DefaultMaxBody).
 	Tolerance time.Duration
 	MaxBody   int64
+	// MaxInFlight bounds the batches taken at once (0: DefaultMaxInFlight).
+	MaxInFlight int
 	// DeferAfter is how long a deferral may stay undelivered before it
 	// escalates.
 	DeferAfter time.Duration
@@ -75,7 +84,11 @@ type Options struct {
 // signature, timestamp), checks every event, records the batch in one
 // transaction and answers; the escalations it owes start beside it, so
 // slow work never holds SendGrid's request (which it would retry).
-type Handler struct{ o Options }
+type Handler struct {
+	o Options
+	// inFlight holds a slot for each batch being read or applied.
+	inFlight chan struct{}
+}
 
 // NewHandler returns the Event Webhook's handler.
 func NewHandler(o Options) (*Handler, error) {
@@ -88,13 +101,16 @@ func NewHandler(o Options) (*Handler, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
 	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Handler{o: o}, nil
+	return &Handler{o: o, inFlight: make(chan struct{}, o.MaxInFlight)}, nil
 }
 
 // Summary is a 200's body: what the batch's events came to.
@@ -112,6 +128,7 @@ var (
 	errStale        = refusal{http.StatusForbidden, "stale", "the signed timestamp is outside the tolerance"}
 	errTooLarge     = refusal{http.StatusRequestEntityTooLarge, "too_large", "the batch is larger than the limit"}
 	errNotJSON      = refusal{http.StatusBadRequest, "not_json", "the batch is not a JSON array of event objects"}
+	errBusy         = refusal{http.StatusServiceUnavailable, "busy", "too many batches at once; send it again"}
 )
 
 type refusal struct {
@@ -152,11 +169,22 @@ func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string,
 	if sig == "" || ts == "" {
 		return Summary{}, "", errUnsigned
 	}
+	tooLargeRefusal := refusal{errTooLarge.status, errTooLarge.result, fmt.Sprintf("%s (%d bytes)", errTooLarge.detail, h.o.MaxBody)}
+	if r.ContentLength > h.o.MaxBody {
+		return Summary{}, "", tooLargeRefusal // refused before a byte is read
+	}
+	select {
+	case h.inFlight <- struct{}{}:
+		defer func() { <-h.inFlight }()
+	default:
+		w.Header().Set("Retry-After", busyRetryAfter)
+		return Summary{}, "", errBusy
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return Summary{}, "", refusal{errTooLarge.status, errTooLarge.result, fmt.Sprintf("%s (%d bytes)", errTooLarge.detail, h.o.MaxBody)}
+		return Summary{}, "", tooLargeRefusal
 	case err != nil:
 		return Summary{}, "", refusal{http.StatusBadRequest, "not_json", "the batch could not be read"}
 	}
