@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -149,4 +150,76 @@ func TestTheMirrorsStateChangesFollowTheStateMachine(t *testing.T) {
 SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(7 * 86400, '-infinity', '', 1000) WHERE id = $1)`, id).Scan(&candidate))
 		require.Equal(t, from.Terminal(), candidate, "prune takes a %s reminder", from)
 	}
+}
+
+// reminder_move_allowed, the SQL twin of the state machine that the
+// runtime role's updates are held to, agrees with reminder.CanBecome on
+// every pair of states.
+func TestTheSQLStateMachineIsTheDomains(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	for _, from := range reminder.States {
+		for _, to := range reminder.States {
+			var allowed bool
+			require.NoError(t, db.Pool.QueryRow(context.Background(),
+				`SELECT reminder_move_allowed($1, $2)`, string(from), string(to)).Scan(&allowed))
+			require.Equal(t, from.CanBecome(to), allowed, "%s → %s", from, to)
+		}
+	}
+}
+
+// The role the product runs as cannot forge the trail or make a live
+// reminder prunable: the database sets an event's time and a reminder's
+// last change whatever the caller writes, and refuses a move the state
+// machine does not allow. The issue's attack (cancel a reminder awaiting
+// approval by hand, backdated 200 days) leaves a row the next prune of
+// 90-day-old reminders does not take.
+func TestTheRuntimeRoleCannotForgeTimesOrMoves(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	runtime, err := pgx.Connect(ctx, testenv.RuntimeRole(t, db))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = runtime.Close(context.Background()) })
+	u := update("SHP-forge", time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+	u.Subscribers[0].RequiresApproval = true
+	u.EscalationEmail = "lead@shipper.example"
+	stored := insert(t, store, u, time.Now()).Reminders
+	awaiting, other := stored[0].Requested.ID, stored[1].Requested.ID
+	require.Equal(t, reminder.AwaitingApproval, stored[0].State)
+
+	_, err = runtime.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type, at, detail)
+VALUES ($1, 'approved', now() - interval '200 days', '{"by": "alice"}')`, awaiting)
+	require.NoError(t, err)
+	var at time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT at FROM reminder_events WHERE reminder_id = $1 AND type = 'approved'`, awaiting).Scan(&at))
+	require.WithinDuration(t, time.Now(), at, time.Minute, "the event is dated when it was written, not when the caller says")
+
+	_, err = runtime.Exec(ctx, `UPDATE reminders SET state = 'cancelled', updated_at = now() - interval '200 days',
+       due_at = now() - interval '200 days' WHERE id = $1`, awaiting)
+	require.NoError(t, err)
+	var updated time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT updated_at FROM reminders WHERE id = $1`, awaiting).Scan(&updated))
+	require.WithinDuration(t, time.Now(), updated, time.Minute, "the last change is dated by the database")
+	var prunable bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(90 * 86400, '-infinity', '', 1000) WHERE id = $1)`, awaiting).Scan(&prunable))
+	require.False(t, prunable, "the hand-edited row is not prunable")
+
+	for _, tc := range []struct {
+		id   string
+		from reminder.State
+		to   reminder.State
+	}{
+		{awaiting, reminder.Cancelled, reminder.Scheduled},
+		{awaiting, reminder.Cancelled, reminder.Sent},
+	} {
+		_, err = runtime.Exec(ctx, `UPDATE reminders SET state = $2 WHERE id = $1`, tc.id, string(tc.to))
+		require.ErrorContains(t, err, fmt.Sprintf("a %s reminder may not become %s", tc.from, tc.to))
+	}
+	_, err = runtime.Exec(ctx, `UPDATE reminders SET state = 'sent' WHERE id = $1`, other)
+	require.NoError(t, err, "a move the machine allows is made")
+	_, err = runtime.Exec(ctx, `UPDATE reminders SET state = 'scheduled' WHERE id = $1`, other)
+	require.ErrorContains(t, err, "a sent reminder may not become scheduled")
 }
