@@ -46,7 +46,7 @@ func TestDefaultsLoad(t *testing.T) {
 	require.Equal(t, "shipnotify", c.TaskQueue)
 	require.Equal(t, config.DefaultDatabaseURL, c.DatabaseURL)
 	require.Equal(t, 2000, c.WorkerCacheSize)
-	require.Equal(t, ":9090", c.MetricsAddr)
+	require.Equal(t, "127.0.0.1:9090", c.MetricsAddr, "loopback, as the API is: a deployment names the address its scraper reaches")
 	require.Equal(t, 30*time.Second, c.MetricsRefresh)
 	require.Equal(t, api.DefaultRequestTimeout, c.APIRequestTimeout, "the API's request deadline defaults to its budget")
 	require.ErrorIs(t, c.RequireCodec(), config.ErrNoCodecKeys)

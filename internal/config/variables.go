@@ -51,7 +51,7 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_FROM_NAME", Default: DefaultFromName, Meaning: "sender name"},
 	{Name: "SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK", Default: "false", Meaning: "development only: webhooks may reach loopback addresses, on any port, over plain http too"},
 	{Name: "SHIPNOTIFY_LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error; logs are JSON on stderr"},
-	{Name: "SHIPNOTIFY_METRICS_ADDR", Default: ":9090", Meaning: "where the worker serves /metrics, /healthz and /readyz (off: nowhere)"},
+	{Name: "SHIPNOTIFY_METRICS_ADDR", Default: "127.0.0.1:9090", Meaning: "where the worker serves /metrics, /healthz and /readyz: loopback unless set, as the API is (off: nowhere)"},
 	{Name: "SHIPNOTIFY_METRICS_REFRESH", Default: "30s", Meaning: "how often the worker re-reads the mirror's gauges (reminders by state, oldest overdue); scrapes serve the last values and never query the mirror"},
 	{Name: "SHIPNOTIFY_WORKER_CACHE_SIZE", Default: "2000", Meaning: "reminders a worker keeps in memory (about 35 KB each)"},
 	{Name: "SHIPNOTIFY_WORKER_MAX_ACTIVITIES", Default: "200", Meaning: "notify activities in flight per worker; the PostgreSQL pool is sized to match"},
