@@ -221,6 +221,17 @@ func (u Update) approvalPolicy() (Approval, error) {
 	return a, nil
 }
 
+// IsID reports whether s is in the charset of a caller's ids (a shipment,
+// an update, a subscriber): one that is not names nothing.
+func IsID(s string) bool { return idPattern.MatchString(s) }
+
+// IsReminderID reports whether s is a reminder's id: three ids joined by
+// '/' (ID).
+func IsReminderID(s string) bool {
+	parts := strings.Split(s, "/")
+	return len(parts) == 3 && IsID(parts[0]) && IsID(parts[1]) && IsID(parts[2])
+}
+
 func checkID(field, id string) error {
 	if id == "" {
 		return fieldErr(field, "is required")

@@ -268,3 +268,15 @@ func TestAChannelBeyondTheBuiltInsIsCheckedByItsRule(t *testing.T) {
 		Plan(reminder.PlanOptions{Now: now})
 	require.ErrorContains(t, err, `subscribers[0].channel: unknown channel; use "email" or "webhook"`, "unregistered, it is unknown")
 }
+
+func TestIDsOutsideTheCharsetNameNothing(t *testing.T) {
+	t.Parallel()
+	require.True(t, reminder.IsID("SHP-1.a_b"))
+	require.True(t, reminder.IsReminderID(reminder.ID("SHP-1", "u1", "sub-a")))
+	for _, s := range []string{"", "x\x00", "\xff", "-x", "a/b", strings.Repeat("x", 65)} {
+		require.False(t, reminder.IsID(s), "%q", s)
+	}
+	for _, s := range []string{"", "S/U", "S/U/x/y", "S/U/\x00", "S//x"} {
+		require.False(t, reminder.IsReminderID(s), "%q", s)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/internal/budget"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -154,9 +156,16 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, k *Key) error
 // context the client's disconnecting does not cancel: an operation once
 // begun is carried through (within the deadline), never left half-done
 // because a connection dropped.
+// wildcard finds a route pattern's path wildcards ({shipment}).
+var wildcard = regexp.MustCompile(`\{(\w+)\}`)
+
 func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 	a.patterns = append(a.patterns, pattern)
 	post := strings.HasPrefix(pattern, "POST ")
+	var ids []string // the pattern's path wildcards: each an id
+	for _, m := range wildcard.FindAllStringSubmatch(pattern, -1) {
+		ids = append(ids, m[1])
+	}
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		k, p := a.authenticate(r, scope)
 		if p == nil {
@@ -165,6 +174,14 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		if p != nil {
 			a.fail(w, r, k, p)
 			return
+		}
+		for _, name := range ids {
+			// Outside the ids' charset a path names nothing: never
+			// asked of the mirror (a NUL or invalid UTF-8 is its error).
+			if !reminder.IsID(r.PathValue(name)) {
+				a.fail(w, r, k, problem(http.StatusNotFound, "no such "+name+": not an id (letters, digits, '.', '_', '-', at most 64)"))
+				return
+			}
 		}
 		ctx := r.Context()
 		if post {

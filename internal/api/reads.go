@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,9 +63,6 @@ func parseCursor(s string) (cursor, bool) {
 
 var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "cursor", "limit"}
 
-// idParam is the ids' charset (reminder's): a value outside it names nothing.
-var idParam = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // listReminders answers GET /v1/reminders: by shipment (and update), by
 // state, due between two times, a page at a time. Unknown or repeated
 // parameters are refused, so a misspelt filter never returns everything.
@@ -85,7 +81,7 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, _ *Key) erro
 	}
 	f := mirror.Filter{ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
 	for _, name := range []string{"shipment", "update"} {
-		if v := q.Get(name); v != "" && !idParam.MatchString(v) {
+		if v := q.Get(name); v != "" && !reminder.IsID(v) {
 			return invalidParameter(name, "not an id (letters, digits, '.', '_', '-', at most 64)")
 		}
 	}

@@ -260,3 +260,25 @@ func TestReadsCarryTheProviderOutcome(t *testing.T) {
 	require.Equal(t, "550 5.1.1", v.Events[2].Detail["reason"])
 	require.Equal(t, "undeliverable", v.Events[2].Detail["state"])
 }
+
+// A path id outside the ids' charset (invalid UTF-8, a NUL) names nothing:
+// every route answers 404 without asking the mirror, and nothing is
+// logged as an error. (They reached PostgreSQL, and came back as 500 and
+// 503 with an ERROR in the log.)
+func TestAPathIDThatIsNoIDNamesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	before := e.mirrorCount(t)
+	for _, rq := range []request{
+		{method: http.MethodGet, path: "/v1/shipments/S/updates/U/reminders/%ff", key: "reader"},
+		{method: http.MethodPost, path: "/v1/shipments/x%00/cancel", key: "operator", body: map[string]any{"reason": "r"}},
+		{method: http.MethodPost, path: "/v1/shipments/S/updates/%00/approve", key: "approver", body: map[string]any{}},
+	} {
+		rq.expect = violating
+		resp := e.send(t, rq)
+		require.Equal(t, http.StatusNotFound, resp.status, "%s %s: %s", rq.method, rq.path, resp.body)
+		require.Contains(t, string(resp.body), "not an id", rq.path)
+	}
+	require.Equal(t, before, e.mirrorCount(t), "nothing written")
+	require.NotContains(t, e.logs.String(), `"level":"ERROR"`)
+}

@@ -438,3 +438,17 @@ func TestEscalationLinksDecideOnlyFromTheirConfirmationPage(t *testing.T) {
 	require.Empty(t, mailsFor(f.s, rejected.ReminderID, reminder.PurposeReminder))
 	require.Equal(t, []string{"scheduled", "escalation_sent", "rejected"}, f.eventTypes(t, rejected.ReminderID))
 }
+
+// A reminder id that is no id (a NUL, a missing part) names nothing: the
+// page is a 404, PostgreSQL is never asked, and nothing is logged as an
+// error. (A NUL reached PostgreSQL and came back as a 503 and an ERROR.)
+func TestAReminderIDThatIsNoIDNamesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	alice := f.login(t, f.alice)
+	for _, id := range []string{"S/U/x\x00", "S/U", "S/U/" + strings.Repeat("x", 65), ""} {
+		page := alice.get("/console/reminder?id=" + url.QueryEscape(id))
+		require.Equal(t, http.StatusNotFound, page.Status, "%q", id)
+	}
+	require.NotContains(t, f.logs.String(), `"level":"ERROR"`)
+}

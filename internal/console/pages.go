@@ -81,8 +81,13 @@ func (c *console) reminder(w http.ResponseWriter, r *http.Request, a Approver) {
 }
 
 func (c *console) reminderData(w http.ResponseWriter, r *http.Request, id string) (reminderData, bool) {
+	if !reminder.IsReminderID(id) {
+		// Names nothing; never asked of the mirror.
+		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
+		return reminderData{}, false
+	}
 	row, err := c.o.Mirror.Get(r.Context(), id)
-	if errors.Is(err, mirror.ErrNotFound) || id == "" {
+	if errors.Is(err, mirror.ErrNotFound) {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
 		return reminderData{}, false
 	}
