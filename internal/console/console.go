@@ -119,7 +119,9 @@ func New(o Options) http.Handler {
 	// or an Origin that is not the Host) is refused before any handler runs.
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.log.Warn("console: cross-origin request refused", "method", r.Method, "path", r.URL.Path)
+		// The route, never the path: a link's path is its token.
+		_, route := mux.Handler(r)
+		c.log.Warn("console: cross-origin request refused", "route", route)
 		c.problem(w, r, http.StatusForbidden, "Refused",
 			"This request came from another site, so it was refused and nothing was changed. Use the console's own pages.")
 	}))

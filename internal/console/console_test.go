@@ -428,6 +428,9 @@ func TestEscalationLinksDecideOnlyFromTheirConfirmationPage(t *testing.T) {
 	page = person.submit(confirm.formFor(t, "Reason"), "Reject reminder", nil, "cross-site")
 	require.Equal(t, http.StatusForbidden, page.Status)
 	require.Equal(t, reminder.AwaitingApproval, f.state(t, rejected.ReminderID))
+	require.Contains(t, f.logs.String(), "cross-origin request refused", "the refusal is logged")
+	require.NotContains(t, f.logs.String(), strings.TrimPrefix(reject3, f.url+links.Path),
+		"by its route: the link's token, a credential, stays out of the log")
 
 	// From its own page, the reject link rejects: the reminder ends
 	// cancelled, and nothing is sent.
