@@ -123,9 +123,12 @@ func (c *console) sessionValue(a Approver, expires time.Time) string {
 var errNoSession = errors.New("no valid session")
 
 // session returns who the request's cookie names, if it is ours, unexpired
-// and its key is still configured.
+// (and expiring no later than a login made now would), and its key is
+// still configured. Only the cookie name setSession uses for the request
+// is read: over https a plain cookie, which a network attacker or a
+// sibling site could plant, logs no one in.
 func (c *console) session(r *http.Request) (Approver, error) {
-	for _, name := range []string{secureCookieName, cookieName} {
+	for _, name := range []string{c.cookieName(r)} {
 		ck, err := r.Cookie(name)
 		if err != nil {
 			continue
@@ -144,7 +147,7 @@ func (c *console) session(r *http.Request) (Approver, error) {
 			continue
 		}
 		exp, err := strconv.ParseInt(parts[2], 10, 64)
-		if err != nil || !c.o.Now().Before(time.Unix(exp, 0)) {
+		if err != nil || !c.o.Now().Before(time.Unix(exp, 0)) || time.Unix(exp, 0).After(c.o.Now().Add(c.o.SessionTTL)) {
 			continue
 		}
 		for _, a := range c.o.Approvers {
@@ -167,13 +170,17 @@ func (c *console) approverName(r *http.Request) string {
 
 func (c *console) secure(r *http.Request) bool { return c.o.SecureCookie || r.TLS != nil }
 
-func (c *console) setSession(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	name := cookieName
+// cookieName is the session cookie's name for r: __Secure- over https.
+func (c *console) cookieName(r *http.Request) string {
 	if c.secure(r) {
-		name = secureCookieName
+		return secureCookieName
 	}
+	return cookieName
+}
+
+func (c *console) setSession(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: Path, MaxAge: maxAge,
+		Name: c.cookieName(r), Value: value, Path: Path, MaxAge: maxAge,
 		HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode,
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,14 +123,31 @@ func TestSessions(t *testing.T) {
 	require.False(t, authed(srv, &http.Cookie{Name: ck.Name, Value: token}))
 	// Alice's key removed from the file: her session ends.
 	require.False(t, authed(bare(t, approvers[1:], false, c.Now, keys), ck))
+	// Minted by whoever holds the link key (the worker does), expiring in
+	// the year 9999: past any login's TTL, it is no session. The same
+	// claim, expiring within the TTL, is one: the check is the expiry.
+	mint := func(expires time.Time) *http.Cookie {
+		payload := strings.Join([]string{"1", "alice", strconv.FormatInt(expires.Unix(), 10), hashOf(alice)[:16]}, "|")
+		return &http.Cookie{Name: ck.Name, Value: base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
+			base64.RawURLEncoding.EncodeToString(keys.Derive("console-session").Sign("shipnotify session\x00"+payload))}
+	}
+	require.True(t, authed(srv, mint(c.Now().Add(30*time.Minute))))
+	require.False(t, authed(srv, mint(time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))))
 	// Expired.
 	c.Advance(time.Hour)
 	require.False(t, authed(srv, ck))
 
 	// Over https (or behind a TLS-terminating proxy) the cookie is Secure.
-	ck = login(bare(t, approvers, true, time.Now, keys), bob)
+	secure := bare(t, approvers, true, time.Now, keys)
+	ck = login(secure, bob)
 	require.Equal(t, "__Secure-shipnotify_console", ck.Name)
 	require.True(t, ck.Secure)
 	require.True(t, ck.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+	require.True(t, authed(secure, ck))
+	// There, the same valid session under the plain name (a cookie anyone
+	// on the path could plant) logs no one in.
+	plain := *ck
+	plain.Name = "shipnotify_console"
+	require.False(t, authed(secure, &plain))
 }
