@@ -107,18 +107,21 @@ func TestMailAPIOverPlainHTTPOnlyToLoopback(t *testing.T) {
 func TestEffectiveRedactsSecrets(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"DATABASE_URL":          "postgres://app:hunter2@db.internal:5432/shipnotify?sslmode=require&sslpassword=keypass&Password=again",
-		"SENDGRID_API_KEY":      "SG.very-secret",
-		"SHIPNOTIFY_CODEC_KEYS": "k1:c2VjcmV0",
-		"TEMPORAL_API_KEY":      "tmprl-secret",
-		"SHIPNOTIFY_LOG_LEVEL":  "debug",
+		"DATABASE_URL": "postgres://app:hunter2@db.internal:5432/shipnotify?sslmode=require&sslpassword=keypass&Password=again&options=-c%20password%3Dthird",
+		// A '#' in the password cuts the URL there: its rest is no host.
+		"SHIPNOTIFY_MIGRATE_DATABASE_URL": "postgres://app:9999#x@db/x",
+		"SENDGRID_API_KEY":                "SG.very-secret",
+		"SHIPNOTIFY_CODEC_KEYS":           "k1:c2VjcmV0",
+		"TEMPORAL_API_KEY":                "tmprl-secret",
+		"SHIPNOTIFY_LOG_LEVEL":            "debug",
 	}
 	got := map[string]config.Setting{}
 	for _, s := range config.Effective(lookup(env)) {
 		got[s.Name] = s
 	}
 	require.Len(t, got, len(config.Variables))
-	require.Equal(t, "postgres://app:xxxxx@db.internal:5432/shipnotify?Password=xxxxx&sslmode=require&sslpassword=xxxxx", got["DATABASE_URL"].Value)
+	require.Equal(t, "postgres://app:xxxxx@db.internal:5432/shipnotify?Password=xxxxx&options=xxxxx&sslmode=require&sslpassword=xxxxx", got["DATABASE_URL"].Value)
+	require.Equal(t, config.SecretSet, got["SHIPNOTIFY_MIGRATE_DATABASE_URL"].Value)
 	for _, name := range []string{"SENDGRID_API_KEY", "SHIPNOTIFY_CODEC_KEYS", "TEMPORAL_API_KEY"} {
 		require.Equal(t, config.SecretSet, got[name].Value, name)
 		require.Equal(t, "environment", got[name].Source)
@@ -128,7 +131,7 @@ func TestEffectiveRedactsSecrets(t *testing.T) {
 	require.Equal(t, "unset", got["SHIPNOTIFY_CODEC_SERVER_TOKEN"].Source)
 	require.Equal(t, config.SecretUnset, got["SHIPNOTIFY_CODEC_SERVER_TOKEN"].Value)
 	for _, s := range got {
-		for _, secret := range []string{"hunter2", "keypass", "again", "very-secret", "c2VjcmV0", "tmprl-secret"} {
+		for _, secret := range []string{"hunter2", "keypass", "again", "third", "9999", "very-secret", "c2VjcmV0", "tmprl-secret"} {
 			require.NotContains(t, s.Value, secret)
 		}
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/shipnotify/shipnotify/email"
@@ -133,9 +134,15 @@ func Effective(lookup Lookup) []Setting {
 // password (password, sslpassword, …). Anything that is not such a URL
 // (a keyword/value DSN, a typo) is only "(set)": it is never parsed as
 // something else and printed whole.
+// safeDatabaseParams are the connection parameters shown as they are.
+var safeDatabaseParams = []string{"sslmode", "application_name", "connect_timeout", "target_session_attrs", "pool_max_conns"}
+
 func maskDatabaseURL(v string) string {
 	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" || u.Host == "" {
+	// A '#' (a fragment) is where a password with one in it was cut: what
+	// follows the cut would print as the host and port.
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" || u.Host == "" ||
+		strings.Contains(v, "#") {
 		return SecretSet
 	}
 	out := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
@@ -149,9 +156,14 @@ func maskDatabaseURL(v string) string {
 	if err != nil {
 		return SecretSet
 	}
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") {
+	// Only parameters known to hold no secret are shown; any other
+	// (sslpassword, options=-c password=…, whatever a driver adds) is
+	// named, its value masked.
+	for k, vs := range q {
+		if !slices.Contains(safeDatabaseParams, strings.ToLower(k)) {
 			q[k] = []string{masked}
+		} else {
+			q[k] = vs
 		}
 	}
 	out.RawQuery = q.Encode()
