@@ -215,6 +215,13 @@ func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
 
 // login checks the key and sets the session cookie naming its approver.
 func (c *console) login(w http.ResponseWriter, r *http.Request) {
+	if wait := c.logins.wait(r, c.o.Now()); wait > 0 {
+		c.log.Warn("console: login throttled")
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second)/time.Second)+1))
+		c.render(w, http.StatusTooManyRequests, "login.html", page{Title: "Log in",
+			Data: loginData{Error: "Too many attempts; wait a little and try again.", NoneSetUp: len(c.o.Approvers) == 0}})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		c.problem(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
@@ -223,6 +230,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimSpace(r.PostForm.Get("key"))
 	a, ok := c.approverFor(key)
 	if !ok || len(key) > maxKey {
+		c.logins.failed(r, c.o.Now())
 		c.log.Warn("console: login refused")
 		c.render(w, http.StatusUnauthorized, "login.html", page{Title: "Log in",
 			Data: loginData{Error: "That key is not an approver's key.", NoneSetUp: len(c.o.Approvers) == 0}})

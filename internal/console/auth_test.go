@@ -151,3 +151,44 @@ func TestSessions(t *testing.T) {
 	plain.Name = "shipnotify_console"
 	require.False(t, authed(secure, &plain))
 }
+
+// Failed logins are throttled per client: after ten wrong keys a client
+// is answered 429 with Retry-After, even for the right key, until a
+// failure's worth of time has passed; another client is not held back,
+// and a login that succeeds costs nothing.
+func TestFailedLoginsAreThrottled(t *testing.T) {
+	t.Parallel()
+	keys, err := links.ParseKeys(base64.StdEncoding.EncodeToString([]byte(randomKey(t))))
+	require.NoError(t, err)
+	alice := randomKey(t)
+	approvers, err := console.ParseApprovers(strings.NewReader("alice approve " + hashOf(alice) + "\n"))
+	require.NoError(t, err)
+	c := &clock{}
+	base, _ := url.Parse("http://127.0.0.1")
+	h := console.New(console.Options{
+		Starter: &starter.Starter{}, Mirror: mirror.New(nil), Approvers: approvers,
+		Links: &links.Signer{Keys: keys, BaseURL: base}, Now: c.Now,
+	})
+	login := func(client, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/console/login", strings.NewReader(url.Values{"key": {key}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.RemoteAddr = client + ":40000"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for range 20 {
+		require.Equal(t, http.StatusSeeOther, login("192.0.2.1", alice).Code, "a login that succeeds costs nothing")
+	}
+	for i := range 10 {
+		require.Equal(t, http.StatusUnauthorized, login("192.0.2.1", randomKey(t)).Code, "guess %d", i+1)
+	}
+	rec := login("192.0.2.1", randomKey(t))
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	require.NotEmpty(t, rec.Header().Get("Retry-After"))
+	require.Equal(t, http.StatusTooManyRequests, login("192.0.2.1", alice).Code, "throttled, the right key waits too")
+	require.Equal(t, http.StatusSeeOther, login("192.0.2.2", alice).Code, "another client is not held back")
+	c.Advance(6 * time.Second)
+	require.Equal(t, http.StatusSeeOther, login("192.0.2.1", alice).Code, "a failure's worth of time later")
+}

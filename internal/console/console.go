@@ -78,6 +78,7 @@ type console struct {
 	sessions links.Keys
 	pages    map[string]*template.Template
 	log      *slog.Logger
+	logins   *throttle
 }
 
 // New returns the console's handler, to be mounted at Path. It panics
@@ -95,7 +96,7 @@ func New(o Options) http.Handler {
 	if o.Limit <= 0 {
 		o.Limit = DefaultLimit
 	}
-	c := &console{o: o, sessions: o.Links.Keys.Derive("console-session"), pages: parsePages(), log: o.Logger}
+	c := &console{o: o, sessions: o.Links.Keys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
