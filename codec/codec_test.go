@@ -299,9 +299,10 @@ func TestCodecServerBoundsConcurrency(t *testing.T) {
 	require.Equal(t, http.StatusOK, post(srv.URL, "", "application/json", strings.NewReader(body)))
 }
 
-// Beyond loopback the codec server refuses to start without a token:
-// whoever reaches it could decrypt every history.
-func TestCodecServerRequiresATokenBeyondLoopback(t *testing.T) {
+// The codec server refuses to start without a token: whoever reaches it
+// could decrypt every history, and encrypt payloads a worker takes as
+// ours. On loopback (only) a development setup may waive it, by name.
+func TestCodecServerRequiresAToken(t *testing.T) {
 	t.Parallel()
 	c := newCodec(t, codec.NewKey("k1"))
 	for addr, loopback := range map[string]bool{
@@ -309,10 +310,12 @@ func TestCodecServerRequiresATokenBeyondLoopback(t *testing.T) {
 		"0.0.0.0:8081": false, ":8081": false, "[::]:8081": false, "10.0.0.5:8081": false, "codec.internal:8081": false,
 	} {
 		_, err := c.Server(addr, codec.ServerOptions{})
+		require.ErrorIs(t, err, codec.ErrTokenRequired, "%s: no token, no waiver", addr)
+		_, err = c.Server(addr, codec.ServerOptions{InsecureLoopback: true})
 		if loopback {
 			require.NoError(t, err, addr)
 		} else {
-			require.ErrorIs(t, err, codec.ErrTokenRequired, addr)
+			require.ErrorIs(t, err, codec.ErrTokenRequired, "%s: the waiver is for loopback only", addr)
 		}
 		_, err = c.Server(addr, codec.ServerOptions{Token: "s3cret"})
 		require.NoError(t, err, addr)
@@ -323,7 +326,7 @@ func TestCodecServerRequiresATokenBeyondLoopback(t *testing.T) {
 // headers and body, to read the answer, and to sit idle.
 func TestCodecServerHasTimeouts(t *testing.T) {
 	t.Parallel()
-	srv, err := newCodec(t, codec.NewKey("k1")).Server("127.0.0.1:0", codec.ServerOptions{})
+	srv, err := newCodec(t, codec.NewKey("k1")).Server("127.0.0.1:0", codec.ServerOptions{Token: "s3cret"})
 	require.NoError(t, err)
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,

@@ -35,9 +35,11 @@ const (
 	ServerIdleTimeout       = 2 * time.Minute
 )
 
-// ErrTokenRequired is Server refusing to listen beyond loopback without a
-// token: anyone who reaches it could otherwise decrypt every history.
-var ErrTokenRequired = errors.New("a token is required to listen on an address that is not loopback")
+// ErrTokenRequired is Server refusing to listen without a token: anyone
+// who reaches it could decrypt every history, and encrypt a payload any
+// worker would take as ours. On loopback a development setup may waive it
+// (InsecureLoopback); beyond loopback nothing waives it.
+var ErrTokenRequired = errors.New("a token is required (on loopback, unless waived for development)")
 
 // ServerOptions configure the codec server.
 type ServerOptions struct {
@@ -45,8 +47,13 @@ type ServerOptions struct {
 	// origin, e.g. http://localhost:8233).
 	Origins []string
 	// Token, when set, must come as "Authorization: Bearer <token>".
-	// Server requires one unless it listens on loopback.
+	// Server requires one, unless it listens on loopback with
+	// InsecureLoopback.
 	Token string
+	// InsecureLoopback serves loopback without a token, for a developer's
+	// machine (the demo, the dev scripts): any local process may then
+	// decrypt and encrypt payloads.
+	InsecureLoopback bool
 	// Hosts are the names a request's Host header may carry besides
 	// loopback names and the listen address's host: the names the server
 	// is reached by. Any other Host is refused, so a web page cannot
@@ -168,7 +175,7 @@ func (c *Codec) Server(addr string, o ServerOptions) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Token == "" && !isLoopbackName(hostOnly(host)) {
+	if o.Token == "" && !(o.InsecureLoopback && isLoopbackName(hostOnly(host))) {
 		return nil, ErrTokenRequired
 	}
 	o.listenHost = host

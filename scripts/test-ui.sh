@@ -45,7 +45,7 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
     echo "test-ui: $SHIPNOTIFY_DEV_CODEC_ADDR is taken (another codec server, perhaps with other keys); stop it first" >&2
     exit 1
   fi
-  .dev/bin/shipnotify codec-server --listen "$SHIPNOTIFY_DEV_CODEC_ADDR" 2>/dev/null &
+  .dev/bin/shipnotify codec-server --insecure-loopback --listen "$SHIPNOTIFY_DEV_CODEC_ADDR" 2>/dev/null &
   codec=$!
   trap "kill $codec $worker 2>/dev/null" EXIT
   printf "%s" "{\"shipment_id\":\"$shipment\",\"update_id\":\"window-1\",\"kind\":\"delivery_window\",

@@ -22,6 +22,7 @@ func runCodecServer(ctx context.Context, e cli.Env, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8081", "address to serve on; beyond loopback it requires SHIPNOTIFY_CODEC_SERVER_TOKEN")
 	origins := fs.String("origin", "http://localhost:8233", "comma-separated browser origins allowed to call it (the Web UI's)")
 	hosts := fs.String("allowed-hosts", "", "comma-separated names it is reached by (the Host header), besides loopback names and the --listen host")
+	insecure := fs.Bool("insecure-loopback", false, "serve loopback without SHIPNOTIFY_CODEC_SERVER_TOKEN, for development: any local process may then decrypt and encrypt payloads")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -33,12 +34,13 @@ func runCodecServer(ctx context.Context, e cli.Env, args []string) error {
 		return cli.UsageError{Err: codecKeysMissing()}
 	}
 	srv, err := d.Cfg.Codec.Server(*listen, codec.ServerOptions{
-		Origins: splitList(*origins), Token: d.Cfg.CodecServerToken, Hosts: splitList(*hosts),
+		Origins: splitList(*origins), Token: d.Cfg.CodecServerToken, Hosts: splitList(*hosts), InsecureLoopback: *insecure,
 	})
 	switch {
 	case errors.Is(err, codec.ErrTokenRequired):
-		return cli.Usagef("SHIPNOTIFY_CODEC_SERVER_TOKEN: required to listen on --listen %s, beyond loopback "+
-			"(anyone who reaches the codec server can decrypt histories); set a token or listen on 127.0.0.1", *listen)
+		return cli.Usagef("SHIPNOTIFY_CODEC_SERVER_TOKEN: required to listen on --listen %s (anyone who reaches the codec "+
+			"server can decrypt histories and encrypt payloads); set a token, or, for development on loopback only, "+
+			"pass --insecure-loopback", *listen)
 	case err != nil:
 		return cli.Usagef("--listen: %v", err)
 	}

@@ -248,6 +248,8 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{}, []string{"codec-server"}, "SHIPNOTIFY_CODEC_KEYS"},
 		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", "0.0.0.0:0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
 		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", ":0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--listen", "127.0.0.1:0"}, "pass --insecure-loopback"},
+		{map[string]string{"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys}, []string{"codec-server", "--insecure-loopback", "--listen", "0.0.0.0:0"}, "SHIPNOTIFY_CODEC_SERVER_TOKEN: required"},
 		{map[string]string{"SHIPNOTIFY_CODEC_ALLOW_UNSEALED": "perhaps"}, []string{"list"}, "SHIPNOTIFY_CODEC_ALLOW_UNSEALED"},
 		{map[string]string{"SHIPNOTIFY_API_ADDR": "8090"}, []string{"list"}, "SHIPNOTIFY_API_ADDR"},
 		{map[string]string{"SHIPNOTIFY_API_RATE": "0"}, []string{"list"}, "SHIPNOTIFY_API_RATE"},

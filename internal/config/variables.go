@@ -62,7 +62,7 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_CODEC_KEYS", Meaning: "payload keys, id:base64(32 bytes), comma-separated; the first seals, all open", Secret: true},
 	{Name: "SHIPNOTIFY_CODEC_KEYS_FILE", Meaning: "the same, from a file (one key a line, # comments)"},
 	{Name: "SHIPNOTIFY_CODEC_ALLOW_UNSEALED", Default: "false", Meaning: "migration only: true decodes payloads that are not encrypted (histories from before encryption); the worker and codec server refuse them otherwise"},
-	{Name: "SHIPNOTIFY_CODEC_SERVER_TOKEN", Meaning: "bearer token the codec server requires; it will not listen beyond loopback without one", Secret: true},
+	{Name: "SHIPNOTIFY_CODEC_SERVER_TOKEN", Meaning: "bearer token the codec server requires; it will not start without one (on loopback, --insecure-loopback waives it for development)", Secret: true},
 	{Name: "SHIPNOTIFY_PUBLIC_URL", Meaning: "origin people reach the console at, like https://shipnotify.example.com (https, or plain http to loopback only; no path); the escalation email's approve and reject links point under it, and it carries none while this or SHIPNOTIFY_LINK_KEY is unset"},
 	{Name: "SHIPNOTIFY_LINK_KEY", Meaning: "keys signing the escalation email's links and, derived, the console's session cookies: base64 of at least 32 random bytes, comma-separated; the first signs, all verify", Secret: true},
 	{Name: "SHIPNOTIFY_LINK_TTL", Default: "72h", Meaning: "how long an escalation email's links stay valid (1m to 720h)"},
