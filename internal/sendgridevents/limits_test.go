@@ -1,15 +1,19 @@
 package sendgridevents_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
@@ -55,11 +59,24 @@ func TestTheEventWebhookHoldsABoundedAmount(t *testing.T) {
 	resp := post(strings.NewReader(strings.Repeat(" ", sendgridevents.DefaultMaxBody+1)), sendgridevents.DefaultMaxBody+1)
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 
-	// A batch whose body trickles in holds the one slot.
-	slow, feed := io.Pipe()
-	t.Cleanup(func() { _ = feed.Close() }) // before the server's close waits for it
-	first := make(chan int, 1)
-	go func() { first <- post(slow, int64(len(body))).StatusCode }()
+	// A batch whose body trickles in holds the one slot: its headers and
+	// half its body are on the wire, over a raw connection (an HTTP client
+	// would hold the headers back until the body is written).
+	signed, err := sink.SignedRequest(context.Background(), srv.URL, key, body, time.Now())
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() }) // before the server's close waits for it
+	var head strings.Builder
+	fmt.Fprintf(&head, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n",
+		srv.Listener.Addr(), len(body))
+	for _, h := range []string{eventwebhook.TimestampHTTPHeader, eventwebhook.VerificationHTTPHeader} {
+		fmt.Fprintf(&head, "%s: %s\r\n", h, signed.Header.Get(h))
+	}
+	head.WriteString("\r\n")
+	_, err = conn.Write(append([]byte(head.String()), body[:len(body)/2]...))
+	require.NoError(t, err)
+
 	var busy *http.Response
 	require.Eventually(t, func() bool {
 		busy = post(nil, 0)
@@ -67,9 +84,11 @@ func TestTheEventWebhookHoldsABoundedAmount(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "a post past the bound is turned away")
 	require.Equal(t, "5", busy.Header.Get("Retry-After"), "with a wait SendGrid's retry honours")
 
-	_, err = feed.Write(body)
+	_, err = conn.Write(body[len(body)/2:])
 	require.NoError(t, err)
-	require.NoError(t, feed.Close())
-	require.Equal(t, http.StatusOK, <-first, "the slow batch is taken")
+	first, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	_ = first.Body.Close()
+	require.Equal(t, http.StatusOK, first.StatusCode, "the slow batch is taken")
 	require.Equal(t, http.StatusOK, post(nil, 0).StatusCode, "and its slot comes back")
 }
