@@ -375,12 +375,16 @@ func TestEscalationLinksDecideOnlyFromTheirConfirmationPage(t *testing.T) {
 	require.Equal(t, "confirmed by phone", events[2].Detail["reason"])
 
 	// Used: posting again, opening it again, or its reject twin, changes
-	// nothing and says who decided.
+	// nothing and says what was decided and when, not who or why: the
+	// link's holder is the contact the scheduler named, and who decided
+	// (an approver, by name) and their reason are for the console.
 	trail := f.eventTypes(t, viaLink.ReminderID)
 	page = person.submit(confirm.formFor(t, "Reason"), "Approve reminder", nil, "same-origin")
 	require.Equal(t, http.StatusConflict, page.Status)
 	require.Contains(t, page.Text(), "Nothing left to do")
-	require.Contains(t, page.Text(), "approved by "+console.LinkActor)
+	require.Contains(t, page.Text(), "It was approved at ")
+	require.NotContains(t, page.Text(), "confirmed by phone")
+	require.NotContains(t, page.Text(), console.LinkActor)
 	for _, link := range []string{approve, reject} {
 		require.Equal(t, http.StatusConflict, person.get(link).Status)
 		require.Equal(t, http.StatusConflict, person.post(strings.TrimPrefix(link, f.url), nil, "same-origin").Status)
