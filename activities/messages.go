@@ -41,31 +41,25 @@ func (a *Activities) send(ctx context.Context, in NotifyInput, t mirror.Target, 
 		msg := cancellationMessage(t)
 		n.Type, n.Subject, n.Text = EventCancelled, msg.Subject, msg.Text
 	}
-	sender := a.senderOf(r.Channel)
+	var sender delivery.Sender
+	sender, n.Address, n.Secret = a.senderOf(r)
 	if sender == nil {
 		return "", temporal.NewNonRetryableApplicationError("no sender for the channel "+string(r.Channel), ErrTypePermanentDelivery, nil)
-	}
-	switch r.Channel {
-	case reminder.Email:
-		n.Address = r.Email
-	case reminder.Webhook:
-		n.Address, n.Secret = r.WebhookURL, r.WebhookSecret
-	default:
-		n.Address = r.Address
 	}
 	return sender.Send(ctx, n)
 }
 
-// senderOf is a channel's sender: email and webhook's own, or the one
-// registered for a channel beyond them (nil when none is).
-func (a *Activities) senderOf(ch reminder.Channel) delivery.Sender {
-	switch ch {
+// senderOf is the sender of r's channel and r's address on it: email and
+// webhook's own, or the one registered for a channel beyond them (nil when
+// none is), with its address column.
+func (a *Activities) senderOf(r reminder.Reminder) (s delivery.Sender, address, secret string) {
+	switch r.Channel {
 	case reminder.Email:
-		return emailSender{a.Email}
+		return emailSender{a.Email}, r.Email, ""
 	case reminder.Webhook:
-		return webhookSender{a.Webhook}
+		return webhookSender{a.Webhook}, r.WebhookURL, r.WebhookSecret
 	}
-	return a.Senders[ch]
+	return a.Senders[r.Channel], r.Address, ""
 }
 
 // emailSender sends a notice as an email through SendGrid, the key and the

@@ -128,32 +128,31 @@ var errNoSession = errors.New("no valid session")
 // is read: over https a plain cookie, which a network attacker or a
 // sibling site could plant, logs no one in.
 func (c *console) session(r *http.Request) (Approver, error) {
-	for _, name := range []string{c.cookieName(r)} {
-		ck, err := r.Cookie(name)
-		if err != nil {
-			continue
-		}
-		enc, sig, ok := strings.Cut(ck.Value, ".")
-		if !ok {
-			continue
-		}
-		payload, err1 := base64.RawURLEncoding.Strict().DecodeString(enc)
-		sum, err2 := base64.RawURLEncoding.Strict().DecodeString(sig)
-		if err1 != nil || err2 != nil || !c.sessions.Verify(sessionPurpose+string(payload), sum) {
-			continue
-		}
-		parts := strings.Split(string(payload), "|")
-		if len(parts) != 4 || parts[0] != "1" {
-			continue
-		}
-		exp, err := strconv.ParseInt(parts[2], 10, 64)
-		if err != nil || !c.o.Now().Before(time.Unix(exp, 0)) || time.Unix(exp, 0).After(c.o.Now().Add(c.o.SessionTTL)) {
-			continue
-		}
-		for _, a := range c.o.Approvers {
-			if a.Name == parts[1] && fingerprint(a) == parts[3] {
-				return a, nil
-			}
+	ck, err := r.Cookie(c.cookieName(r))
+	if err != nil {
+		return Approver{}, errNoSession
+	}
+	enc, sig, ok := strings.Cut(ck.Value, ".")
+	if !ok {
+		return Approver{}, errNoSession
+	}
+	payload, err1 := base64.RawURLEncoding.Strict().DecodeString(enc)
+	sum, err2 := base64.RawURLEncoding.Strict().DecodeString(sig)
+	if err1 != nil || err2 != nil || !c.sessions.Verify(sessionPurpose+string(payload), sum) {
+		return Approver{}, errNoSession
+	}
+	parts := strings.Split(string(payload), "|")
+	if len(parts) != 4 || parts[0] != "1" {
+		return Approver{}, errNoSession
+	}
+	exp, err := strconv.ParseInt(parts[2], 10, 64)
+	now := c.o.Now()
+	if err != nil || !now.Before(time.Unix(exp, 0)) || time.Unix(exp, 0).After(now.Add(c.o.SessionTTL)) {
+		return Approver{}, errNoSession
+	}
+	for _, a := range c.o.Approvers {
+		if a.Name == parts[1] && fingerprint(a) == parts[3] {
+			return a, nil
 		}
 	}
 	return Approver{}, errNoSession

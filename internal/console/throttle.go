@@ -54,14 +54,12 @@ func (t *throttle) limiters(r *http.Request) []*rate.Limiter {
 }
 
 // wait is how long r's client must wait before its next attempt at now:
-// 0 while it has failures left.
+// 0 while it has failures left, else until its limiters refill one.
 func (t *throttle) wait(r *http.Request, now time.Time) time.Duration {
 	var longest time.Duration
 	for _, l := range t.limiters(r) {
-		if l.TokensAt(now) < 1 {
-			res := l.ReserveN(now, 1)
-			longest = max(longest, res.DelayFrom(now))
-			res.CancelAt(now)
+		if missing := 1 - l.TokensAt(now); missing > 0 {
+			longest = max(longest, time.Duration(missing/float64(l.Limit())*float64(time.Second)))
 		}
 	}
 	return longest

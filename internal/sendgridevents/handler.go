@@ -88,6 +88,8 @@ type Handler struct {
 	o Options
 	// inFlight holds a slot for each batch being read or applied.
 	inFlight chan struct{}
+	// tooLarge is the refusal of a batch past MaxBody, naming the limit.
+	tooLarge refusal
 }
 
 // NewHandler returns the Event Webhook's handler.
@@ -110,7 +112,8 @@ func NewHandler(o Options) (*Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Handler{o: o, inFlight: make(chan struct{}, o.MaxInFlight)}, nil
+	return &Handler{o: o, inFlight: make(chan struct{}, o.MaxInFlight),
+		tooLarge: refusal{errTooLarge.status, errTooLarge.result, fmt.Sprintf("%s (%d bytes)", errTooLarge.detail, o.MaxBody)}}, nil
 }
 
 // Summary is a 200's body: what the batch's events came to.
@@ -169,9 +172,8 @@ func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string,
 	if sig == "" || ts == "" {
 		return Summary{}, "", errUnsigned
 	}
-	tooLargeRefusal := refusal{errTooLarge.status, errTooLarge.result, fmt.Sprintf("%s (%d bytes)", errTooLarge.detail, h.o.MaxBody)}
 	if r.ContentLength > h.o.MaxBody {
-		return Summary{}, "", tooLargeRefusal // refused before a byte is read
+		return Summary{}, "", h.tooLarge // refused before a byte is read
 	}
 	select {
 	case h.inFlight <- struct{}{}:
@@ -184,7 +186,7 @@ func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string,
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return Summary{}, "", tooLargeRefusal
+		return Summary{}, "", h.tooLarge
 	case err != nil:
 		return Summary{}, "", refusal{http.StatusBadRequest, "not_json", "the batch could not be read"}
 	}
