@@ -78,7 +78,7 @@ func (f *fixture) schedule(t *testing.T, channel reminder.Channel) activities.No
 	require.NoError(t, err)
 	r := rems[0]
 	_, err = f.mirror.ScheduleUpdate(context.Background(), u, []mirror.NewReminder{{
-		Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID),
+		Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID),
 	}})
 	require.NoError(t, err)
 	return activities.NotifyInput{ReminderID: r.ID, SubscriberID: r.SubscriberID, DueAt: r.DueAt}

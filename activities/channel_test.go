@@ -98,7 +98,7 @@ func (f *fixture) schedulePager(t *testing.T) activities.NotifyInput {
 	require.NoError(t, err)
 	r := rems[0]
 	stored, err := f.mirror.ScheduleUpdate(context.Background(), u, []mirror.NewReminder{{
-		Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID),
+		Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID),
 	}})
 	require.NoError(t, err)
 	require.Equal(t, "+4915112345678", stored.Reminders[0].Requested.Address, "the address is stored and read back")

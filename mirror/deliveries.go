@@ -135,7 +135,7 @@ SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        EXISTS (SELECT 1 FROM refused),
        coalesce((SELECT status FROM prior) = 'sending' AND EXISTS (SELECT 1 FROM claim), false)
   FROM reminders r
-  JOIN updates u USING (shipment_id, update_id)
+  JOIN updates u USING (tenant, shipment_id, update_id)
  WHERE r.id = $2`
 
 // noteLapsedTakeover puts on the trail that the attempt before this claim
@@ -429,7 +429,7 @@ func (s *Store) EscalationContact(ctx context.Context, reminderID string) (strin
 	var contact, state string
 	err := s.pool.QueryRow(ctx, `
 SELECT coalesce(u.escalation_email, ''), r.state
-  FROM reminders r JOIN updates u USING (shipment_id, update_id)
+  FROM reminders r JOIN updates u USING (tenant, shipment_id, update_id)
  WHERE r.id = $1
    FOR SHARE OF r`, reminderID).Scan(&contact, &state)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -40,7 +40,7 @@ func NewRowWriter(w io.Writer, format string) (RowWriter, error) {
 // or prune archive by position still finds its columns where they were.
 var csvHeader = []string{"reminder_id", "shipment_id", "update_id", "subscriber_id", "channel", "due_at", "state",
 	"delivery_key", "workflow_id", "sent_at", "created_at", "updated_at",
-	"provider_outcome", "provider_outcome_at", "delivered_at"}
+	"provider_outcome", "provider_outcome_at", "delivered_at", "tenant"}
 
 func csvRowWriter(w io.Writer) RowWriter {
 	cw := csv.NewWriter(w)
@@ -56,7 +56,7 @@ func csvRowWriter(w io.Writer) RowWriter {
 			return cw.Write([]string{r.ID, r.ShipmentID, r.UpdateID, r.SubscriberID, string(r.Channel),
 				r.DueAt.UTC().Format(time.RFC3339Nano), string(r.State), r.DeliveryKey, r.WorkflowID, csvTime(r.SentAt),
 				r.CreatedAt.UTC().Format(time.RFC3339Nano), r.UpdatedAt.UTC().Format(time.RFC3339Nano),
-				string(r.ProviderOutcome), csvTime(r.ProviderOutcomeAt), csvTime(r.DeliveredAt)})
+				string(r.ProviderOutcome), csvTime(r.ProviderOutcomeAt), csvTime(r.DeliveredAt), r.Tenant})
 		},
 		Flush: func() error {
 			cw.Flush()

@@ -176,11 +176,11 @@ SELECT id, 'cancel_requested', $2 FROM r`, reminderID, jsonDetail(detail))
 
 // Window returns an update's delivery window start as first requested and
 // as it stands now (zero when the update has none).
-func (s *Store) Window(ctx context.Context, shipmentID, updateID string) (requested, current time.Time, err error) {
+func (s *Store) Window(ctx context.Context, tenant, shipmentID, updateID string) (requested, current time.Time, err error) {
 	var req, cur *time.Time
 	err = s.pool.QueryRow(ctx, `
-SELECT requested_window_start, window_start FROM updates WHERE shipment_id = $1 AND update_id = $2`,
-		shipmentID, updateID).Scan(&req, &cur)
+SELECT requested_window_start, window_start FROM updates WHERE shipment_id = $1 AND update_id = $2 AND tenant = $3`,
+		shipmentID, updateID, tenant).Scan(&req, &cur)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, time.Time{}, fmt.Errorf("error reading update %s/%s: %w", shipmentID, updateID, ErrNotFound)
 	}
@@ -207,7 +207,7 @@ const maxUpdateLocks = 8
 // pool (at most maxUpdateLocks of them at once; a further mover waits for
 // one, holding nothing), until unlock is called or the session ends with
 // the process. However many moves run, the pool stays the pool's.
-func (s *Store) LockUpdate(ctx context.Context, shipmentID, updateID string) (unlock func(), err error) {
+func (s *Store) LockUpdate(ctx context.Context, tenant, shipmentID, updateID string) (unlock func(), err error) {
 	select {
 	case s.updateLocks <- struct{}{}:
 	case <-ctx.Done():
@@ -218,8 +218,10 @@ func (s *Store) LockUpdate(ctx context.Context, shipmentID, updateID string) (un
 		<-s.updateLocks
 		return nil, fmt.Errorf("error locking update: %w", err)
 	}
+	// The default tenant's key is the one it had before tenancy, so a
+	// serve of the last release and one of this hold the same lock.
 	const key = `hashtextextended('shipnotify update ' || $1 || '/' || $2, 0)`
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`, shipmentID, updateID); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`, reminder.TenantShipment(tenant, shipmentID), updateID); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		<-s.updateLocks
 		return nil, fmt.Errorf("error locking update: %w", err)
@@ -234,9 +236,9 @@ func (s *Store) LockUpdate(ctx context.Context, shipmentID, updateID string) (un
 }
 
 // SetWindowStart records an update's moved delivery window.
-func (s *Store) SetWindowStart(ctx context.Context, shipmentID, updateID string, t time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE updates SET window_start = $3 WHERE shipment_id = $1 AND update_id = $2`,
-		shipmentID, updateID, t)
+func (s *Store) SetWindowStart(ctx context.Context, tenant, shipmentID, updateID string, t time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE updates SET window_start = $3 WHERE shipment_id = $1 AND update_id = $2 AND tenant = $4`,
+		shipmentID, updateID, t, tenant)
 	if err != nil {
 		return fmt.Errorf("error moving the delivery window: %w", err)
 	}

@@ -20,7 +20,7 @@ func insert(t *testing.T, store *mirror.Store, u reminder.Update, now time.Time)
 	require.NoError(t, err)
 	rows := make([]mirror.NewReminder, len(rems))
 	for i, r := range rems {
-		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
+		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID)}
 	}
 	stored, err := store.ScheduleUpdate(context.Background(), u, rows)
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestTransitionStopsAtTerminalStates(t *testing.T) {
 	store := mirror.New(db.Pool)
 	insert(t, store, update("SHP-1", time.Now().Add(time.Hour)), time.Now())
 	ctx := context.Background()
-	id := reminder.ID("SHP-1", "u-1", "sub-a")
+	id := reminder.ID("", "SHP-1", "u-1", "sub-a")
 
 	changed, err := store.Transition(ctx, id, reminder.Failed, "failed", map[string]any{"reason": "400"})
 	require.NoError(t, err)

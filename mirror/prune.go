@@ -115,9 +115,11 @@ SELECT ` + rowColumns + ` FROM reminders r
 	// transaction holds (a resubmission of the update, say) is waited for,
 	// up to pruneLockTimeout.
 	pruneUpdates = `
-DELETE FROM updates u USING (SELECT DISTINCT * FROM unnest($1::text[], $2::text[])) AS x(shipment_id, update_id)
- WHERE u.shipment_id = x.shipment_id AND u.update_id = x.update_id
-   AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.shipment_id = u.shipment_id AND r.update_id = u.update_id)`
+DELETE FROM updates u
+ USING (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS x(shipment_id, update_id, tenant)
+ WHERE u.shipment_id = x.shipment_id AND u.update_id = x.update_id AND u.tenant = x.tenant
+   AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.tenant = u.tenant
+                      AND r.shipment_id = u.shipment_id AND r.update_id = u.update_id)`
 )
 
 // pruneLockTimeout bounds how long a batch waits for a row lock (only a
@@ -252,9 +254,9 @@ func (s *PruneStats) add(b PruneStats) {
 // counting into the batch's stats.
 func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, updates bool, stats *PruneStats) error {
 	ids := make([]string, len(doomed))
-	shipmentIDs, updateIDs := make([]string, len(doomed)), make([]string, len(doomed))
+	shipmentIDs, updateIDs, tenants := make([]string, len(doomed)), make([]string, len(doomed)), make([]string, len(doomed))
 	for i, r := range doomed {
-		ids[i], shipmentIDs[i], updateIDs[i] = r.ID, r.ShipmentID, r.UpdateID
+		ids[i], shipmentIDs[i], updateIDs[i], tenants[i] = r.ID, r.ShipmentID, r.UpdateID, r.Tenant
 	}
 	tag, err := tx.Exec(ctx, `DELETE FROM reminder_events WHERE reminder_id = ANY($1)`, ids)
 	if err != nil {
@@ -283,7 +285,7 @@ func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, updates bool, st
 		return fmt.Errorf("error pruning reminders: %w", err)
 	}
 	if updates {
-		if tag, err = tx.Exec(ctx, pruneUpdates, shipmentIDs, updateIDs); err != nil {
+		if tag, err = tx.Exec(ctx, pruneUpdates, shipmentIDs, updateIDs, tenants); err != nil {
 			return fmt.Errorf("error pruning updates: %w", err)
 		}
 		stats.Updates = tag.RowsAffected()

@@ -16,7 +16,9 @@ import (
 // Row is a reminder as the mirror holds it, without its recipient's address
 // or secret, so it can be printed and exported.
 type Row struct {
-	ID           string           `json:"reminder_id"`
+	ID string `json:"reminder_id"`
+	// Tenant owns the reminder; "" (left out) is the default tenant.
+	Tenant       string           `json:"tenant,omitempty"`
 	ShipmentID   string           `json:"shipment_id"`
 	UpdateID     string           `json:"update_id"`
 	SubscriberID string           `json:"subscriber_id"`
@@ -50,7 +52,7 @@ type Row struct {
 // its INCLUDE too (a migration), or that read goes back to the heap.
 const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, requested_due_at, state,
        delivery_key, workflow_id, workflow_started_at, sent_at, cancel_requested_at, created_at, updated_at,
-       provider_outcome, provider_outcome_at, delivered_at`
+       provider_outcome, provider_outcome_at, delivered_at, tenant`
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
 	var r Row
@@ -58,7 +60,7 @@ func scanRow(row pgx.CollectableRow) (Row, error) {
 	var outcome *string
 	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.RequestedDueAt, &state,
 		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt,
-		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt)
+		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt, &r.Tenant)
 	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 	if outcome != nil {
 		r.ProviderOutcome = reminder.ProviderOutcome(*outcome)
@@ -98,9 +100,13 @@ SELECT id, type, at, detail FROM reminder_events WHERE reminder_id = $1 ORDER BY
 	return events, nil
 }
 
-// Filter selects reminders; zero fields select everything. State may be
-// Pending. Due bounds are half-open: DueFrom <= due_at < DueTo.
+// Filter selects reminders; zero fields select everything of the default
+// tenant. State may be Pending. Due bounds are half-open: DueFrom <= due_at < DueTo.
 type Filter struct {
+	// Tenant selects one tenant's reminders ("" the default tenant's),
+	// unless AnyTenant selects every tenant's: an operator's view.
+	Tenant     string
+	AnyTenant  bool
 	ShipmentID string
 	UpdateID   string
 	State      reminder.State
@@ -147,6 +153,9 @@ func (f Filter) sql() (string, []any) {
 	add := func(cond string, v any) {
 		args = append(args, v)
 		conds = append(conds, strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1))
+	}
+	if !f.AnyTenant {
+		add("tenant = ?", f.Tenant)
 	}
 	if f.ShipmentID != "" {
 		add("shipment_id = ?", f.ShipmentID)

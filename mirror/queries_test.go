@@ -27,7 +27,7 @@ func TestRowsCarryTheProviderOutcome(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Hour)
 	insert(t, store, update("SHP-1", now.Add(time.Hour), now.Add(2*time.Hour)), now)
-	reported, quiet := reminder.ID("SHP-1", "u-1", "sub-a"), reminder.ID("SHP-1", "u-1", "sub-b")
+	reported, quiet := reminder.ID("", "SHP-1", "u-1", "sub-a"), reminder.ID("", "SHP-1", "u-1", "sub-b")
 	outcomeAt, deliveredAt := now.Add(61*time.Minute), now.Add(62*time.Minute)
 	_, err := db.Pool.Exec(ctx, `
 UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = 'bounce', provider_outcome_at = $3,
@@ -65,7 +65,7 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 	var exported []mirror.Row
 	require.NoError(t, store.Export(ctx, mirror.Filter{}, func(r mirror.Row) error { exported = append(exported, r); return nil }))
 	check("Export", exported...)
-	byWorkflow, err := store.ByWorkflowIDs(ctx, []string{workflows.ReminderWorkflowID("SHP-1", "u-1", "sub-a")})
+	byWorkflow, err := store.ByWorkflowIDs(ctx, []string{workflows.ReminderWorkflowID(reminder.ID("", "SHP-1", "u-1", "sub-a"))})
 	require.NoError(t, err)
 	require.Len(t, byWorkflow, 1)
 	for _, r := range byWorkflow {
@@ -111,7 +111,7 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 	records, err := csv.NewReader(&out).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, records, 3)
-	require.Equal(t, []string{"provider_outcome", "provider_outcome_at", "delivered_at"}, records[0][12:])
-	require.Equal(t, []string{"bounce", outcomeAt.Format(time.RFC3339Nano), deliveredAt.Format(time.RFC3339Nano)}, records[1][12:])
-	require.Equal(t, []string{"", "", ""}, records[2][12:])
+	require.Equal(t, []string{"provider_outcome", "provider_outcome_at", "delivered_at", "tenant"}, records[0][12:])
+	require.Equal(t, []string{"bounce", outcomeAt.Format(time.RFC3339Nano), deliveredAt.Format(time.RFC3339Nano), ""}, records[1][12:])
+	require.Equal(t, []string{"", "", "", ""}, records[2][12:])
 }

@@ -15,6 +15,9 @@ import (
 type NewReminder struct {
 	reminder.Reminder
 	WorkflowID string
+	// CreatedAt is when the row was written (zero before it is): a
+	// workflow under WorkflowID that started before then is not its own.
+	CreatedAt time.Time
 }
 
 // Stored is an update as the mirror holds it once ScheduleUpdate returns:
@@ -43,6 +46,7 @@ type StoredReminder struct {
 	DeliveryKey string
 	// WorkflowStarted: Temporal accepted the reminder's workflow once.
 	WorkflowStarted bool
+	CreatedAt       time.Time
 }
 
 // Startable reports whether the reminder's workflow may be started: only a
@@ -58,12 +62,12 @@ func (r StoredReminder) Startable() bool {
 func (r StoredReminder) NewReminder() NewReminder {
 	rem := r.Requested
 	rem.DueAt = r.DueAt
-	return NewReminder{Reminder: rem, WorkflowID: r.WorkflowID}
+	return NewReminder{Reminder: rem, WorkflowID: r.WorkflowID, CreatedAt: r.CreatedAt}
 }
 
 const insertUpdateRow = `
-INSERT INTO updates (shipment_id, update_id, kind, window_start, requested_window_start, subject, body, escalation_email)
-VALUES ($1, $2, $3, $4, $4, $5, $6, $7)
+INSERT INTO updates (shipment_id, update_id, kind, window_start, requested_window_start, subject, body, escalation_email, tenant)
+VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8)
 ON CONFLICT DO NOTHING
 RETURNING true`
 
@@ -73,10 +77,10 @@ const insertReminders = `
 WITH ins AS (
     INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email,
                            webhook_url, webhook_secret, address, due_at, requested_due_at, delivery_key, workflow_id,
-                           state, approval_timeout, approval_expire_after)
+                           state, approval_timeout, approval_expire_after, tenant)
     SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret, r.address,
            r.due_at, r.due_at, r.delivery_key, r.workflow_id, r.state,
-           make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after)
+           make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after), $16
       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                   $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::float8[], $14::float8[],
                   $15::text[])
@@ -90,13 +94,13 @@ SELECT id, 'scheduled', jsonb_build_object('due_at', due_at, 'delivery_key', del
 
 const selectStoredUpdate = `
 SELECT kind, requested_window_start, subject, body, coalesce(escalation_email, '')
-  FROM updates WHERE shipment_id = $1 AND update_id = $2`
+  FROM updates WHERE tenant = $1 AND shipment_id = $2 AND update_id = $3`
 
 const selectStoredReminders = `
 SELECT id, subscriber_id, channel, coalesce(email, ''), coalesce(webhook_url, ''), coalesce(webhook_secret, ''),
        coalesce(address, ''), requested_due_at, approval_timeout, approval_expire_after,
-       workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL
-  FROM reminders WHERE shipment_id = $1 AND update_id = $2
+       workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL, created_at
+  FROM reminders WHERE tenant = $1 AND shipment_id = $2 AND update_id = $3
  ORDER BY subscriber_id`
 
 // ScheduleUpdate writes a new update and its reminders, or, when the update
@@ -113,7 +117,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []Ne
 			windowStart = &u.WindowStart
 		}
 		err := tx.QueryRow(ctx, insertUpdateRow, u.ShipmentID, u.UpdateID, u.Kind, windowStart,
-			u.Message.Subject, u.Message.Text, nullable(u.EscalationEmail)).Scan(&out.Inserted)
+			u.Message.Subject, u.Message.Text, nullable(u.EscalationEmail), u.Tenant).Scan(&out.Inserted)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -126,7 +130,7 @@ func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []Ne
 				return err
 			}
 		}
-		out.Requested, out.Reminders, err = s.readStored(ctx, tx, u.ShipmentID, u.UpdateID)
+		out.Requested, out.Reminders, err = s.readStored(ctx, tx, u.Tenant, u.ShipmentID, u.UpdateID)
 		return err
 	})
 	if err != nil {
@@ -158,13 +162,13 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 		}
 	}
 	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
-		states, timeouts, expires, addresses}, nil
+		states, timeouts, expires, addresses, u.Tenant}, nil
 }
 
-func (s *Store) readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
-	u := reminder.Update{ShipmentID: shipmentID, UpdateID: updateID}
+func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
+	u := reminder.Update{Tenant: tenant, ShipmentID: shipmentID, UpdateID: updateID}
 	var windowStart *time.Time
-	err := tx.QueryRow(ctx, selectStoredUpdate, shipmentID, updateID).
+	err := tx.QueryRow(ctx, selectStoredUpdate, tenant, shipmentID, updateID).
 		Scan(&u.Kind, &windowStart, &u.Message.Subject, &u.Message.Text, &u.EscalationEmail)
 	if err != nil {
 		return u, nil, err
@@ -172,15 +176,15 @@ func (s *Store) readStored(ctx context.Context, tx pgx.Tx, shipmentID, updateID 
 	if windowStart != nil {
 		u.WindowStart = *windowStart
 	}
-	rows, _ := tx.Query(ctx, selectStoredReminders, shipmentID, updateID)
+	rows, _ := tx.Query(ctx, selectStoredReminders, tenant, shipmentID, updateID)
 	rems, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredReminder, error) {
 		var r StoredReminder
 		q := &r.Requested
-		q.ShipmentID, q.UpdateID = shipmentID, updateID
+		q.Tenant, q.ShipmentID, q.UpdateID = tenant, shipmentID, updateID
 		var channel, state string
 		var timeout, expire *time.Duration
 		err := row.Scan(&q.ID, &q.SubscriberID, &channel, &q.Email, &q.WebhookURL, &q.WebhookSecret,
-			&q.Address, &q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted)
+			&q.Address, &q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted, &r.CreatedAt)
 		q.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 		q.Approval = approvalOf(timeout, expire)
 		return r, err
@@ -231,13 +235,13 @@ SELECT `+newReminderColumns+`
 
 // newReminderColumns are what a reminder's workflow starts from.
 const newReminderColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, workflow_id,
-       approval_timeout, approval_expire_after`
+       approval_timeout, approval_expire_after, tenant, created_at`
 
 func scanNewReminder(row pgx.CollectableRow) (NewReminder, error) {
 	var r NewReminder
 	var channel string
 	var timeout, expire *time.Duration
-	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire)
+	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire, &r.Tenant, &r.CreatedAt)
 	r.Channel = reminder.Channel(channel)
 	r.Approval = approvalOf(timeout, expire)
 	return r, err

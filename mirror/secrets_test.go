@@ -34,7 +34,7 @@ func hookUpdate(shipment string, now time.Time) (reminder.Update, []mirror.NewRe
 	rems, _ := u.Plan(reminder.PlanOptions{Now: now, WebhookDestination: func(string) error { return nil }})
 	rows := make([]mirror.NewReminder, len(rems))
 	for i, r := range rems {
-		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
+		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID)}
 	}
 	return u, rows
 }

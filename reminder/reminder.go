@@ -62,7 +62,9 @@ const (
 // A partially delivered fan-out resumes per reminder without re-notifying the
 // subscribers that already got theirs.
 type Reminder struct {
-	ID           string
+	ID string
+	// Tenant owns the reminder ("" is the default tenant; tenant.go).
+	Tenant       string
 	ShipmentID   string
 	UpdateID     string
 	SubscriberID string
@@ -95,9 +97,11 @@ func (r Reminder) DeliveryKey() string {
 
 // ID is a reminder's identity. It derives from opaque ids only, never from an
 // address, so it can name a workflow and appear in logs and search attributes.
-// The parts are restricted to a charset without '/', so the join is unambiguous.
-func ID(shipmentID, updateID, subscriberID string) string {
-	return shipmentID + "/" + updateID + "/" + subscriberID
+// The parts are restricted to a charset without '/', so the join is
+// unambiguous: three parts for the default tenant (as every id had before
+// tenancy), four, led by the tenant, for another.
+func ID(tenant, shipmentID, updateID, subscriberID string) string {
+	return TenantShipment(tenant, shipmentID) + "/" + updateID + "/" + subscriberID
 }
 
 // DeliveryKey is the seed article's stable key: the same reminder, subscriber

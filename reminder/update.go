@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,6 +39,9 @@ var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 // Update is one shipment update fanned out to its subscribers.
 type Update struct {
+	// Tenant owns the update: set by whoever authenticated the caller,
+	// never read from the document ("" is the default tenant).
+	Tenant     string
 	ShipmentID string
 	UpdateID   string
 	Kind       string
@@ -131,6 +135,9 @@ type PlanOptions struct {
 // Plan checks an update and turns it into its reminders, one per subscriber,
 // in input order. The first problem found is returned as a *FieldError.
 func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
+	if u.Tenant != "" && !IsID(u.Tenant) {
+		return nil, fieldErr("tenant", "is not an id")
+	}
 	if err := checkID("shipment_id", u.ShipmentID); err != nil {
 		return nil, err
 	}
@@ -178,7 +185,8 @@ func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
 			}
 		}
 		r := Reminder{
-			ID:           ID(u.ShipmentID, u.UpdateID, s.ID),
+			ID:           ID(u.Tenant, u.ShipmentID, u.UpdateID, s.ID),
+			Tenant:       u.Tenant,
 			ShipmentID:   u.ShipmentID,
 			UpdateID:     u.UpdateID,
 			SubscriberID: s.ID,
@@ -226,10 +234,10 @@ func (u Update) approvalPolicy() (Approval, error) {
 func IsID(s string) bool { return idPattern.MatchString(s) }
 
 // IsReminderID reports whether s is a reminder's id: three ids joined by
-// '/' (ID).
+// '/', or four for a tenant's (ID).
 func IsReminderID(s string) bool {
 	parts := strings.Split(s, "/")
-	return len(parts) == 3 && IsID(parts[0]) && IsID(parts[1]) && IsID(parts[2])
+	return (len(parts) == 3 || len(parts) == 4) && !slices.ContainsFunc(parts, func(p string) bool { return !IsID(p) })
 }
 
 func checkID(field, id string) error {

@@ -272,7 +272,7 @@ func TestAChannelBeyondTheBuiltInsIsCheckedByItsRule(t *testing.T) {
 func TestIDsOutsideTheCharsetNameNothing(t *testing.T) {
 	t.Parallel()
 	require.True(t, reminder.IsID("SHP-1.a_b"))
-	require.True(t, reminder.IsReminderID(reminder.ID("SHP-1", "u1", "sub-a")))
+	require.True(t, reminder.IsReminderID(reminder.ID("", "SHP-1", "u1", "sub-a")))
 	for _, s := range []string{"", "x\x00", "\xff", "-x", "a/b", strings.Repeat("x", 65)} {
 		require.False(t, reminder.IsID(s), "%q", s)
 	}

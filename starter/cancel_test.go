@@ -41,7 +41,7 @@ func TestCancelStopsARetryingSend(t *testing.T) {
 	require.Eventually(t, func() bool { return s.Mail.Requests() >= 2 }, time.Minute, 50*time.Millisecond, "the send is retrying")
 
 	began := time.Now()
-	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusCancelled, outs[0].Status)
 	require.Less(t, time.Since(began), 15*time.Second, "answered well within the cancel wait, not after the retry budget")
@@ -81,7 +81,7 @@ func TestCancelDuringAnInFlightSendIsCompensated(t *testing.T) {
 				s.Mail.Fail(sink.Answer{Status: 400})
 			}
 
-			outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+			outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker"})
 			require.NoError(t, err)
 			require.Equal(t, tc.want, outs[0].Status)
 			res := waitFor(t, s, r.WorkflowID)
@@ -114,7 +114,7 @@ func TestCancelWithNoWorkerAnswersCancelRequested(t *testing.T) {
 	r := results[0]
 
 	began := time.Now()
-	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
 	require.NoError(t, err)
 	require.Less(t, time.Since(began), 10*time.Second)
 	require.Equal(t, starter.StatusCancelRequested, outs[0].Status)
@@ -213,7 +213,7 @@ func TestFailedCancellationNoticeIsNotReportedCompensated(t *testing.T) {
 
 	notice := workflows.CancellationNoticeWorkflowID(r.ReminderID)
 	for range 2 {
-		outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+		outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker"})
 		require.NoError(t, err)
 		require.Equal(t, starter.StatusCompensationFailed, outs[0].Status)
 		ctx2, cancel := context.WithTimeout(ctx, time.Minute)
@@ -250,7 +250,7 @@ func TestCancelDuringTheLocalAttemptIsCompensatedOnTheServer(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+		outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker"})
 		done <- answer{outs, err}
 	}()
 	// The cancel is with the server, waiting for the attempt's task.

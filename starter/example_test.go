@@ -78,7 +78,7 @@ func ExampleStarter_Schedule() {
 func ExampleStarter_Cancel() {
 	ctx := context.Background()
 	st := connect(ctx)
-	outcomes, err := st.Cancel(ctx, "SHP-1042", starter.Actor{By: "tracker", Reason: "order cancelled"})
+	outcomes, err := st.Cancel(ctx, "", "SHP-1042", starter.Actor{By: "tracker", Reason: "order cancelled"})
 	if err != nil {
 		log.Fatal(err)
 	}

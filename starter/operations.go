@@ -75,9 +75,10 @@ type Actor struct {
 // Cancel cancels every reminder of a shipment, found through the mirror. A
 // pending reminder ends cancelled and sends nothing; a subscriber already
 // reminded gets one cancellation notice (under its own delivery key).
-// Cancelling twice is harmless; an unknown shipment is ErrUnknownShipment.
-func (s *Starter) Cancel(ctx context.Context, shipmentID string, who Actor) ([]Outcome, error) {
-	rows, err := s.Mirror.List(ctx, mirror.Filter{ShipmentID: shipmentID})
+// Cancelling twice is harmless; an unknown shipment (another tenant's is
+// unknown to this one) is ErrUnknownShipment.
+func (s *Starter) Cancel(ctx context.Context, tenant, shipmentID string, who Actor) ([]Outcome, error) {
+	rows, err := s.Mirror.List(ctx, mirror.Filter{Tenant: tenant, ShipmentID: shipmentID})
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Ou
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.ShipmentIDKey.ValueSet(row.ShipmentID), workflows.UpdateIDKey.ValueSet(row.UpdateID)),
+			workflows.ShipmentIDKey.ValueSet(reminder.TenantShipment(row.Tenant, row.ShipmentID)), workflows.UpdateIDKey.ValueSet(row.UpdateID)),
 		StaticSummary: workflows.CancellationNoticeSummary(in),
 		StaticDetails: workflows.CancellationNoticeDetails(in),
 	}, workflows.CancellationNoticeWorkflowName, in)
@@ -293,13 +294,13 @@ func (s *Starter) noticeOutcome(ctx context.Context, id string, out Outcome) (Ou
 // running again after a failure partway, shifts once; concurrent moves of
 // one update are serialised. Reminders that are finished are reported as
 // refused and left alone.
-func (s *Starter) RescheduleUpdate(ctx context.Context, shipmentID, updateID string, windowStart time.Time, who Actor) ([]Outcome, error) {
-	unlock, err := s.Mirror.LockUpdate(ctx, shipmentID, updateID)
+func (s *Starter) RescheduleUpdate(ctx context.Context, tenant, shipmentID, updateID string, windowStart time.Time, who Actor) ([]Outcome, error) {
+	unlock, err := s.Mirror.LockUpdate(ctx, tenant, shipmentID, updateID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	requested, _, err := s.Mirror.Window(ctx, shipmentID, updateID)
+	requested, _, err := s.Mirror.Window(ctx, tenant, shipmentID, updateID)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +308,7 @@ func (s *Starter) RescheduleUpdate(ctx context.Context, shipmentID, updateID str
 		return nil, fmt.Errorf("update %s/%s: %w", shipmentID, updateID, ErrNoWindow)
 	}
 	shift := windowStart.Sub(requested)
-	rows, err := s.Mirror.List(ctx, mirror.Filter{ShipmentID: shipmentID, UpdateID: updateID})
+	rows, err := s.Mirror.List(ctx, mirror.Filter{Tenant: tenant, ShipmentID: shipmentID, UpdateID: updateID})
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +326,7 @@ func (s *Starter) RescheduleUpdate(ctx context.Context, shipmentID, updateID str
 	if err != nil {
 		return outs, err
 	}
-	return outs, s.Mirror.SetWindowStart(ctx, shipmentID, updateID, windowStart)
+	return outs, s.Mirror.SetWindowStart(ctx, tenant, shipmentID, updateID, windowStart)
 }
 
 // rescheduleUnstarted moves a reminder whose workflow never started in the
@@ -348,8 +349,8 @@ func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due t
 
 // RescheduleReminder moves one reminder's due time. A refusal (finished
 // reminder, absurd time) is an Outcome with StatusRefused and the reason.
-func (s *Starter) RescheduleReminder(ctx context.Context, reminderID string, due time.Time, who Actor) (Outcome, error) {
-	row, err := s.Mirror.Get(ctx, reminderID)
+func (s *Starter) RescheduleReminder(ctx context.Context, tenant, reminderID string, due time.Time, who Actor) (Outcome, error) {
+	row, err := s.Get(ctx, tenant, reminderID)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -402,8 +403,9 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 	})
 }
 
-// Selection names reminders: one by id, or all of an update.
+// Selection names reminders of a tenant: one by id, or all of an update.
 type Selection struct {
+	Tenant     string
 	ReminderID string
 	ShipmentID string
 	UpdateID   string
@@ -413,13 +415,13 @@ type Selection struct {
 // the reminders in state are chosen.
 func (s *Starter) selectRows(ctx context.Context, sel Selection, state reminder.State) ([]mirror.Row, error) {
 	if sel.ReminderID != "" {
-		row, err := s.Mirror.Get(ctx, sel.ReminderID)
+		row, err := s.Get(ctx, sel.Tenant, sel.ReminderID)
 		if err != nil {
 			return nil, err
 		}
 		return []mirror.Row{row}, nil
 	}
-	rows, err := s.Mirror.List(ctx, mirror.Filter{ShipmentID: sel.ShipmentID, UpdateID: sel.UpdateID, State: state})
+	rows, err := s.Mirror.List(ctx, mirror.Filter{Tenant: sel.Tenant, ShipmentID: sel.ShipmentID, UpdateID: sel.UpdateID, State: state})
 	if err != nil {
 		return nil, err
 	}
@@ -427,6 +429,17 @@ func (s *Starter) selectRows(ctx context.Context, sel Selection, state reminder.
 		return nil, fmt.Errorf("update %s/%s: %w", sel.ShipmentID, sel.UpdateID, ErrNothingToDecide)
 	}
 	return rows, nil
+}
+
+// Get is one of tenant's reminders. Another tenant's is mirror.ErrNotFound,
+// as one that does not exist: a reminder id names its tenant, but one
+// tenant's caller may present another's.
+func (s *Starter) Get(ctx context.Context, tenant, reminderID string) (mirror.Row, error) {
+	row, err := s.Mirror.Get(ctx, reminderID)
+	if err == nil && row.Tenant != tenant {
+		return mirror.Row{}, fmt.Errorf("error reading reminder %s: %w", reminderID, mirror.ErrNotFound)
+	}
+	return row, err
 }
 
 // ErrNoAnswer is returned when a reminder's workflow did not answer a change

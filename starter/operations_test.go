@@ -81,7 +81,7 @@ func TestCancelShipment(t *testing.T) {
 	require.Equal(t, reminder.Sent, waitFor(t, s, sent.WorkflowID).State)
 
 	who := starter.Actor{By: "tracker", Reason: "order withdrawn"}
-	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, who)
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, who)
 	require.NoError(t, err)
 	got := outcomesByID(outs)
 	require.Equal(t, starter.StatusCompensated, got[sent.ReminderID].Status, "the notice's outcome, waited for")
@@ -113,7 +113,7 @@ func TestCancelShipment(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "sent", "cancelled", "cancellation_sent"}, eventTypes(t, s, sent.ReminderID))
 
 	// Twice is harmless.
-	again, err := s.Starter.Cancel(ctx, u.ShipmentID, who)
+	again, err := s.Starter.Cancel(ctx, "", u.ShipmentID, who)
 	require.NoError(t, err)
 	got = outcomesByID(again)
 	require.Equal(t, starter.StatusAlreadyCompensated, got[sent.ReminderID].Status)
@@ -121,7 +121,7 @@ func TestCancelShipment(t *testing.T) {
 	require.Equal(t, starter.StatusAlreadyCancelled, got[pendingHook.ReminderID].Status)
 	require.Len(t, s.Mail.Mails(), 2)
 
-	_, err = s.Starter.Cancel(ctx, "SHP-never-seen", who)
+	_, err = s.Starter.Cancel(ctx, "", "SHP-never-seen", who)
 	require.True(t, errors.Is(err, starter.ErrUnknownShipment))
 }
 
@@ -141,7 +141,7 @@ func TestRescheduleUpdate(t *testing.T) {
 
 	// The window moves 1h earlier, less two seconds: the reminder comes due now.
 	newWindow := window.Add(-time.Hour + 2*time.Second)
-	outs, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, newWindow, starter.Actor{By: "planner"})
+	outs, err := s.Starter.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, newWindow, starter.Actor{By: "planner"})
 	require.NoError(t, err)
 	require.Len(t, outs, 1)
 	require.Equal(t, starter.StatusRescheduled, outs[0].Status, outs[0].Error)
@@ -160,12 +160,12 @@ func TestRescheduleUpdate(t *testing.T) {
 	require.Equal(t, newDue, got.DueAt.UTC())
 	require.Equal(t, newKey, got.DeliveryKey)
 	require.Equal(t, []string{"scheduled", "rescheduled", "sent"}, eventTypes(t, s, r.ReminderID))
-	_, ws, err := s.Mirror.Window(ctx, u.ShipmentID, u.UpdateID)
+	_, ws, err := s.Mirror.Window(ctx, "", u.ShipmentID, u.UpdateID)
 	require.NoError(t, err)
 	require.True(t, newWindow.Equal(ws))
 
 	// A finished reminder refuses, with a clear reason.
-	out, err := s.Starter.RescheduleReminder(ctx, r.ReminderID, now.Add(time.Hour), starter.Actor{By: "planner"})
+	out, err := s.Starter.RescheduleReminder(ctx, "", r.ReminderID, now.Add(time.Hour), starter.Actor{By: "planner"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRefused, out.Status)
 	require.Contains(t, out.Error, "no longer running")
@@ -180,7 +180,7 @@ func TestRescheduleRefusesAbsurdTimes(t *testing.T) {
 	r := results[0]
 	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over") })
 
-	out, err := s.Starter.RescheduleReminder(ctx, r.ReminderID, time.Now().AddDate(5, 0, 0), starter.Actor{By: "planner"})
+	out, err := s.Starter.RescheduleReminder(ctx, "", r.ReminderID, time.Now().AddDate(5, 0, 0), starter.Actor{By: "planner"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRefused, out.Status)
 	require.Contains(t, out.Error, "days ahead")
@@ -354,7 +354,7 @@ func TestFailingEscalationHoldsNothingBehindIt(t *testing.T) {
 				"the escalation is retrying")
 			want := reminder.Expired
 			if cancel {
-				outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+				outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker"})
 				require.NoError(t, err)
 				require.Equal(t, starter.StatusCancelled, outs[0].Status, "answered, not held behind the escalation")
 				want = reminder.Cancelled

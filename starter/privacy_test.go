@@ -42,7 +42,7 @@ func TestPersonalDataStaysOutOfHistoriesAndLogs(t *testing.T) {
 		states[waitFor(t, s, r.WorkflowID).State]++
 	}
 	require.Equal(t, map[reminder.State]int{reminder.Failed: 1, reminder.Expired: 1, reminder.Sent: 1}, states)
-	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "privacy test"})
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "privacy test"})
 	require.NoError(t, err)
 	require.Len(t, outs, 3)
 	waitFor(t, s, workflows.CancellationNoticeWorkflowID(results[2].ReminderID))

@@ -63,7 +63,7 @@ func TestCancelledReminderIsNeverStartedAgain(t *testing.T) {
 	crashing.CrashAfterMirror(errors.New("starter killed"))
 	_, err := crashing.Schedule(ctx, u)
 	require.ErrorContains(t, err, "starter killed")
-	outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusCancelled, outs[0].Status)
 
@@ -94,7 +94,7 @@ func TestCancelRacingAScheduleSendsNothing(t *testing.T) {
 
 			racing := *s.Starter
 			racing.BetweenMirrorAndStart(func() error {
-				outs, err := s.Starter.Cancel(ctx, u.ShipmentID, starter.Actor{By: "tracker"})
+				outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker"})
 				for _, o := range outs {
 					require.Equal(t, starter.StatusCancelled, o.Status)
 				}
@@ -149,7 +149,7 @@ func TestChangedResubmissionIsRefusedAndWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	terminateAtCleanup(t, s, workflowIDs(first)...)
 	moved := due.Add(time.Hour)
-	out, err := s.Starter.RescheduleReminder(ctx, first[0].ReminderID, moved, starter.Actor{By: "planner"})
+	out, err := s.Starter.RescheduleReminder(ctx, "", first[0].ReminderID, moved, starter.Actor{By: "planner"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
 	updates, reminders, events := countRows(t, s)
@@ -180,7 +180,7 @@ func TestChangedResubmissionIsRefusedAndWritesNothing(t *testing.T) {
 	}
 	u2, r2, e2 := countRows(t, s)
 	require.Equal(t, []int{updates, reminders, events}, []int{u2, r2, e2}, "nothing was written")
-	require.False(t, workflowExists(t, s, workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, "late")))
+	require.False(t, workflowExists(t, s, workflows.ReminderWorkflowID(reminder.ID("", u.ShipmentID, u.UpdateID, "late"))))
 
 	same, err := s.Starter.Schedule(ctx, u)
 	require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestRescheduleUpdateShiftsOnce(t *testing.T) {
 
 	later := window.Add(6 * time.Hour)
 	for range 2 {
-		_, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, later, who)
+		_, err := s.Starter.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, later, who)
 		require.NoError(t, err)
 		check(later)
 	}
@@ -243,9 +243,9 @@ func TestRescheduleUpdateShiftsOnce(t *testing.T) {
 
 	// A run that failed after moving one reminder, then ran again.
 	evenLater := window.Add(12 * time.Hour)
-	_, err = s.Starter.RescheduleReminder(ctx, results[0].ReminderID, shifted(results[0], evenLater), who)
+	_, err = s.Starter.RescheduleReminder(ctx, "", results[0].ReminderID, shifted(results[0], evenLater), who)
 	require.NoError(t, err)
-	outs, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, evenLater, who)
+	outs, err := s.Starter.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, evenLater, who)
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusUnchanged, outcomesByID(outs)[results[0].ReminderID].Status)
 	check(evenLater)
@@ -257,14 +257,14 @@ func TestRescheduleUpdateShiftsOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, last, who)
+			_, err := s.Starter.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, last, who)
 			require.NoError(t, err)
 		}()
 	}
 	wg.Wait()
 	check(last)
 	require.Equal(t, 6, moves(), "each reminder moved once per new window")
-	_, ws, err := s.Mirror.Window(ctx, u.ShipmentID, u.UpdateID)
+	_, ws, err := s.Mirror.Window(ctx, "", u.ShipmentID, u.UpdateID)
 	require.NoError(t, err)
 	require.True(t, last.Equal(ws))
 }
@@ -286,7 +286,7 @@ func TestRescheduleThatFailsMovesNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `LOCK TABLE reminder_events IN SHARE ROW EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	out, err := s.Starter.RescheduleReminder(ctx, r.ReminderID, due.Add(24*time.Hour), starter.Actor{By: "planner"})
+	out, err := s.Starter.RescheduleReminder(ctx, "", r.ReminderID, due.Add(24*time.Hour), starter.Actor{By: "planner"})
 	require.NoError(t, tx.Rollback(ctx))
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusFailed, out.Status)
@@ -305,7 +305,7 @@ func TestRescheduleThatFailsMovesNothing(t *testing.T) {
 	require.Equal(t, []string{"scheduled"}, eventTypes(t, s, r.ReminderID))
 
 	// With the lock gone the same reschedule goes through.
-	out, err = s.Starter.RescheduleReminder(ctx, r.ReminderID, due.Add(24*time.Hour), starter.Actor{By: "planner"})
+	out, err = s.Starter.RescheduleReminder(ctx, "", r.ReminderID, due.Add(24*time.Hour), starter.Actor{By: "planner"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
 	require.NoError(t, s.Temporal.TerminateWorkflow(ctx, r.WorkflowID, "", "test over"))
@@ -366,7 +366,7 @@ func TestMoreWindowMovesThanConnectionsStallNothing(t *testing.T) {
 	errs := make([]error, len(updates))
 	for i, u := range updates {
 		wg.Go(func() {
-			_, errs[i] = st.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, window.Add(time.Hour), starter.Actor{By: "planner"})
+			_, errs[i] = st.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, window.Add(time.Hour), starter.Actor{By: "planner"})
 		})
 	}
 	// Meanwhile the pool serves the rest of serve.
@@ -386,7 +386,7 @@ func TestMoreWindowMovesThanConnectionsStallNothing(t *testing.T) {
 		require.NoError(t, err, "move %d", i)
 	}
 	for _, u := range updates {
-		_, current, err := st.Mirror.Window(ctx, u.ShipmentID, u.UpdateID)
+		_, current, err := st.Mirror.Window(ctx, "", u.ShipmentID, u.UpdateID)
 		require.NoError(t, err)
 		require.True(t, current.Equal(window.Add(time.Hour)), "every window moved")
 	}
@@ -419,7 +419,7 @@ func TestAWindowMoveMovesAReminderThatNeverStarted(t *testing.T) {
 	require.ErrorContains(t, err, "starter killed")
 
 	later := window.Add(6 * time.Hour)
-	outs, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, later, starter.Actor{By: "planner"})
+	outs, err := s.Starter.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, later, starter.Actor{By: "planner"})
 	require.NoError(t, err)
 	require.Len(t, outs, 1)
 	require.Equal(t, starter.StatusRescheduled, outs[0].Status, outs[0].Error)
@@ -449,7 +449,7 @@ func TestAWindowMoveRacingAStartIsFollowed(t *testing.T) {
 	later := window.Add(6 * time.Hour)
 	racing := *s.Starter
 	racing.BetweenMirrorAndStart(func() error {
-		_, err := s.Starter.RescheduleUpdate(ctx, u.ShipmentID, u.UpdateID, later, starter.Actor{By: "planner"})
+		_, err := s.Starter.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, later, starter.Actor{By: "planner"})
 		return err
 	})
 	results, err := racing.Schedule(ctx, u)

@@ -28,7 +28,7 @@ func TestReconcileStartsWhatTheStarterDidNot(t *testing.T) {
 	crashing.CrashAfterMirror(errors.New("starter killed"))
 	_, err := crashing.Schedule(ctx, u)
 	require.ErrorContains(t, err, "starter killed")
-	wfID := workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, u.Subscribers[0].ID)
+	wfID := workflows.ReminderWorkflowID(reminder.ID("", u.ShipmentID, u.UpdateID, u.Subscribers[0].ID))
 	_, err = s.Temporal.DescribeWorkflowExecution(ctx, wfID, "")
 	require.Error(t, err, "no workflow was started")
 
@@ -46,7 +46,7 @@ func TestReconcileStartsWhatTheStarterDidNot(t *testing.T) {
 	require.NoError(t, s.Temporal.GetWorkflow(ctx, wfID, "").Get(ctx, &res))
 	require.Equal(t, reminder.Sent, res.State)
 	require.Len(t, s.Mail.Mails(), 1)
-	gated := workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, u.Subscribers[1].ID)
+	gated := workflows.ReminderWorkflowID(reminder.ID("", u.ShipmentID, u.UpdateID, u.Subscribers[1].ID))
 	v, err := s.Temporal.QueryWorkflow(ctx, gated, "", workflows.QueryStatus)
 	require.NoError(t, err)
 	var st workflows.Status

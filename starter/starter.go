@@ -31,7 +31,20 @@ const (
 	// AlreadyScheduled: the update was scheduled before; nothing was
 	// started, and the result carries the reminder as stored.
 	AlreadyScheduled Status = "already_scheduled"
+	// Conflict: the reminder's workflow id is held by a workflow that is not
+	// this reminder's (one an engine kept from before this mirror, started
+	// before the row was written). Nothing was started; the row stays
+	// unstarted, and is started once that workflow is gone.
+	Conflict Status = "conflict"
 )
+
+// ErrWorkflowIDTaken is the error of a start that found its workflow id
+// held by a workflow that is not the reminder's (Conflict).
+var ErrWorkflowIDTaken = errors.New("the reminder's workflow id is held by a workflow that is not this reminder's")
+
+// clockSkew is how far Temporal's clock may trail PostgreSQL's before a
+// workflow that is a row's own looks started before the row was written.
+const clockSkew = time.Minute
 
 // ErrUpdateChanged is what a *ChangedError matches with errors.Is.
 var ErrUpdateChanged = errors.New("update already scheduled with different content")
@@ -155,7 +168,7 @@ func (s *Starter) Schedule(ctx context.Context, u reminder.Update) ([]Result, er
 func (s *Starter) SchedulePlanned(ctx context.Context, u reminder.Update, rems []reminder.Reminder) ([]Result, error) {
 	rows := make([]mirror.NewReminder, len(rems))
 	for i, r := range rems {
-		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ShipmentID, r.UpdateID, r.SubscriberID)}
+		rows[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID)}
 	}
 	stored, err := s.Mirror.ScheduleUpdate(ctx, u, rows)
 	if err != nil {
@@ -230,13 +243,17 @@ func (s *Starter) now() time.Time {
 func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Result, error) {
 	results, errs := parallel(ctx, s.concurrency(), rows, func(ctx context.Context, r mirror.NewReminder) (Result, error) {
 		status, err := s.start(ctx, r)
-		if err != nil {
-			return Result{}, fmt.Errorf("error starting workflow for reminder %s: %w", r.ID, err)
-		}
-		return Result{
+		res := Result{
 			ReminderID: r.ID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
 			DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status, State: r.InitialState(),
-		}, nil
+		}
+		switch {
+		case errors.Is(err, ErrWorkflowIDTaken):
+			return res, fmt.Errorf("error starting workflow for reminder %s: %w", r.ID, err)
+		case err != nil:
+			return Result{}, fmt.Errorf("error starting workflow for reminder %s: %w", r.ID, err)
+		}
+		return res, nil
 	})
 	// Mark whatever Temporal holds, even after a failed start, so the
 	// reconciler only sees rows whose workflow truly is missing.
@@ -305,7 +322,7 @@ func parallel[T, R any](ctx context.Context, limit int, items []T, fn func(conte
 
 func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, error) {
 	in := workflows.ReminderInput{
-		ReminderID: r.ID, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
+		ReminderID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
 		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval, Level: workflows.CurrentLevel,
 	}
 	if s.Unleveled {
@@ -327,9 +344,36 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, erro
 	var exists *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &exists):
-		return AlreadyScheduled, nil
+		return s.collided(ctx, r)
 	case err != nil:
 		return "", err
 	}
 	return Scheduled, nil
+}
+
+// collided says whose the workflow a start collided with is. The row is
+// always written before its workflow starts, so a workflow that started
+// before the row was written (beyond clockSkew) is another's: one an
+// engine kept when the mirror was replaced, or restored without it. That
+// is a Conflict, never already_scheduled: the row's reminder would
+// otherwise wait for a workflow that is not its own and never send.
+func (s *Starter) collided(ctx context.Context, r mirror.NewReminder) (Status, error) {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+	if err != nil {
+		return "", fmt.Errorf("error describing the workflow its start collided with: %w", err)
+	}
+	// The first run's start: a continued run starts later, and is the
+	// row's when its first run was.
+	info := desc.GetWorkflowExecutionInfo()
+	started := info.GetStartTime().AsTime()
+	if first := info.GetFirstRunId(); first != "" && first != info.GetExecution().GetRunId() {
+		if d, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, first); err == nil {
+			started = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+		}
+	}
+	if !r.CreatedAt.IsZero() && started.Before(r.CreatedAt.Add(-clockSkew)) {
+		return Conflict, fmt.Errorf("%w: it started at %s, before the row was written at %s",
+			ErrWorkflowIDTaken, started.UTC().Format(time.RFC3339), r.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return AlreadyScheduled, nil
 }

@@ -46,8 +46,8 @@ func TestThreeSubscriberUpdateDeliversExactlyThree(t *testing.T) {
 	for i, r := range results {
 		sub := u.Subscribers[i]
 		require.Equal(t, starter.Scheduled, r.Status)
-		require.Equal(t, reminder.ID(u.ShipmentID, u.UpdateID, sub.ID), r.ReminderID)
-		require.Equal(t, workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, sub.ID), r.WorkflowID)
+		require.Equal(t, reminder.ID("", u.ShipmentID, u.UpdateID, sub.ID), r.ReminderID)
+		require.Equal(t, workflows.ReminderWorkflowID(reminder.ID("", u.ShipmentID, u.UpdateID, sub.ID)), r.WorkflowID)
 		require.Equal(t, reminder.DeliveryKey(r.ReminderID, sub.ID, reminder.NormalizeTime(due)), r.DeliveryKey)
 		wantKeys = append(wantKeys, r.DeliveryKey)
 	}
@@ -155,7 +155,7 @@ func TestScheduleRejectsBadUpdateBeforeWriting(t *testing.T) {
 	var n int
 	require.NoError(t, s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM updates`).Scan(&n))
 	require.Zero(t, n)
-	_, err = s.Temporal.DescribeWorkflowExecution(ctx, workflows.ReminderWorkflowID(u.ShipmentID, u.UpdateID, u.Subscribers[0].ID), "")
+	_, err = s.Temporal.DescribeWorkflowExecution(ctx, workflows.ReminderWorkflowID(reminder.ID("", u.ShipmentID, u.UpdateID, u.Subscribers[0].ID)), "")
 	require.Error(t, err, "no workflow was started")
 	require.Zero(t, s.Mail.Requests())
 }

@@ -141,7 +141,7 @@ func TestVerifyStartsAnUnstartedReminder(t *testing.T) {
 	crashing.CrashAfterMirror(errors.New("killed"))
 	_, err := crashing.Schedule(ctx, u)
 	require.ErrorContains(t, err, "killed")
-	id := reminder.ID(u.ShipmentID, u.UpdateID, u.Subscribers[0].ID)
+	id := reminder.ID("", u.ShipmentID, u.UpdateID, u.Subscribers[0].ID)
 
 	divs := verify(t, s, true)
 	require.Len(t, divs, 1, "%+v", divs)
@@ -289,7 +289,7 @@ func TestVerifyReportsWhatItCannotRepair(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
 	in := workflows.ReminderInput{
-		ReminderID: reminder.ID(testenv.ID(t, "SHP"), "window-1", "ghost"), SubscriberID: "ghost",
+		ReminderID: reminder.ID("", testenv.ID(t, "SHP"), "window-1", "ghost"), SubscriberID: "ghost",
 		DueAt: time.Now().Add(48 * time.Hour),
 	}
 	ghost := "reminder/" + in.ReminderID

@@ -79,7 +79,7 @@ func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, results, 2)
 	t.Cleanup(func() {
-		_, _ = s.Starter.Cancel(context.Background(), u.ShipmentID, starter.Actor{By: "test", Reason: "test over"})
+		_, _ = s.Starter.Cancel(context.Background(), "", u.ShipmentID, starter.Actor{By: "test", Reason: "test over"})
 	})
 	personal := []string{u.Subscribers[0].Email, u.EscalationEmail, u.Subscribers[1].URL, "/hooks/", s.HookSecret,
 		strings.TrimPrefix(s.HookSecret, "whsec_"), u.Message.Subject, u.Message.Text, "Ms Privacy", "Gate code"}
@@ -120,7 +120,7 @@ func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 	require.Equal(t, "Sleeping until due at "+dueText, waitForDetails(t, s, approval.WorkflowID, "Sleeping"))
 
 	moved := due.Add(26 * time.Hour)
-	out, err := s.Starter.RescheduleReminder(ctx, approval.ReminderID, moved, starter.Actor{By: "ops"})
+	out, err := s.Starter.RescheduleReminder(ctx, "", approval.ReminderID, moved, starter.Actor{By: "ops"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRescheduled, out.Status)
 	require.Equal(t, "Sleeping until due at "+moved.Format("2006-01-02 15:04 UTC"), currentDetails(t, s, approval.WorkflowID),

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shipnotify/shipnotify/reminder"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/workflows"
@@ -25,6 +27,6 @@ func TestDevServerRegistersOurSearchAttributes(t *testing.T) {
 
 func TestWorkflowIDsAreOpaque(t *testing.T) {
 	t.Parallel()
-	id := workflows.ReminderWorkflowID("SHP-1", "window-1", "consignee-hook")
+	id := workflows.ReminderWorkflowID(reminder.ID("", "SHP-1", "window-1", "consignee-hook"))
 	require.Equal(t, "reminder/SHP-1/window-1/consignee-hook", id)
 }

@@ -150,7 +150,7 @@ func TestStaticSummaryFitsTheServerLimit(t *testing.T) {
 
 	long := strings.Repeat("x", 64)
 	in := workflows.ReminderInput{
-		ReminderID: reminder.ID(long, long, long), ShipmentID: long, UpdateID: long, SubscriberID: long,
+		ReminderID: reminder.ID("", long, long, long), ShipmentID: long, UpdateID: long, SubscriberID: long,
 		DueAt: time.Date(2026, 12, 3, 8, 0, 59, 1, time.UTC),
 	}
 	notice := workflows.CancellationNoticeInput{ReminderID: in.ReminderID, ShipmentID: long, UpdateID: long, SubscriberID: long}

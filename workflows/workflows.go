@@ -45,7 +45,9 @@ const (
 
 // Search attributes set at start and upserted on every state change, so an
 // operator can filter in the Web UI (ShipmentId="S-1" AND
-// ReminderState="awaiting_approval"). Opaque ids only: never an address or URL.
+// ReminderState="awaiting_approval"). Opaque ids only: never an address or
+// URL. A tenant's ShipmentId leads with the tenant, as its ids do
+// ("acme/S-1"; reminder.TenantShipment).
 var (
 	ShipmentIDKey    = temporal.NewSearchAttributeKeyKeyword("ShipmentId")
 	UpdateIDKey      = temporal.NewSearchAttributeKeyKeyword("UpdateId")
@@ -62,10 +64,11 @@ var SearchAttributeTypes = map[string]enums.IndexedValueType{
 	DueAtKey.GetName():         enums.INDEXED_VALUE_TYPE_DATETIME,
 }
 
-// ReminderWorkflowID is the workflow id of a reminder: derived from opaque
-// ids only, so scheduling the same update twice names the same workflow.
-func ReminderWorkflowID(shipmentID, updateID, subscriberID string) string {
-	return "reminder/" + reminder.ID(shipmentID, updateID, subscriberID)
+// ReminderWorkflowID is the workflow id of a reminder: derived from its id
+// (opaque ids only, reminder.ID), so scheduling the same update twice names
+// the same workflow, and two tenants' never meet.
+func ReminderWorkflowID(reminderID string) string {
+	return "reminder/" + reminderID
 }
 
 // CancellationNoticeWorkflowID names the one compensation workflow of a
@@ -96,7 +99,12 @@ type DeliveryEscalationInput struct {
 // approval policy only; the recipient and the message stay in the mirror, out
 // of the engine's history.
 type ReminderInput struct {
-	ReminderID   string
+	ReminderID string
+	// Tenant owns the reminder ("" is the default tenant, and is left out
+	// of the payload, so a default tenant's input is as it was before
+	// tenancy). The workflow does not read it: it qualifies the ShipmentId
+	// search attribute at start.
+	Tenant       string `json:",omitempty"`
 	ShipmentID   string
 	UpdateID     string
 	SubscriberID string
@@ -254,7 +262,7 @@ func StartSearchAttributes(in ReminderInput) temporal.SearchAttributes {
 		state = reminder.AwaitingApproval
 	}
 	return temporal.NewSearchAttributes(
-		ShipmentIDKey.ValueSet(in.ShipmentID),
+		ShipmentIDKey.ValueSet(reminder.TenantShipment(in.Tenant, in.ShipmentID)),
 		UpdateIDKey.ValueSet(in.UpdateID),
 		ReminderStateKey.ValueSet(string(state)),
 		DueAtKey.ValueSet(in.DueAt),

@@ -43,7 +43,7 @@ func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, log
 		signer = &links.Signer{Keys: cfg.LinkKeys, TTL: cfg.LinkTTL, Now: time.Now}
 	}
 	return console.New(console.Options{
-		Starter: st, Mirror: store, Links: signer, Approvers: approvers,
+		Starter: st, Mirror: store, Links: signer, Approvers: approvers, DefaultTenant: cfg.DefaultTenant,
 		SecureCookie: cfg.PublicURL != nil && cfg.PublicURL.Scheme == "https",
 		Now:          time.Now, Logger: logger,
 	}), nil

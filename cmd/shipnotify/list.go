@@ -19,9 +19,10 @@ func init() {
 }
 
 func runList(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "list", "list [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--json]")
+	fs := cli.NewFlags(e, "list", "list [--tenant T] [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--json]")
 	var f mirror.Filter
-	var state, from, to string
+	var state, from, to, tenantName string
+	fs.StringVar(&tenantName, "tenant", "", "only this tenant's (default: every tenant's)")
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment id")
 	fs.StringVar(&f.UpdateID, "update", "", "only this update id")
 	fs.StringVar(&state, "state", "", "only this state: "+mirror.FilterStatesText())
@@ -48,7 +49,13 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 	if f.Limit < 0 {
 		return cli.Usagef("--limit must not be negative")
 	}
-	return cli.WithMirror(ctx, e, 2, func(_ *cli.Deps, store *mirror.Store) error {
+	return cli.WithMirror(ctx, e, 2, func(d *cli.Deps, store *mirror.Store) error {
+		var err error
+		if f.AnyTenant = tenantName == ""; !f.AnyTenant {
+			if f.Tenant, err = tenantOf(d, tenantName); err != nil {
+				return err
+			}
+		}
 		rows, err := store.List(ctx, f)
 		if err != nil {
 			return err

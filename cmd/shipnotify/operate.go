@@ -10,6 +10,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -34,6 +35,21 @@ func actorFlags(fs *flag.FlagSet, e cli.Env) *starter.Actor {
 	fs.StringVar(&a.By, "by", by, "who asks (recorded in the audit trail)")
 	fs.StringVar(&a.Reason, "reason", "", "why (recorded in the audit trail)")
 	return a
+}
+
+// tenantFlag adds --tenant: the tenant whose shipment or update a command
+// names (the default tenant when absent). A reminder id names its own.
+func tenantFlag(fs *flag.FlagSet) *string {
+	return fs.String("tenant", "", "the tenant the shipment belongs to (default: the default tenant, SHIPNOTIFY_DEFAULT_TENANT)")
+}
+
+// tenantOf reads --tenant against the configured default tenant's name.
+func tenantOf(d *cli.Deps, name string) (string, error) {
+	tenant, err := reminder.ParseTenant("--tenant", name, d.Cfg.DefaultTenant)
+	if err != nil {
+		return "", cli.UsageError{Err: err}
+	}
+	return tenant, nil
 }
 
 // printOutcomes writes one JSON line per reminder and fails when any
@@ -63,8 +79,9 @@ func printOutcomes(e cli.Env, outs []starter.Outcome, err error) error {
 }
 
 func runCancel(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "cancel", "cancel --shipment S [--reason R] [--by WHO]")
+	fs := cli.NewFlags(e, "cancel", "cancel --shipment S [--tenant T] [--reason R] [--by WHO]")
 	shipment := fs.String("shipment", "", "the shipment whose reminders to cancel (required)")
+	tenantName := tenantFlag(fs)
 	who := actorFlags(fs, e)
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
@@ -72,8 +89,12 @@ func runCancel(ctx context.Context, e cli.Env, args []string) error {
 	if *shipment == "" {
 		return cli.Usagef("--shipment is required")
 	}
-	return cli.WithStarter(ctx, e, func(_ *cli.Deps, st *starter.Starter) error {
-		outs, err := st.Cancel(ctx, *shipment, *who)
+	return cli.WithStarter(ctx, e, func(d *cli.Deps, st *starter.Starter) error {
+		tenant, err := tenantOf(d, *tenantName)
+		if err != nil {
+			return err
+		}
+		outs, err := st.Cancel(ctx, tenant, *shipment, *who)
 		if errors.Is(err, starter.ErrUnknownShipment) {
 			return fmt.Errorf("no reminders for shipment %q: nothing to cancel", *shipment)
 		}
@@ -82,8 +103,9 @@ func runCancel(ctx context.Context, e cli.Env, args []string) error {
 }
 
 func runReschedule(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "reschedule", "reschedule --shipment S --update U --window-start T | --reminder ID --due-at T  [--reason R] [--by WHO]")
+	fs := cli.NewFlags(e, "reschedule", "reschedule --shipment S --update U [--tenant T] --window-start T | --reminder ID --due-at T  [--reason R] [--by WHO]")
 	shipment := fs.String("shipment", "", "the update's shipment")
+	tenantName := tenantFlag(fs)
 	update := fs.String("update", "", "the update whose delivery window moved")
 	window := fs.String("window-start", "", "the new delivery window start (RFC 3339); every pending reminder of the update moves by as much")
 	reminderID := fs.String("reminder", "", "one reminder to move instead")
@@ -94,7 +116,7 @@ func runReschedule(ctx context.Context, e cli.Env, args []string) error {
 	}
 	one := *reminderID != ""
 	switch {
-	case one && (*shipment != "" || *update != "" || *window != ""):
+	case one && (*shipment != "" || *update != "" || *window != "" || *tenantName != ""):
 		return cli.Usagef("give --reminder with --due-at, or --shipment, --update and --window-start, not both")
 	case one && *dueAt == "":
 		return cli.Usagef("--due-at is required with --reminder")
@@ -109,15 +131,19 @@ func runReschedule(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("%s: not an RFC 3339 time (like 2026-12-03T08:00:00Z)", flagName)
 	}
-	return cli.WithStarter(ctx, e, func(_ *cli.Deps, st *starter.Starter) error {
+	return cli.WithStarter(ctx, e, func(d *cli.Deps, st *starter.Starter) error {
 		if one {
-			out, err := st.RescheduleReminder(ctx, *reminderID, when, *who)
+			out, err := st.RescheduleReminder(ctx, reminder.TenantOf(*reminderID), *reminderID, when, *who)
 			if errors.Is(err, mirror.ErrNotFound) {
 				return fmt.Errorf("no reminder %q in the mirror", *reminderID)
 			}
 			return printOutcomes(e, []starter.Outcome{out}, err)
 		}
-		outs, err := st.RescheduleUpdate(ctx, *shipment, *update, when, *who)
+		tenant, err := tenantOf(d, *tenantName)
+		if err != nil {
+			return err
+		}
+		outs, err := st.RescheduleUpdate(ctx, tenant, *shipment, *update, when, *who)
 		if errors.Is(err, mirror.ErrNotFound) {
 			return fmt.Errorf("no update %s/%s in the mirror", *shipment, *update)
 		}
@@ -130,22 +156,30 @@ func runDecide(ctx context.Context, e cli.Env, args []string, approve bool) erro
 	if approve {
 		name = "approve"
 	}
-	fs := cli.NewFlags(e, name, name+" --reminder ID | --shipment S --update U  [--reason R] [--by WHO]")
+	fs := cli.NewFlags(e, name, name+" --reminder ID | --shipment S --update U [--tenant T]  [--reason R] [--by WHO]")
 	var sel starter.Selection
 	fs.StringVar(&sel.ReminderID, "reminder", "", "one reminder")
 	fs.StringVar(&sel.ShipmentID, "shipment", "", "with --update: every reminder of the update awaiting approval")
 	fs.StringVar(&sel.UpdateID, "update", "", "the update")
+	tenantName := tenantFlag(fs)
 	who := actorFlags(fs, e)
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
-	if (sel.ReminderID == "") == (sel.ShipmentID == "" || sel.UpdateID == "") {
+	if (sel.ReminderID == "") == (sel.ShipmentID == "" || sel.UpdateID == "") || (sel.ReminderID != "" && *tenantName != "") {
 		return cli.Usagef("give --reminder, or --shipment with --update")
 	}
 	if who.By == "" {
 		return cli.Usagef("--by: who decides is required")
 	}
-	return cli.WithStarter(ctx, e, func(_ *cli.Deps, st *starter.Starter) error {
+	return cli.WithStarter(ctx, e, func(d *cli.Deps, st *starter.Starter) error {
+		var err error
+		if sel.Tenant, err = tenantOf(d, *tenantName); err != nil {
+			return err
+		}
+		if sel.ReminderID != "" {
+			sel.Tenant = reminder.TenantOf(sel.ReminderID)
+		}
 		outs, err := st.Decide(ctx, sel, approve, *who)
 		if errors.Is(err, mirror.ErrNotFound) {
 			return fmt.Errorf("no reminder %q in the mirror", sel.ReminderID)

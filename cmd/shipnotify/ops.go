@@ -144,8 +144,9 @@ func thousands(f float64) string {
 }
 
 func runExport(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "export", "export [--state S|pending] [--shipment S] [--format jsonl|csv]")
+	fs := cli.NewFlags(e, "export", "export [--tenant T] [--state S|pending] [--shipment S] [--format jsonl|csv]")
 	var f mirror.Filter
+	tenantName := fs.String("tenant", "", "only this tenant's (default: every tenant's)")
 	state := fs.String("state", "", "only this state, or pending (scheduled and awaiting approval)")
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment")
 	format := fs.String("format", "jsonl", "jsonl or csv")
@@ -165,7 +166,13 @@ func runExport(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("--format: %v", err)
 	}
-	return cli.WithMirror(ctx, e, 2, func(_ *cli.Deps, store *mirror.Store) error {
+	return cli.WithMirror(ctx, e, 2, func(d *cli.Deps, store *mirror.Store) error {
+		if f.AnyTenant = *tenantName == ""; !f.AnyTenant {
+			var err error
+			if f.Tenant, err = tenantOf(d, *tenantName); err != nil {
+				return err
+			}
+		}
 		if err := store.Export(ctx, f, w.Write); err != nil {
 			return err
 		}

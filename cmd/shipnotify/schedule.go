@@ -16,8 +16,9 @@ func init() {
 }
 
 func runSchedule(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "schedule", "schedule -f update.json")
+	fs := cli.NewFlags(e, "schedule", "schedule [--tenant T] -f update.json")
 	file := fs.String("f", "-", "the update's JSON file; - reads stdin")
+	tenantName := fs.String("tenant", "", "the tenant the update belongs to (default: the default tenant, SHIPNOTIFY_DEFAULT_TENANT)")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -30,6 +31,9 @@ func runSchedule(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	defer d.Close()
+	if u.Tenant, err = tenantOf(d, *tenantName); err != nil {
+		return err
+	}
 	// Check before connecting to anything: bad input writes nothing.
 	rems, err := d.NewStarter().Plan(ctx, u)
 	if err != nil {

@@ -60,7 +60,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	defer closeMetrics()
 	st.Temporal = tc
 	handler, err := api.New(api.Options{
-		Starter: st, Keys: d.Cfg.APIKeys,
+		Starter: st, Keys: d.Cfg.APIKeys, DefaultTenant: d.Cfg.DefaultTenant,
 		Rate: rate.Limit(d.Cfg.APIRate), Burst: d.Cfg.APIBurst,
 		RequestTimeout: d.Cfg.APIRequestTimeout, Metrics: reg, Logger: d.Logger,
 	})

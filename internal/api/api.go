@@ -58,6 +58,10 @@ type Options struct {
 	Starter *starter.Starter
 	// Keys are the API keys accepted; none means every request is 401.
 	Keys []Key
+	// DefaultTenant is the default tenant's name, as keys' tenant=
+	// attributes and ?tenant= write it (empty means
+	// reminder.DefaultTenantName).
+	DefaultTenant string
 	// Rate and Burst are each key's token bucket (requests a second, and
 	// how many may come at once). Rate 0 means DefaultRate; rate.Inf turns
 	// the limit off (the benchmark, which measures the API's own cost).
@@ -77,10 +81,14 @@ type API struct {
 	st       *starter.Starter
 	keys     keyring
 	limiters map[string]*rate.Limiter
-	timeout  time.Duration
-	log      *slog.Logger
-	mux      *http.ServeMux
-	metrics  *requestMetrics
+	// tenants are the keys' tenants by key name ("" the default), and
+	// defaultTenant the default's name.
+	tenants       map[string]string
+	defaultTenant string
+	timeout       time.Duration
+	log           *slog.Logger
+	mux           *http.ServeMux
+	metrics       *requestMetrics
 	// patterns are the routes, for the tests that hold them and the
 	// OpenAPI document in step.
 	patterns []string
@@ -108,8 +116,18 @@ func New(o Options) (*API, error) {
 	if burst <= 0 {
 		burst = DefaultBurst
 	}
+	a.defaultTenant = o.DefaultTenant
+	if a.defaultTenant == "" {
+		a.defaultTenant = reminder.DefaultTenantName
+	}
+	a.tenants = map[string]string{}
 	for _, k := range o.Keys {
 		a.limiters[k.Name] = rate.NewLimiter(limit, burst)
+		tenant, err := reminder.ParseTenant("key "+k.Name+": tenant", k.Tenant, a.defaultTenant)
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		a.tenants[k.Name] = tenant
 	}
 	if o.Metrics != nil {
 		m, err := newRequestMetrics(o.Metrics)
@@ -149,7 +167,7 @@ func (a *API) Patterns() []string { return append([]string(nil), a.patterns...) 
 
 // handlerFunc serves one route for an authenticated key; a returned error
 // becomes the problem answer (a *Problem as it is, anything else 500 or 504).
-type handlerFunc func(w http.ResponseWriter, r *http.Request, k *Key) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
 
 // handle registers a route that needs scope: the key is checked, then its
 // rate, then the handler runs under the request's deadline. A POST runs on a
@@ -170,6 +188,10 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		k, p := a.authenticate(r, scope)
 		if p == nil {
 			p = a.allow(k)
+		}
+		var c *caller
+		if p == nil {
+			c, p = a.callerOf(r, k)
 		}
 		if p != nil {
 			a.fail(w, r, k, p)
@@ -204,7 +226,7 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 			}
 			r.Body = http.MaxBytesReader(inner, r.Body, MaxBodyBytes)
 		}
-		if err := h(w, r, k); err != nil {
+		if err := h(w, r, c); err != nil {
 			a.fail(w, r, k, a.problemFor(ctx, err))
 		}
 	})

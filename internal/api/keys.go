@@ -24,10 +24,12 @@ const (
 	ScopeOperate  Scope = "operate"
 	ScopeApprove  Scope = "approve"
 	ScopeRead     Scope = "read"
+	// ScopeAdmin acts across tenants (?tenant=), beside a route's own scope.
+	ScopeAdmin Scope = "admin"
 )
 
 // Scopes lists every scope, in the order the documentation gives them.
-var Scopes = []Scope{ScopeSchedule, ScopeOperate, ScopeApprove, ScopeRead}
+var Scopes = []Scope{ScopeSchedule, ScopeOperate, ScopeApprove, ScopeRead, ScopeAdmin}
 
 // KeyPrefix starts every key NewKey makes, so a key that leaks into a
 // repository or a log is recognisable for secret scanners.
@@ -40,6 +42,9 @@ type Key struct {
 	Name   string
 	Scopes []Scope
 	Hash   [sha256.Size]byte
+	// Tenant is the tenant the key belongs to, as written ("" is the
+	// default tenant).
+	Tenant string
 }
 
 // Allows reports whether the key carries scope.

@@ -30,7 +30,7 @@ type Outcomes struct {
 // when every reminder was scheduled before (an identical resubmission, with
 // the reminders as stored), 409 for other content under the same ids, 422
 // for bad input; the last two write nothing.
-func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, _ *Key) error {
+func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if p := requireJSON(r); p != nil {
 		return p
 	}
@@ -41,6 +41,7 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, _ *Key) error {
 		}
 		return bodyProblem(err)
 	}
+	u.Tenant = c.tenant
 	ctx := r.Context()
 	rems, err := a.st.Plan(ctx, u)
 	if err != nil {
@@ -60,6 +61,13 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, _ *Key) error {
 				changed.ShipmentID, changed.UpdateID, strings.Join(changed.Fields, ", ")))
 		p.Fields = changed.Fields
 		return p
+	case errors.Is(err, starter.ErrWorkflowIDTaken):
+		p := typed(TypeWorkflowIDTaken, http.StatusConflict, "Workflow id held by another workflow",
+			"the engine holds a workflow under a reminder's id that is not that reminder's (it started before the reminder was written: "+
+				"an engine kept from before this mirror); those reminders, status conflict in results, were not started and stay unstarted "+
+				"until that workflow is gone; the others are as results say")
+		p.Results, p.cause = results, err
+		return p
 	case err != nil && ctx.Err() == nil:
 		p := typed(TypeIncomplete, http.StatusServiceUnavailable, "Update not completely scheduled",
 			"some reminders could not be written or started; what was written is kept, and sending the same update again completes it")
@@ -76,29 +84,29 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, _ *Key) error {
 	return nil
 }
 
-func (a *API) cancelShipment(w http.ResponseWriter, r *http.Request, k *Key) error {
+func (a *API) cancelShipment(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body actorBody
 	if p := decodeBody(r, &body, true); p != nil {
 		return p
 	}
-	who, p := actor(k, body.By, body.Reason)
+	who, p := actor(c.key, body.By, body.Reason)
 	if p != nil {
 		return p
 	}
 	shipment := r.PathValue("shipment")
-	outs, err := a.st.Cancel(r.Context(), shipment, who)
+	outs, err := a.st.Cancel(r.Context(), c.tenant, shipment, who)
 	if errors.Is(err, starter.ErrUnknownShipment) {
 		return problem(http.StatusNotFound, "the mirror has no reminders for this shipment")
 	}
 	return a.outcomes(w, r.Context(), outs, err)
 }
 
-func (a *API) rescheduleUpdate(w http.ResponseWriter, r *http.Request, k *Key) error {
+func (a *API) rescheduleUpdate(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body rescheduleUpdateBody
 	if p := decodeBody(r, &body, false); p != nil {
 		return p
 	}
-	who, p := actor(k, body.By, body.Reason)
+	who, p := actor(c.key, body.By, body.Reason)
 	if p != nil {
 		return p
 	}
@@ -106,7 +114,7 @@ func (a *API) rescheduleUpdate(w http.ResponseWriter, r *http.Request, k *Key) e
 	if p != nil {
 		return p
 	}
-	outs, err := a.st.RescheduleUpdate(r.Context(), r.PathValue("shipment"), r.PathValue("update"), start, who)
+	outs, err := a.st.RescheduleUpdate(r.Context(), c.tenant, r.PathValue("shipment"), r.PathValue("update"), start, who)
 	switch {
 	case errors.Is(err, mirror.ErrNotFound):
 		return problem(http.StatusNotFound, "the mirror has no such update")
@@ -116,12 +124,12 @@ func (a *API) rescheduleUpdate(w http.ResponseWriter, r *http.Request, k *Key) e
 	return a.outcomes(w, r.Context(), outs, err)
 }
 
-func (a *API) rescheduleReminder(w http.ResponseWriter, r *http.Request, k *Key) error {
+func (a *API) rescheduleReminder(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body rescheduleReminderBody
 	if p := decodeBody(r, &body, false); p != nil {
 		return p
 	}
-	who, p := actor(k, body.By, body.Reason)
+	who, p := actor(c.key, body.By, body.Reason)
 	if p != nil {
 		return p
 	}
@@ -129,7 +137,7 @@ func (a *API) rescheduleReminder(w http.ResponseWriter, r *http.Request, k *Key)
 	if p != nil {
 		return p
 	}
-	out, err := a.st.RescheduleReminder(r.Context(), reminderID(r), due, who)
+	out, err := a.st.RescheduleReminder(r.Context(), c.tenant, reminderID(r, c), due, who)
 	if errors.Is(err, mirror.ErrNotFound) {
 		return problem(http.StatusNotFound, "the mirror has no such reminder")
 	}
@@ -139,24 +147,24 @@ func (a *API) rescheduleReminder(w http.ResponseWriter, r *http.Request, k *Key)
 // decideUpdate approves or rejects every reminder of an update that awaits
 // approval.
 func (a *API) decideUpdate(approve bool) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, k *Key) error {
+	return func(w http.ResponseWriter, r *http.Request, c *caller) error {
 		var body actorBody
 		if p := decodeBody(r, &body, true); p != nil {
 			return p
 		}
-		who, p := actor(k, body.By, body.Reason)
+		who, p := actor(c.key, body.By, body.Reason)
 		if p != nil {
 			return p
 		}
 		ctx := r.Context()
 		shipment, update := r.PathValue("shipment"), r.PathValue("update")
 		// An unknown update is 404; a known one with nothing to decide 409.
-		if _, _, err := a.st.Mirror.Window(ctx, shipment, update); errors.Is(err, mirror.ErrNotFound) {
+		if _, _, err := a.st.Mirror.Window(ctx, c.tenant, shipment, update); errors.Is(err, mirror.ErrNotFound) {
 			return problem(http.StatusNotFound, "the mirror has no such update")
 		} else if err != nil {
 			return err
 		}
-		outs, err := a.st.Decide(ctx, starter.Selection{ShipmentID: shipment, UpdateID: update}, approve, who)
+		outs, err := a.st.Decide(ctx, starter.Selection{Tenant: c.tenant, ShipmentID: shipment, UpdateID: update}, approve, who)
 		if errors.Is(err, starter.ErrNothingToDecide) {
 			return typed(TypeNothingToDecide, http.StatusConflict, "Nothing awaits approval", starter.ErrNothingToDecide.Error())
 		}
@@ -167,16 +175,16 @@ func (a *API) decideUpdate(approve bool) handlerFunc {
 // decideReminder approves or rejects one reminder; one that does not await
 // approval answers 200 with a refused outcome saying why, as the CLI does.
 func (a *API) decideReminder(approve bool) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, k *Key) error {
+	return func(w http.ResponseWriter, r *http.Request, c *caller) error {
 		var body actorBody
 		if p := decodeBody(r, &body, true); p != nil {
 			return p
 		}
-		who, p := actor(k, body.By, body.Reason)
+		who, p := actor(c.key, body.By, body.Reason)
 		if p != nil {
 			return p
 		}
-		outs, err := a.st.Decide(r.Context(), starter.Selection{ReminderID: reminderID(r)}, approve, who)
+		outs, err := a.st.Decide(r.Context(), starter.Selection{Tenant: c.tenant, ReminderID: reminderID(r, c)}, approve, who)
 		if errors.Is(err, mirror.ErrNotFound) {
 			return problem(http.StatusNotFound, "the mirror has no such reminder")
 		}
@@ -210,7 +218,8 @@ func (a *API) outcomes(w http.ResponseWriter, ctx context.Context, outs []starte
 	return p
 }
 
-// reminderID is the reminder a path names by its three ids.
-func reminderID(r *http.Request) string {
-	return reminder.ID(r.PathValue("shipment"), r.PathValue("update"), r.PathValue("subscriber"))
+// reminderID is the reminder a path names by its three ids, of the
+// caller's tenant.
+func reminderID(r *http.Request, c *caller) string {
+	return reminder.ID(c.tenant, r.PathValue("shipment"), r.PathValue("update"), r.PathValue("subscriber"))
 }

@@ -51,7 +51,7 @@ func TestOperations(t *testing.T) {
 	resp := e.do(t, "POST", "/v1/updates", "tracker", approvalUpdate(t, shipment, window))
 	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
 	base := "/v1/shipments/" + shipment + "/updates/window-1"
-	id := func(sub string) string { return reminder.ID(shipment, "window-1", sub) }
+	id := func(sub string) string { return reminder.ID("", shipment, "window-1", sub) }
 
 	// Approve one reminder, with a by: the trail records it and the key.
 	outs := outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "approver",
@@ -152,7 +152,7 @@ func TestOperations(t *testing.T) {
 	second["update_id"], second["subscribers"] = "window-2", second["subscribers"].([]any)[:1]
 	require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker", second).status)
 	outs = outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/updates/window-2/reject", "approver", map[string]any{"reason": "wrong consignee"}))
-	require.Equal(t, []starter.Outcome{{ReminderID: reminder.ID(shipment, "window-2", "a"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
+	require.Equal(t, []starter.Outcome{{ReminderID: reminder.ID("", shipment, "window-2", "a"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
 
 	// Cancel the shipment: the pending reminders end cancelled, the
 	// rejected ones were already.
@@ -165,8 +165,8 @@ func TestOperations(t *testing.T) {
 	require.Equal(t, map[string]string{
 		id("a"): starter.StatusCancelled, id("b"): starter.StatusAlreadyCancelled,
 		id("c"): starter.StatusCancelled, id("d"): starter.StatusCancelled,
-		reminder.ID(shipment, "eta-1", "consignee-hook"): starter.StatusCancelled,
-		reminder.ID(shipment, "window-2", "a"):           starter.StatusAlreadyCancelled,
+		reminder.ID("", shipment, "eta-1", "consignee-hook"): starter.StatusCancelled,
+		reminder.ID("", shipment, "window-2", "a"):           starter.StatusAlreadyCancelled,
 	}, got)
 	outs = outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/cancel", "operator", nil))
 	require.Equal(t, starter.StatusAlreadyCancelled, outs[0].Status, "cancelling twice is harmless")

@@ -47,6 +47,7 @@ const (
 	TypeNothingToDecide  = "urn:shipnotify:problem:nothing-to-decide"
 	TypeNoAnswer         = "urn:shipnotify:problem:no-answer"
 	TypeIncomplete       = "urn:shipnotify:problem:incomplete"
+	TypeWorkflowIDTaken  = "urn:shipnotify:problem:workflow-id-taken"
 )
 
 // problem is a problem of a plain HTTP status: about:blank, titled by it.

@@ -61,12 +61,12 @@ func parseCursor(s string) (cursor, bool) {
 	return c, true
 }
 
-var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "cursor", "limit"}
+var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "cursor", "limit", "tenant"}
 
 // listReminders answers GET /v1/reminders: by shipment (and update), by
 // state, due between two times, a page at a time. Unknown or repeated
 // parameters are refused, so a misspelt filter never returns everything.
-func (a *API) listReminders(w http.ResponseWriter, r *http.Request, _ *Key) error {
+func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return typed(TypeInvalidParameter, http.StatusBadRequest, "Invalid parameter", "the query string is malformed")
@@ -79,7 +79,7 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, _ *Key) erro
 			return invalidParameter(name, "given more than once")
 		}
 	}
-	f := mirror.Filter{ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
+	f := mirror.Filter{Tenant: c.tenant, AnyTenant: c.anyTenant, ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
 	for _, name := range []string{"shipment", "update"} {
 		if v := q.Get(name); v != "" && !reminder.IsID(v) {
 			return invalidParameter(name, "not an id (letters, digits, '.', '_', '-', at most 64)")
@@ -214,9 +214,9 @@ type LiveTransition struct {
 	Detail string         `json:"detail,omitempty"`
 }
 
-func (a *API) getReminder(w http.ResponseWriter, r *http.Request, _ *Key) error {
+func (a *API) getReminder(w http.ResponseWriter, r *http.Request, c *caller) error {
 	ctx := r.Context()
-	id := reminderID(r)
+	id := reminderID(r, c)
 	row, err := a.st.Mirror.Get(ctx, id)
 	if errors.Is(err, mirror.ErrNotFound) {
 		return problem(http.StatusNotFound, "the mirror has no such reminder")

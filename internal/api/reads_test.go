@@ -116,7 +116,7 @@ func TestListRemindersPageByPage(t *testing.T) {
 	// By state: the other shipment's reminders await approval; pending
 	// takes both waiting states.
 	got, _ = e.walk(t, url.Values{"state": {string(reminder.AwaitingApproval)}, "limit": {"10"}}, nil)
-	require.Equal(t, []string{reminder.ID(other, "burst", "s00"), reminder.ID(other, "burst", "s01")}, ids(got))
+	require.Equal(t, []string{reminder.ID("", other, "burst", "s00"), reminder.ID("", other, "burst", "s01")}, ids(got))
 	got, _ = e.walk(t, url.Values{"state": {string(reminder.Scheduled)}, "shipment": {other}, "limit": {"10"}}, nil)
 	require.Empty(t, got)
 	got, _ = e.walk(t, url.Values{"state": {"pending"}, "limit": {"100"}}, nil)
@@ -172,7 +172,7 @@ func TestGetReminder(t *testing.T) {
 
 	var v api.ReminderView
 	e.do(t, "GET", path, "reader", nil).decode(t, &v)
-	require.Equal(t, reminder.ID(shipment, "eta-1", "s00"), v.Reminder.ID)
+	require.Equal(t, reminder.ID("", shipment, "eta-1", "s00"), v.Reminder.ID)
 	require.True(t, due.Equal(v.Reminder.DueAt))
 	require.Equal(t, []string{"scheduled"}, eventTypes(v.Events))
 	require.Equal(t, "running", v.Workflow.Status)

@@ -80,7 +80,7 @@ func setup(t *testing.T, opts ...setupOption) *testEnv {
 // terminateAll ends the workflows of every reminder the test scheduled, so
 // the shared dev server is not left with timers due days ahead.
 func (e *testEnv) terminateAll(t *testing.T) {
-	rows, err := e.Mirror.List(context.Background(), mirror.Filter{})
+	rows, err := e.Mirror.List(context.Background(), mirror.Filter{AnyTenant: true})
 	if err != nil {
 		t.Logf("listing reminders to terminate: %v", err)
 		return

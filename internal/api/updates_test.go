@@ -35,7 +35,7 @@ func TestScheduleUpdate(t *testing.T) {
 	require.Len(t, first.Results, 3)
 	for i, r := range first.Results {
 		sub := u["subscribers"].([]any)[i].(map[string]any)["id"].(string)
-		require.Equal(t, reminder.ID(u["shipment_id"].(string), "window-1", sub), r.ReminderID)
+		require.Equal(t, reminder.ID("", u["shipment_id"].(string), "window-1", sub), r.ReminderID)
 		require.Equal(t, starter.Scheduled, r.Status)
 		require.Equal(t, reminder.Scheduled, r.State)
 	}

@@ -108,7 +108,7 @@ type seeded struct {
 
 func (s eventsSeed) reminder(i int) seeded {
 	r := seeded{shipment: fmt.Sprintf("EVT-%07d", i/10), subscriber: fmt.Sprintf("sub-%d", i%10+1)}
-	r.id = reminder.ID(r.shipment, "u-1", r.subscriber)
+	r.id = reminder.ID("", r.shipment, "u-1", r.subscriber)
 	r.key = reminder.DeliveryKey(r.id, r.subscriber, s.due())
 	r.email = r.subscriber + "@" + r.shipment + ".example"
 	sum := sha256.Sum256([]byte(r.key))
@@ -138,7 +138,7 @@ func (s eventsSeed) load(ctx context.Context, pool *pgxpool.Pool) error {
 					"Your parcel: out for delivery", "Your delivery window starts at the time shown.", nil, created})
 			}
 			reminders = append(reminders, []any{r.id, r.shipment, "u-1", r.subscriber, string(reminder.Email), r.email,
-				due, due, string(reminder.Sent), r.key, workflows.ReminderWorkflowID(r.shipment, "u-1", r.subscriber), created.Add(50 * time.Millisecond), s.sent,
+				due, due, string(reminder.Sent), r.key, workflows.ReminderWorkflowID(reminder.ID("", r.shipment, "u-1", r.subscriber)), created.Add(50 * time.Millisecond), s.sent,
 				s.sent, created, s.sent})
 			deliveries = append(deliveries, []any{r.key, r.id, string(reminder.PurposeReminder), "sent", "bench-worker",
 				due.Add(30 * time.Second), 1, r.messageID, due, s.sent})

@@ -166,7 +166,7 @@ func (g *fleetGen) createdBefore(due time.Time) time.Time {
 // fleet keeps a trail.
 func (g *fleetGen) reminder(c *fleetRows, shipment, update, sub string, updateDue, created time.Time) {
 	rng := g.rng
-	id := reminder.ID(shipment, update, sub)
+	id := reminder.ID("", shipment, update, sub)
 	// Some subscribers ask to hear an hour or a day before the window.
 	due := reminder.NormalizeTime(updateDue.Add(-[]time.Duration{0, time.Hour, 24 * time.Hour}[rng.IntN(3)]))
 	requested := due
@@ -188,7 +188,7 @@ func (g *fleetGen) reminder(c *fleetRows, shipment, update, sub string, updateDu
 		approvalTimeout, approvalExpire = 24*time.Hour, 72*time.Hour
 	}
 	c.reminders = append(c.reminders, []any{id, shipment, update, sub, string(channel), email, url, secret,
-		due, requested, string(state), key, workflows.ReminderWorkflowID(shipment, update, sub),
+		due, requested, string(state), key, workflows.ReminderWorkflowID(id),
 		created.Add(50 * time.Millisecond), sentAt, approvalTimeout, approvalExpire, created, updated})
 	if !g.f.Trail {
 		return

@@ -27,6 +27,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -47,6 +48,8 @@ type Config struct {
 	// or a profile in the Temporal config file.
 	Temporal  client.Options
 	TaskQueue string
+	// DefaultTenant is the default tenant's name (reminder.ParseTenant).
+	DefaultTenant string
 
 	DatabaseURL string
 	// MigrateDatabaseURL reaches the mirror as the owner of its tables, for
@@ -158,6 +161,9 @@ func Load(lookup Lookup) (Config, error) {
 		c.Temporal.Namespace = "default"
 	}
 	c.TaskQueue = get("SHIPNOTIFY_TASK_QUEUE")
+	if c.DefaultTenant = get("SHIPNOTIFY_DEFAULT_TENANT"); !reminder.IsID(c.DefaultTenant) {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_DEFAULT_TENANT: want an id (letters, digits, '.', '_', '-', at most 64)")
+	}
 
 	c.DatabaseURL = get("DATABASE_URL")
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {

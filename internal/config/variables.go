@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/shipnotify/shipnotify/email"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -43,6 +44,7 @@ var Variables = []Variable{
 	{Name: "TEMPORAL_CONFIG_FILE", Meaning: "Temporal client config file (TOML profiles); default: the user config dir's temporalio/temporal.toml"},
 	{Name: "TEMPORAL_PROFILE", Meaning: "profile in that file (default: default)"},
 	{Name: "SHIPNOTIFY_TASK_QUEUE", Default: workflows.DefaultTaskQueue, Meaning: "task queue the worker polls and the starter starts on"},
+	{Name: "SHIPNOTIFY_DEFAULT_TENANT", Default: reminder.DefaultTenantName, Meaning: "the default tenant's name: the tenant of keys and approvers without `tenant=`, and of every reminder scheduled before tenancy"},
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default); in production a member of shipnotify_runtime", Secret: true, DatabaseURL: true},
 	{Name: "SHIPNOTIFY_MIGRATE_DATABASE_URL", Meaning: "the mirror as its owner, for `shipnotify migrate` only (default: DATABASE_URL)", Secret: true, DatabaseURL: true},
 	{Name: "SHIPNOTIFY_PRUNE_DATABASE_URL", Meaning: "the mirror as a member of shipnotify_pruner (or its owner), for `shipnotify prune` only (default: SHIPNOTIFY_MIGRATE_DATABASE_URL)", Secret: true, DatabaseURL: true},

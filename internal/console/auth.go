@@ -23,6 +23,9 @@ import (
 type Approver struct {
 	Name    string
 	KeyHash [sha256.Size]byte
+	// Tenant is the tenant whose reminders the approver sees and decides,
+	// as written ("" is the default tenant).
+	Tenant string
 }
 
 // ApproveScope is the scope a key needs to log in to the console.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -49,8 +50,12 @@ type Options struct {
 	// Links checks the escalation email's link tokens; its keys, derived
 	// apart, also sign session cookies. Required.
 	Links *links.Signer
-	// Approvers may log in; none means no one can (links still work).
+	// Approvers may log in; none means no one can (links still work). An
+	// approver sees and decides its own tenant's reminders only.
 	Approvers []Approver
+	// DefaultTenant is the default tenant's name, as approvers' tenant=
+	// attributes write it (empty means reminder.DefaultTenantName).
+	DefaultTenant string
 	// SecureCookie marks the session cookie Secure (always, when people
 	// reach the console over https, even through a TLS-terminating proxy);
 	// a request that arrived over TLS gets it anyway.
@@ -74,11 +79,12 @@ var staticFS embed.FS
 
 // console serves the pages.
 type console struct {
-	o        Options
-	sessions links.Keys
-	pages    map[string]*template.Template
-	log      *slog.Logger
-	logins   *throttle
+	o             Options
+	defaultTenant string
+	sessions      links.Keys
+	pages         map[string]*template.Template
+	log           *slog.Logger
+	logins        *throttle
 }
 
 // New returns the console's handler, to be mounted at Path. It panics
@@ -96,7 +102,16 @@ func New(o Options) http.Handler {
 	if o.Limit <= 0 {
 		o.Limit = DefaultLimit
 	}
-	c := &console{o: o, sessions: o.Links.Keys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
+	if o.DefaultTenant == "" {
+		o.DefaultTenant = reminder.DefaultTenantName
+	}
+	for _, a := range o.Approvers {
+		// ParseApprovers checked them: this is a caller's mistake.
+		if _, err := reminder.ParseTenant("approver "+a.Name+": tenant", a.Tenant, o.DefaultTenant); err != nil {
+			panic("console: " + err.Error())
+		}
+	}
+	c := &console{o: o, defaultTenant: o.DefaultTenant, sessions: o.Links.Keys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

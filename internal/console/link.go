@@ -8,6 +8,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 type linkData struct {
@@ -97,5 +98,7 @@ func (c *console) linkDecide(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, http.StatusUnprocessableEntity, "Bad request", err.Error()+"; nothing was changed.")
 		return
 	}
-	c.take(w, r, LinkActor, d.Claim.ReminderID, d.Approve, reason, true)
+	// A link is its reminder's capability, whichever tenant's it is.
+	sel := starter.Selection{Tenant: reminder.TenantOf(d.Claim.ReminderID), ReminderID: d.Claim.ReminderID}
+	c.take(w, r, LinkActor, sel, d.Approve, reason, true)
 }

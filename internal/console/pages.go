@@ -41,7 +41,7 @@ func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
 	if len(shipment) > 64 {
 		shipment = shipment[:64]
 	}
-	rows, err := c.o.Mirror.List(r.Context(), mirror.Filter{ShipmentID: shipment, State: reminder.AwaitingApproval, Limit: c.o.Limit + 1})
+	rows, err := c.o.Mirror.List(r.Context(), mirror.Filter{Tenant: c.tenantOf(a), ShipmentID: shipment, State: reminder.AwaitingApproval, Limit: c.o.Limit + 1})
 	if err != nil {
 		c.log.Error("console: listing reminders failed", "error", err)
 		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; try again.")
@@ -53,6 +53,13 @@ func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
 		d.Rows = append(d.Rows, awaiting{Row: row, Waited: since(now.Sub(row.CreatedAt))})
 	}
 	c.render(w, http.StatusOK, "list.html", page{Title: "Awaiting approval", Approver: a.Name, Data: d})
+}
+
+// tenantOf is the tenant an approver acts for. The approvers' tenants were
+// checked when the console was made.
+func (c *console) tenantOf(a Approver) string {
+	tenant, _ := reminder.ParseTenant("tenant", a.Tenant, c.defaultTenant)
+	return tenant
 }
 
 // event is one audit-trail entry as the page shows it.
@@ -73,20 +80,22 @@ type reminderData struct {
 // reminder shows one reminder and its audit trail.
 func (c *console) reminder(w http.ResponseWriter, r *http.Request, a Approver) {
 	id := r.URL.Query().Get("id")
-	d, ok := c.reminderData(w, r, id)
+	d, ok := c.reminderData(w, r, c.tenantOf(a), id)
 	if !ok {
 		return
 	}
 	c.render(w, http.StatusOK, "reminder.html", page{Title: "Reminder " + id, Approver: a.Name, Data: d})
 }
 
-func (c *console) reminderData(w http.ResponseWriter, r *http.Request, id string) (reminderData, bool) {
+// reminderData reads one of tenant's reminders; another tenant's is not
+// found, as one that does not exist.
+func (c *console) reminderData(w http.ResponseWriter, r *http.Request, tenant, id string) (reminderData, bool) {
 	if !reminder.IsReminderID(id) {
 		// Names nothing; never asked of the mirror.
 		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
 		return reminderData{}, false
 	}
-	row, err := c.o.Mirror.Get(r.Context(), id)
+	row, err := c.o.Starter.Get(r.Context(), tenant, id)
 	if errors.Is(err, mirror.ErrNotFound) {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
 		return reminderData{}, false
@@ -178,17 +187,18 @@ func (c *console) decide(w http.ResponseWriter, r *http.Request, a Approver) {
 		c.problem(w, r, http.StatusUnprocessableEntity, "Bad request", err.Error()+"; nothing was changed.")
 		return
 	}
-	c.take(w, r, a.Name, id, approve, reason, false)
+	c.take(w, r, a.Name, starter.Selection{Tenant: c.tenantOf(a), ReminderID: id}, approve, reason, false)
 }
 
 // take records a decision through the starter (the mirror first, then the
 // workflow) and renders what came of it.
-func (c *console) take(w http.ResponseWriter, r *http.Request, by, id string, approve bool, reason string, byLink bool) {
+func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel starter.Selection, approve bool, reason string, byLink bool) {
+	id := sel.ReminderID
 	if id == "" {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
 		return
 	}
-	outs, err := c.o.Starter.Decide(context.WithoutCancel(r.Context()), starter.Selection{ReminderID: id}, approve,
+	outs, err := c.o.Starter.Decide(context.WithoutCancel(r.Context()), sel, approve,
 		starter.Actor{By: by, Reason: reason})
 	decision := map[bool]string{true: "approve", false: "reject"}[approve]
 	var out starter.Outcome

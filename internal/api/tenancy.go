@@ -1,0 +1,51 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/shipnotify/shipnotify/reminder"
+)
+
+// caller is an authenticated request's key and the tenant it acts for.
+//
+// A key belongs to one tenant (its tenant= attribute; none is the default
+// tenant) and sees only that tenant's updates: another tenant's are
+// answered 404, as if they did not exist, and a schedule under the same
+// ids is that tenant's own update, never compared with another's. A key
+// with the admin scope acts across tenants: ?tenant= names the tenant a
+// request acts for (its own when absent), and a list without it covers
+// every tenant.
+type caller struct {
+	key *Key
+	// tenant is the tenant the request acts for ("" is the default).
+	tenant string
+	// anyTenant: an admin's list without ?tenant= covers every tenant.
+	anyTenant bool
+}
+
+// callerOf resolves the request's tenant for k: a key's own, or, for an
+// admin, the ?tenant= it names. A key without admin that names another
+// tenant is refused with 403, whether or not that tenant exists.
+func (a *API) callerOf(r *http.Request, k *Key) (*caller, *Problem) {
+	c := &caller{key: k, tenant: a.tenants[k.Name]}
+	named, ok := r.URL.Query()["tenant"]
+	if !ok {
+		c.anyTenant = k.Allows(ScopeAdmin) && r.Method == http.MethodGet && r.Pattern == "GET /v1/reminders"
+		return c, nil
+	}
+	if len(named) != 1 {
+		return nil, problem(http.StatusBadRequest, "tenant: give it once")
+	}
+	tenant, err := reminder.ParseTenant("tenant", named[0], a.defaultTenant)
+	if err != nil {
+		return nil, problem(http.StatusBadRequest, err.Error())
+	}
+	if tenant != c.tenant && !k.Allows(ScopeAdmin) {
+		p := problem(http.StatusForbidden, fmt.Sprintf("the API key %s acts for its own tenant only; naming another needs the %s scope", k.Name, ScopeAdmin))
+		p.header = http.Header{"Www-Authenticate": {fmt.Sprintf(`Bearer realm="shipnotify", error="insufficient_scope", scope="%s"`, ScopeAdmin)}}
+		return nil, p
+	}
+	c.tenant = tenant
+	return c, nil
+}
