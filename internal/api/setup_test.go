@@ -43,7 +43,13 @@ var testKeys = map[string][]api.Scope{
 	"approver": {api.ScopeApprove},
 	"reader":   {api.ScopeRead},
 	"admin":    api.Scopes,
+	// Two tenants' keys, each with every scope but admin.
+	"acme":   {api.ScopeSchedule, api.ScopeOperate, api.ScopeApprove, api.ScopeRead},
+	"globex": {api.ScopeSchedule, api.ScopeOperate, api.ScopeApprove, api.ScopeRead},
 }
+
+// testTenants are the tenants of the test keys that are not the default's.
+var testTenants = map[string]string{"acme": "acme", "globex": "globex"}
 
 type setupOption func(*testenv.StackOptions, *api.Options)
 
@@ -63,6 +69,7 @@ func setup(t *testing.T, opts ...setupOption) *testEnv {
 	for name, scopes := range testKeys {
 		secret, k, err := api.NewKey(name, scopes)
 		require.NoError(t, err)
+		k.Tenant = testTenants[name]
 		e.keys[name] = secret
 		o.Keys = append(o.Keys, k)
 	}
