@@ -34,6 +34,7 @@ var composeSecrets = map[string]string{
 	"SHIPNOTIFY_CODEC_SERVER_TOKEN": "codec-token-secret",
 	"SHIPNOTIFY_API_KEYS":           "tracker schedule,read " + strings.Repeat("ab", 32),
 	"SHIPNOTIFY_LINK_KEY":           "bGluay1rZXktc2VjcmV0LWxpbmsta2V5LXNlY3JldC0xMjM0NQ==",
+	"SHIPNOTIFY_SESSION_KEY":        "c2Vzc2lvbi1rZXktc2VjcmV0LXNlc3Npb24ta2V5LXNlY3JldA==",
 }
 
 // The services that may see each secret, decided from what each command
@@ -52,6 +53,7 @@ var secretUsers = map[string][]string{
 	"SHIPNOTIFY_CODEC_SERVER_TOKEN": {"codec-server"},
 	"SHIPNOTIFY_API_KEYS":           {"serve"},
 	"SHIPNOTIFY_LINK_KEY":           {"serve", "worker"},
+	"SHIPNOTIFY_SESSION_KEY":        {"serve"},
 }
 
 // shipnotifyServices run the shipnotify image.

@@ -17,8 +17,9 @@ import (
 
 // newConsole builds the approval console from the configuration, for
 // `shipnotify serve` to mount at console.Path: the approvers from
-// SHIPNOTIFY_CONSOLE_KEYS_FILE, sessions and link checks on
-// SHIPNOTIFY_LINK_KEY, Secure cookies when SHIPNOTIFY_PUBLIC_URL is https.
+// SHIPNOTIFY_CONSOLE_KEYS_FILE, link checks on SHIPNOTIFY_LINK_KEY,
+// sessions on SHIPNOTIFY_SESSION_KEY, __Host- cookies when
+// SHIPNOTIFY_PUBLIC_URL is https.
 func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, logger *slog.Logger) (http.Handler, error) {
 	if err := cfg.RequireConsole(); err != nil {
 		return nil, cli.UsageError{Err: err}
@@ -43,7 +44,7 @@ func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, log
 		signer = &links.Signer{Keys: cfg.LinkKeys, TTL: cfg.LinkTTL, Now: time.Now}
 	}
 	return console.New(console.Options{
-		Starter: st, Mirror: store, Links: signer, Approvers: approvers, DefaultTenant: cfg.DefaultTenant,
+		Starter: st, Mirror: store, Links: signer, SessionKeys: cfg.SessionKeys, Approvers: approvers, DefaultTenant: cfg.DefaultTenant,
 		SecureCookie: cfg.PublicURL != nil && cfg.PublicURL.Scheme == "https",
 		Now:          time.Now, Logger: logger,
 	}), nil

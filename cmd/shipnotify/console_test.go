@@ -13,8 +13,8 @@ import (
 	"github.com/shipnotify/shipnotify/starter"
 )
 
-// The console needs the link key, and a keys file that parses; an error
-// names the variable.
+// The console needs the link key, a session key of its own, and a keys
+// file that parses; an error names the variable.
 func TestConsoleConfiguration(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -29,14 +29,21 @@ func TestConsoleConfiguration(t *testing.T) {
 		return cfg
 	}
 	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	session := "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
 	build := func(env map[string]string) error {
 		_, err := newConsole(load(env), &starter.Starter{}, mirror.New(nil), slog.New(slog.DiscardHandler))
 		return err
 	}
 	require.ErrorContains(t, build(map[string]string{}), "SHIPNOTIFY_LINK_KEY")
-	require.ErrorContains(t, build(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_CONSOLE_KEYS_FILE": bad}), "SHIPNOTIFY_CONSOLE_KEYS_FILE")
-	require.ErrorContains(t, build(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_CONSOLE_KEYS_FILE": filepath.Join(dir, "none")}), "SHIPNOTIFY_CONSOLE_KEYS_FILE")
-	require.NoError(t, build(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_CONSOLE_KEYS_FILE": good}))
-	require.NoError(t, build(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_CONSOLE_KEYS_FILE": good,
-		"SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com"}))
+	require.ErrorContains(t, build(map[string]string{"SHIPNOTIFY_LINK_KEY": key}), "SHIPNOTIFY_SESSION_KEY")
+	require.ErrorContains(t, build(map[string]string{"SHIPNOTIFY_SESSION_KEY": session}), "SHIPNOTIFY_LINK_KEY")
+	both := func(env map[string]string) map[string]string {
+		env["SHIPNOTIFY_LINK_KEY"], env["SHIPNOTIFY_SESSION_KEY"] = key, session
+		return env
+	}
+	require.ErrorContains(t, build(both(map[string]string{"SHIPNOTIFY_CONSOLE_KEYS_FILE": bad})), "SHIPNOTIFY_CONSOLE_KEYS_FILE")
+	require.ErrorContains(t, build(both(map[string]string{"SHIPNOTIFY_CONSOLE_KEYS_FILE": filepath.Join(dir, "none")})), "SHIPNOTIFY_CONSOLE_KEYS_FILE")
+	require.NoError(t, build(both(map[string]string{"SHIPNOTIFY_CONSOLE_KEYS_FILE": good})))
+	require.NoError(t, build(both(map[string]string{"SHIPNOTIFY_CONSOLE_KEYS_FILE": good,
+		"SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com"})))
 }

@@ -36,11 +36,12 @@ func startDemoFront(d *cli.Deps, st *starter.Starter, addr string) (*demoFront, 
 		return nil, err
 	}
 	f := &demoFront{url: "http://" + ln.Addr().String()}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return nil, fmt.Errorf("error making the demo's link key: %w", err)
+	linkKeys, err := demoKeys()
+	if err != nil {
+		return nil, err
 	}
-	linkKeys, err := links.ParseKeys(base64.StdEncoding.EncodeToString(raw))
+	// The console's own session key, apart from the link key, as serve's.
+	sessionKeys, err := demoKeys()
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +66,21 @@ func startDemoFront(d *cli.Deps, st *starter.Starter, addr string) (*demoFront, 
 	}
 	mux := serveMux(apiHandler)
 	mux.Handle(console.Path, console.New(console.Options{
-		Starter: st, Mirror: st.Mirror, Links: f.signer, Approvers: approvers, Now: time.Now, Logger: d.Logger,
+		Starter: st, Mirror: st.Mirror, Links: f.signer, SessionKeys: sessionKeys, Approvers: approvers, Now: time.Now, Logger: d.Logger,
 	}))
 	srv := api.NewServer(mux, api.DefaultRequestTimeout)
 	go func() { _ = srv.Serve(ln) }()
 	f.stop = func() { _ = srv.Close() }
 	return f, nil
+}
+
+// demoKeys makes a signing key for this run only.
+func demoKeys() (links.Keys, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return links.Keys{}, fmt.Errorf("error making the demo's keys: %w", err)
+	}
+	return links.ParseKeys(base64.StdEncoding.EncodeToString(raw))
 }
 
 // curlSchedule is a curl command that schedules an update needing approval

@@ -81,8 +81,8 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 		return cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
 	}
 	mux := serveMux(handler)
-	if d.Cfg.LinkKeys.Empty() {
-		d.Logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
+	if d.Cfg.LinkKeys.Empty() && d.Cfg.SessionKeys.Empty() {
+		d.Logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY and SHIPNOTIFY_SESSION_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
 	} else {
 		consoleHandler, err := newConsole(d.Cfg, st, st.Mirror, d.Logger)
 		if err != nil {

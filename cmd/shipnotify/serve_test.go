@@ -37,8 +37,10 @@ func TestServe(t *testing.T) {
 	c.env["SHIPNOTIFY_API_KEYS"] = line
 	c.env["SHIPNOTIFY_API_ADDR"] = apiAddr
 	c.env["SHIPNOTIFY_METRICS_ADDR"] = opsAddr
-	// With a link key, the approval console is served beside the API.
+	// With a link key and a session key, the approval console is served
+	// beside the API.
 	c.env["SHIPNOTIFY_LINK_KEY"] = "c2VydmUtdGVzdC1saW5rLWtleS1zZXJ2ZS10ZXN0LWxpbmsta2V5"
+	c.env["SHIPNOTIFY_SESSION_KEY"] = "c2VydmUtdGVzdC1zZXNzaW9uLWtleS1zZXJ2ZS10ZXN0LXNlc3Npb24ta2V5"
 	logs := &testenv.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -21,6 +21,9 @@ func runWorker(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	defer d.Close()
+	if err := d.Cfg.RefuseSessionKey(); err != nil {
+		return cli.UsageError{Err: err}
+	}
 	worker.SetCacheSize(d.Cfg.WorkerCacheSize)
 	o := worker.Options{
 		MaxConcurrentActivities: d.Cfg.WorkerMaxActivities,

@@ -115,3 +115,20 @@ func TestWorkerMakesDecisionLinksWhenConfigured(t *testing.T) {
 	require.True(t, strings.HasPrefix(approve, "https://ops.example.com/console/link/"), approve)
 	require.NotEqual(t, approve, reject)
 }
+
+// The worker will not start holding the console's session key: with it
+// (and the link key it has) whoever holds the worker could log in as any
+// approver. It says so before connecting to anything.
+func TestWorkerRefusesTheSessionKey(t *testing.T) {
+	t.Parallel()
+	c := cmdline{env: map[string]string{
+		"TEMPORAL_CONFIG_FILE":   "/nonexistent",
+		"SHIPNOTIFY_LINK_KEY":    "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+		"SHIPNOTIFY_SESSION_KEY": "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=",
+		"DATABASE_URL":           "postgres://nobody@127.0.0.1:1/none",
+	}}
+	code, _, stderr := c.run(t, "", "worker")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "SHIPNOTIFY_SESSION_KEY")
+	require.Contains(t, stderr, "only serve may hold it")
+}

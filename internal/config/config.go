@@ -98,9 +98,13 @@ type Config struct {
 	// PublicURL is the base URL people reach the console at; the
 	// escalation email's decision links point under it (nil: unset).
 	PublicURL *url.URL
-	// LinkKeys sign the decision links and, derived, the console's
-	// session cookies (empty: unset).
+	// LinkKeys sign the decision links (the worker) and check them
+	// (serve) (empty: unset).
 	LinkKeys links.Keys
+	// SessionKeys sign the console's session cookies. Only serve holds
+	// them: sharing none with LinkKeys, so the worker cannot log in as
+	// an approver (empty: unset).
+	SessionKeys links.Keys
 	// LinkTTL is how long a decision link stays valid.
 	LinkTTL time.Duration
 	// ConsoleKeysFile names the console's approvers and their key hashes.
@@ -279,7 +283,8 @@ func (c Config) RequireAPIKeys() error {
 	return nil
 }
 
-// loadLinks reads what the escalation email's decision links need.
+// loadLinks reads what the escalation email's decision links and the
+// console's sessions need.
 func (c *Config) loadLinks(get func(key string) string) error {
 	if raw := get("SHIPNOTIFY_PUBLIC_URL"); raw != "" {
 		u, err := checkPublicURL(raw)
@@ -294,6 +299,17 @@ func (c *Config) loadLinks(get func(key string) string) error {
 			return fmt.Errorf("SHIPNOTIFY_LINK_KEY: %w (make one with: head -c 32 /dev/urandom | base64)", err)
 		}
 		c.LinkKeys = k
+	}
+	if raw := get("SHIPNOTIFY_SESSION_KEY"); raw != "" {
+		k, err := links.ParseKeys(raw)
+		if err != nil {
+			return fmt.Errorf("SHIPNOTIFY_SESSION_KEY: %w (make one with: head -c 32 /dev/urandom | base64)", err)
+		}
+		if k.Shares(c.LinkKeys) {
+			return fmt.Errorf("SHIPNOTIFY_SESSION_KEY: holds a key of SHIPNOTIFY_LINK_KEY, which the worker holds too; " +
+				"give serve a key of its own (head -c 32 /dev/urandom | base64)")
+		}
+		c.SessionKeys = k
 	}
 	ttl, err := time.ParseDuration(get("SHIPNOTIFY_LINK_TTL"))
 	if err != nil || ttl < time.Minute || ttl > 30*24*time.Hour {
@@ -344,11 +360,26 @@ func (c Config) Links(now func() time.Time) *links.Signer {
 	return &links.Signer{Keys: c.LinkKeys, BaseURL: c.PublicURL, TTL: c.LinkTTL, Now: now}
 }
 
-// RequireConsole checks what the approval console needs: the key its
-// session cookies are signed with (derived from SHIPNOTIFY_LINK_KEY).
+// RequireConsole checks what the approval console needs: the link keys
+// it checks the escalation email's links with, and the session key only
+// serve holds.
 func (c Config) RequireConsole() error {
 	if c.LinkKeys.Empty() {
-		return fmt.Errorf("SHIPNOTIFY_LINK_KEY: required by the console, which signs its session cookies and checks its links with it")
+		return fmt.Errorf("SHIPNOTIFY_LINK_KEY: required by the console, which checks the escalation email's links with it")
+	}
+	if c.SessionKeys.Empty() {
+		return fmt.Errorf("SHIPNOTIFY_SESSION_KEY: required by the console, which signs its session cookies with it " +
+			"(a key of serve's own, not the link key: head -c 32 /dev/urandom | base64)")
+	}
+	return nil
+}
+
+// RefuseSessionKey checks that the worker was not given the console's
+// session key: with it, whoever holds the worker could log in as any
+// approver, which is what keeping it apart from the link key prevents.
+func (c Config) RefuseSessionKey() error {
+	if !c.SessionKeys.Empty() {
+		return fmt.Errorf("SHIPNOTIFY_SESSION_KEY: set for the worker; only serve may hold it (unset it here)")
 	}
 	return nil
 }

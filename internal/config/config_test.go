@@ -70,6 +70,7 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_CODEC_ALLOW_UNSEALED":         "sometimes",
 		"SHIPNOTIFY_PUBLIC_URL":                   "ftp://console.example",
 		"SHIPNOTIFY_LINK_KEY":                     "c2hvcnQ=",
+		"SHIPNOTIFY_SESSION_KEY":                  "c2hvcnQ=",
 		"SHIPNOTIFY_LINK_TTL":                     "90d",
 		"SHIPNOTIFY_SENDGRID_EVENT_KEY":           "not a key",
 		"SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE":     "1s",
@@ -206,7 +207,6 @@ func TestLinkSettings(t *testing.T) {
 	c, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": key})
 	require.NoError(t, err)
 	require.Nil(t, c.Links(time.Now), "a key without a public URL makes no links")
-	require.NoError(t, c.RequireConsole())
 
 	c, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": key, "SHIPNOTIFY_PUBLIC_URL": "https://ops.example.com/", "SHIPNOTIFY_LINK_TTL": "24h"})
 	require.NoError(t, err)
@@ -231,4 +231,42 @@ func TestLinkSettings(t *testing.T) {
 		got[s.Name] = s
 	}
 	require.Equal(t, config.SecretSet, got["SHIPNOTIFY_LINK_KEY"].Value)
+}
+
+// The console signs sessions with a key only serve holds: required beside
+// the link key, refused when it shares a key with it (the worker holds
+// those), and refused by the worker, which must not hold it; a secret.
+func TestSessionKeyIsServesOwn(t *testing.T) {
+	t.Parallel()
+	link := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	session := base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
+	load := func(env map[string]string) (config.Config, error) {
+		env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
+		return config.Load(lookup(env))
+	}
+	c, err := load(map[string]string{"SHIPNOTIFY_LINK_KEY": link})
+	require.NoError(t, err)
+	require.ErrorContains(t, c.RequireConsole(), "SHIPNOTIFY_SESSION_KEY")
+	require.NoError(t, c.RefuseSessionKey())
+
+	for _, same := range []string{link, session + "," + link} {
+		_, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": link, "SHIPNOTIFY_SESSION_KEY": same})
+		require.ErrorContains(t, err, "SHIPNOTIFY_SESSION_KEY", same)
+		require.ErrorContains(t, err, "SHIPNOTIFY_LINK_KEY", same)
+	}
+
+	c, err = load(map[string]string{"SHIPNOTIFY_LINK_KEY": link, "SHIPNOTIFY_SESSION_KEY": session})
+	require.NoError(t, err)
+	require.NoError(t, c.RequireConsole())
+	require.ErrorContains(t, c.RefuseSessionKey(), "SHIPNOTIFY_SESSION_KEY")
+
+	c, err = load(map[string]string{"SHIPNOTIFY_SESSION_KEY": session})
+	require.NoError(t, err)
+	require.ErrorContains(t, c.RequireConsole(), "SHIPNOTIFY_LINK_KEY")
+
+	got := map[string]config.Setting{}
+	for _, s := range config.Effective(lookup(map[string]string{"SHIPNOTIFY_SESSION_KEY": session})) {
+		got[s.Name] = s
+	}
+	require.Equal(t, config.SecretSet, got["SHIPNOTIFY_SESSION_KEY"].Value)
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bufio"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -105,56 +106,90 @@ func (c *console) approverFor(key string) (Approver, bool) {
 	return found, ok == 1 && key != ""
 }
 
-// The session cookie: base64url("1|name|expiry|key fingerprint") "."
-// base64url(HMAC), the HMAC under a key derived from SHIPNOTIFY_LINK_KEY
-// for sessions only. The fingerprint (the first 8 bytes of the key's
-// SHA-256) ends a session when its key is removed or replaced.
+// The session cookie: base64url("2|name|expiry|key fingerprint|session
+// id") "." base64url(HMAC), the HMAC under a key derived from
+// SHIPNOTIFY_SESSION_KEY, which only serve holds (the worker holds the
+// link key, and the approvers' hashes are no secret). The fingerprint (the
+// first 8 bytes of the key's SHA-256) ends a session when its key is
+// removed or replaced; the session id (random) names the session's row in
+// the mirror, which logout deletes, so a copy of the cookie ends with it.
 const (
-	cookieName       = "shipnotify_console"
-	secureCookieName = "__Secure-shipnotify_console"
-	sessionPurpose   = "shipnotify session\x00"
+	cookieName     = "shipnotify_console"
+	hostCookieName = "__Host-shipnotify_console"
+	sessionPurpose = "shipnotify session\x00"
+	sessionVersion = "2"
 )
 
 func fingerprint(a Approver) string { return hex.EncodeToString(a.KeyHash[:8]) }
 
-func (c *console) sessionValue(a Approver, expires time.Time) string {
-	payload := strings.Join([]string{"1", a.Name, strconv.FormatInt(expires.Unix(), 10), fingerprint(a)}, "|")
+// sessionHash is what the mirror keeps of a session id: the table alone
+// makes no cookie.
+func sessionHash(id string) []byte {
+	sum := sha256.Sum256([]byte(id))
+	return sum[:]
+}
+
+func (c *console) sessionValue(a Approver, expires time.Time, id string) string {
+	payload := strings.Join([]string{sessionVersion, a.Name, strconv.FormatInt(expires.Unix(), 10), fingerprint(a), id}, "|")
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
 		base64.RawURLEncoding.EncodeToString(c.sessions.Sign(sessionPurpose+payload))
 }
 
 var errNoSession = errors.New("no valid session")
 
-// session returns who the request's cookie names, if it is ours, unexpired
-// (and expiring no later than a login made now would), and its key is
-// still configured. Only the cookie name setSession uses for the request
-// is read: over https a plain cookie, which a network attacker or a
+// sessionClaim is what a session cookie says, once its MAC checks out.
+type sessionClaim struct {
+	name, fingerprint, id string
+}
+
+// claim reads the request's session cookie: signed with the session key,
+// of this version, unexpired, and expiring no later than a login made now
+// would. Only the cookie name setSession uses for the request is read:
+// over https a plain or __Secure- cookie, which a network attacker or a
 // sibling site could plant, logs no one in.
-func (c *console) session(r *http.Request) (Approver, error) {
+func (c *console) claim(r *http.Request) (sessionClaim, bool) {
 	ck, err := r.Cookie(c.cookieName(r))
 	if err != nil {
-		return Approver{}, errNoSession
+		return sessionClaim{}, false
 	}
 	enc, sig, ok := strings.Cut(ck.Value, ".")
 	if !ok {
-		return Approver{}, errNoSession
+		return sessionClaim{}, false
 	}
 	payload, err1 := base64.RawURLEncoding.Strict().DecodeString(enc)
 	sum, err2 := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err1 != nil || err2 != nil || !c.sessions.Verify(sessionPurpose+string(payload), sum) {
-		return Approver{}, errNoSession
+		return sessionClaim{}, false
 	}
 	parts := strings.Split(string(payload), "|")
-	if len(parts) != 4 || parts[0] != "1" {
-		return Approver{}, errNoSession
+	if len(parts) != 5 || parts[0] != sessionVersion || parts[4] == "" {
+		return sessionClaim{}, false
 	}
 	exp, err := strconv.ParseInt(parts[2], 10, 64)
 	now := c.o.Now()
 	if err != nil || !now.Before(time.Unix(exp, 0)) || time.Unix(exp, 0).After(now.Add(c.o.SessionTTL)) {
+		return sessionClaim{}, false
+	}
+	return sessionClaim{name: parts[1], fingerprint: parts[3], id: parts[4]}, true
+}
+
+// session returns who the request's cookie names, if its claim holds, its
+// key is still configured and its row is still in the mirror (no logout
+// ended it). The error is errNoSession, or the mirror's.
+func (c *console) session(r *http.Request) (Approver, error) {
+	cl, ok := c.claim(r)
+	if !ok {
 		return Approver{}, errNoSession
 	}
 	for _, a := range c.o.Approvers {
-		if a.Name == parts[1] && fingerprint(a) == parts[3] {
+		if a.Name == cl.name && fingerprint(a) == cl.fingerprint {
+			live, err := c.o.Mirror.ConsoleSessionLive(r.Context(), sessionHash(cl.id), a.Name)
+			if err != nil {
+				return Approver{}, err
+			}
+			if !live {
+				return Approver{}, errNoSession
+			}
 			return a, nil
 		}
 	}
@@ -172,19 +207,26 @@ func (c *console) approverName(r *http.Request) string {
 
 func (c *console) secure(r *http.Request) bool { return c.o.SecureCookie || r.TLS != nil }
 
-// cookieName is the session cookie's name for r: __Secure- over https.
+// cookieName is the session cookie's name for r: __Host- over https, which
+// a browser takes only from a secure origin, with Path=/ and no Domain, so
+// neither a network attacker nor a sibling subdomain can plant one.
 func (c *console) cookieName(r *http.Request) string {
 	if c.secure(r) {
-		return secureCookieName
+		return hostCookieName
 	}
 	return cookieName
 }
 
 func (c *console) setSession(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{
+	ck := &http.Cookie{
 		Name: c.cookieName(r), Value: value, Path: Path, MaxAge: maxAge,
 		HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode,
-	})
+	}
+	if ck.Secure {
+		// __Host- requires Path=/; the console's pages are under it.
+		ck.Path = "/"
+	}
+	http.SetCookie(w, ck)
 }
 
 // authed lets only a logged-in approver through. A page asked for without
@@ -193,6 +235,12 @@ func (c *console) setSession(w http.ResponseWriter, r *http.Request, value strin
 func (c *console) authed(h func(http.ResponseWriter, *http.Request, Approver)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, err := c.session(r)
+		if err != nil && !errors.Is(err, errNoSession) {
+			c.log.Error("console: checking a session failed", "error", err)
+			c.problem(w, r, http.StatusServiceUnavailable, "Unavailable",
+				"Your session could not be checked (the mirror did not answer); nothing was changed. Try again.")
+			return
+		}
 		if err != nil {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				http.Redirect(w, r, Path+"login", http.StatusSeeOther)
@@ -238,12 +286,32 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 			Data: loginData{Error: "That key is not an approver's key.", NoneSetUp: len(c.o.Approvers) == 0}})
 		return
 	}
-	c.setSession(w, r, c.sessionValue(a, c.o.Now().Add(c.o.SessionTTL)), int(c.o.SessionTTL/time.Second))
+	now := c.o.Now()
+	expires, id := now.Add(c.o.SessionTTL).Truncate(time.Second), rand.Text()
+	if err := c.o.Mirror.CreateConsoleSession(r.Context(), sessionHash(id), a.Name, expires, now); err != nil {
+		c.log.Error("console: recording a session failed", "error", err)
+		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable",
+			"You could not be logged in (the mirror did not answer). Try again.")
+		return
+	}
+	c.setSession(w, r, c.sessionValue(a, expires, id), int(c.o.SessionTTL/time.Second))
 	c.log.Info("console: login", "approver", a.Name)
 	http.Redirect(w, r, Path, http.StatusSeeOther)
 }
 
+// logout ends this session: its row goes, so the cookie and any copy of
+// it log no one in, on every serve. The approver's other sessions (other
+// browsers) go on.
 func (c *console) logout(w http.ResponseWriter, r *http.Request) {
+	if cl, ok := c.claim(r); ok {
+		if err := c.o.Mirror.EndConsoleSession(r.Context(), sessionHash(cl.id)); err != nil {
+			c.log.Error("console: ending a session failed", "error", err)
+			c.problem(w, r, http.StatusServiceUnavailable, "Unavailable",
+				"You are still logged in: the session could not be ended (the mirror did not answer). Try again.")
+			return
+		}
+		c.log.Info("console: logout", "approver", cl.name)
+	}
 	c.setSession(w, r, "", -1)
 	http.Redirect(w, r, Path+"login", http.StatusSeeOther)
 }

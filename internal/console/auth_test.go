@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -11,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/internal/links"
+	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -45,67 +49,146 @@ alice approve %s
 	}
 }
 
-// bare is a console whose pages never reach the mirror or Temporal in
-// these tests: the session checks run before either.
-func bare(t *testing.T, approvers []console.Approver, secure bool, now func() time.Time, keys links.Keys) *httptest.Server {
+// sessions is what the bare consoles of a test share, as serve's replicas
+// do: the mirror (reached as the runtime role, as serve runs), the link
+// key (which the worker holds too) and the session key (serve's alone).
+type sessions struct {
+	db              testenv.DB
+	store           *mirror.Store
+	links, sessions links.Keys
+	approvers       []console.Approver
+	// keys of the approvers alice and bob.
+	alice, bob string
+}
+
+func newSessions(t *testing.T) *sessions {
 	t.Helper()
+	s := &sessions{db: testenv.Postgres(t), alice: randomKey(t), bob: randomKey(t)}
+	pool, err := pgxpool.New(context.Background(), testenv.RuntimeRole(t, s.db))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s.store = mirror.New(pool)
+	s.links, s.sessions = newKeys(t), newKeys(t)
+	s.approvers, err = console.ParseApprovers(strings.NewReader(
+		"alice approve " + hashOf(s.alice) + "\nbob approve " + hashOf(s.bob) + "\n"))
+	require.NoError(t, err)
+	return s
+}
+
+func newKeys(t *testing.T) links.Keys {
+	t.Helper()
+	k, err := links.ParseKeys(base64.StdEncoding.EncodeToString([]byte(randomKey(t))))
+	require.NoError(t, err)
+	return k
+}
+
+// options are a bare console's: its pages that reach only the mirror in
+// these tests (the session checks run before anything else).
+func (s *sessions) options(now func() time.Time) console.Options {
 	base, _ := url.Parse("http://127.0.0.1")
+	return console.Options{
+		Starter: &starter.Starter{}, Mirror: s.store, Approvers: s.approvers,
+		Links: &links.Signer{Keys: s.links, BaseURL: base}, SessionKeys: s.sessions, Now: now, SessionTTL: time.Hour,
+	}
+}
+
+// serve serves a console built from o over plain http, or over TLS.
+func serve(t *testing.T, o console.Options, tls bool) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle(console.Path, console.New(console.Options{
-		Starter: &starter.Starter{}, Mirror: mirror.New(nil), Approvers: approvers, SecureCookie: secure,
-		Links: &links.Signer{Keys: keys, BaseURL: base}, Now: now, SessionTTL: time.Hour,
-	}))
-	srv := httptest.NewServer(mux)
+	mux.Handle(console.Path, console.New(o))
+	srv := httptest.NewUnstartedServer(mux)
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return srv
 }
 
-// A session cookie is HttpOnly and SameSite=Strict (and Secure over
-// https); it names its approver under an HMAC, so an altered one, an
-// expired one, or one whose key was removed from the file is no session.
+// login logs in with key and returns the session cookie set.
+func login(t *testing.T, srv *httptest.Server, key string) *http.Cookie {
+	t.Helper()
+	client := *srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := client.PostForm(srv.URL+"/console/login", url.Values{"key": {key}})
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Len(t, res.Cookies(), 1)
+	return res.Cookies()[0]
+}
+
+// authed reports whether the cookies pass the session check: a bad
+// decision value is refused after it (422) without touching anything.
+func authed(t *testing.T, srv *httptest.Server, cookies ...*http.Cookie) bool {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/console/decide", strings.NewReader("decision=maybe"))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, ck := range cookies {
+		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+	}
+	res, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Contains(t, []int{http.StatusUnauthorized, http.StatusUnprocessableEntity}, res.StatusCode)
+	return res.StatusCode == http.StatusUnprocessableEntity
+}
+
+// logout posts the console's logout with ck.
+func logout(t *testing.T, srv *httptest.Server, ck *http.Cookie) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/console/logout", nil)
+	require.NoError(t, err)
+	req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+	client := *srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := client.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Len(t, res.Cookies(), 1)
+	require.Equal(t, ck.Name, res.Cookies()[0].Name)
+	require.Negative(t, res.Cookies()[0].MaxAge, "the browser's cookie is cleared")
+}
+
+// mint makes a session cookie as whoever holds keys could: a claim for
+// approver's key, expiring at expires, naming session id.
+func mint(keys links.Keys, name, key string, expires time.Time, id string) *http.Cookie {
+	payload := strings.Join([]string{"2", name, strconv.FormatInt(expires.Unix(), 10), hashOf(key)[:16], id}, "|")
+	return &http.Cookie{Name: "shipnotify_console", Value: base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
+		base64.RawURLEncoding.EncodeToString(keys.Derive("console-session").Sign("shipnotify session\x00"+payload))}
+}
+
+// idOf is the session id a cookie carries.
+func idOf(t *testing.T, ck *http.Cookie) string {
+	t.Helper()
+	enc, _, _ := strings.Cut(ck.Value, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(enc)
+	require.NoError(t, err)
+	parts := strings.Split(string(payload), "|")
+	require.Len(t, parts, 5)
+	return parts[4]
+}
+
+// A session cookie is HttpOnly and SameSite=Strict; it names its approver
+// under an HMAC, so an altered one, one signed elsewhere, a link token,
+// an expired one, one expiring past a login's TTL, or one whose key was
+// removed from the file is no session.
 func TestSessions(t *testing.T) {
 	t.Parallel()
-	keys, err := links.ParseKeys(base64.StdEncoding.EncodeToString([]byte(randomKey(t))))
-	require.NoError(t, err)
-	alice, bob := randomKey(t), randomKey(t)
-	approvers, err := console.ParseApprovers(strings.NewReader(
-		"alice approve " + hashOf(alice) + "\nbob approve " + hashOf(bob) + "\n"))
-	require.NoError(t, err)
+	s := newSessions(t)
 	c := &clock{}
-
-	login := func(srv *httptest.Server, key string) *http.Cookie {
-		t.Helper()
-		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		res, err := client.PostForm(srv.URL+"/console/login", url.Values{"key": {key}})
-		require.NoError(t, err)
-		res.Body.Close()
-		require.Equal(t, http.StatusSeeOther, res.StatusCode)
-		require.Len(t, res.Cookies(), 1)
-		return res.Cookies()[0]
-	}
-	// authed reports whether the cookie passes the session check: a bad
-	// decision value is refused after it (422) without touching anything.
-	authed := func(srv *httptest.Server, ck *http.Cookie) bool {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/console/decide", strings.NewReader("decision=maybe"))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(ck)
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		res.Body.Close()
-		require.Contains(t, []int{http.StatusUnauthorized, http.StatusUnprocessableEntity}, res.StatusCode)
-		return res.StatusCode == http.StatusUnprocessableEntity
-	}
-
-	srv := bare(t, approvers, false, c.Now, keys)
-	ck := login(srv, alice)
+	srv := serve(t, s.options(c.Now), false)
+	ck := login(t, srv, s.alice)
 	require.Equal(t, "shipnotify_console", ck.Name)
 	require.True(t, ck.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
 	require.False(t, ck.Secure)
 	require.Equal(t, "/console/", ck.Path)
-	require.True(t, authed(srv, ck))
+	require.True(t, authed(t, srv, ck))
 
 	// Altered: alice's cookie renamed to bob, signature kept.
 	enc, sig, _ := strings.Cut(ck.Value, ".")
@@ -113,43 +196,138 @@ func TestSessions(t *testing.T) {
 	require.NoError(t, err)
 	renamed := *ck
 	renamed.Value = base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(payload), "|alice|", "|bob|", 1))) + "." + sig
-	require.False(t, authed(srv, &renamed))
-	// Signed with other keys (another deployment).
-	otherKeys, err := links.ParseKeys(base64.StdEncoding.EncodeToString([]byte(randomKey(t))))
-	require.NoError(t, err)
-	require.False(t, authed(bare(t, approvers, false, c.Now, otherKeys), ck))
-	// A link token is no session, though signed with the same keys.
-	token := keys.Token(links.Claim{ReminderID: "alice", Decision: links.Approve, Expires: time.Now().Add(time.Hour)})
-	require.False(t, authed(srv, &http.Cookie{Name: ck.Name, Value: token}))
+	require.False(t, authed(t, srv, &renamed))
+	// Signed with another session key (another deployment).
+	other := s.options(c.Now)
+	other.SessionKeys = newKeys(t)
+	require.False(t, authed(t, serve(t, other, false), ck))
+	// A link token is no session, though signed with the link keys.
+	token := s.links.Token(links.Claim{ReminderID: "alice", Decision: links.Approve, Expires: time.Now().Add(time.Hour)})
+	require.False(t, authed(t, srv, &http.Cookie{Name: ck.Name, Value: token}))
 	// Alice's key removed from the file: her session ends.
-	require.False(t, authed(bare(t, approvers[1:], false, c.Now, keys), ck))
-	// Minted by whoever holds the link key (the worker does), expiring in
+	removed := s.options(c.Now)
+	removed.Approvers = s.approvers[1:]
+	require.False(t, authed(t, serve(t, removed, false), ck))
+	// Minted with the session key for alice's live session, expiring in
 	// the year 9999: past any login's TTL, it is no session. The same
 	// claim, expiring within the TTL, is one: the check is the expiry.
-	mint := func(expires time.Time) *http.Cookie {
-		payload := strings.Join([]string{"1", "alice", strconv.FormatInt(expires.Unix(), 10), hashOf(alice)[:16]}, "|")
-		return &http.Cookie{Name: ck.Name, Value: base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." +
-			base64.RawURLEncoding.EncodeToString(keys.Derive("console-session").Sign("shipnotify session\x00"+payload))}
-	}
-	require.True(t, authed(srv, mint(c.Now().Add(30*time.Minute))))
-	require.False(t, authed(srv, mint(time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))))
+	require.True(t, authed(t, srv, mint(s.sessions, "alice", s.alice, c.Now().Add(30*time.Minute), idOf(t, ck))))
+	require.False(t, authed(t, srv, mint(s.sessions, "alice", s.alice, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), idOf(t, ck))))
 	// Expired.
 	c.Advance(time.Hour)
-	require.False(t, authed(srv, ck))
+	require.False(t, authed(t, srv, ck))
+}
 
-	// Over https (or behind a TLS-terminating proxy) the cookie is Secure.
-	secure := bare(t, approvers, true, time.Now, keys)
-	ck = login(secure, bob)
-	require.Equal(t, "__Secure-shipnotify_console", ck.Name)
-	require.True(t, ck.Secure)
-	require.True(t, ck.HttpOnly)
-	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
-	require.True(t, authed(secure, ck))
-	// There, the same valid session under the plain name (a cookie anyone
-	// on the path could plant) logs no one in.
-	plain := *ck
-	plain.Name = "shipnotify_console"
-	require.False(t, authed(secure, &plain))
+// Sessions are signed with a key only serve holds. One minted with the
+// link key, as the worker could (it holds that key, and the approvers'
+// hashes are no secret), is refused, even for a session id whose row the
+// worker's database role wrote; a session from a real login works. The
+// console will not even start with a session key the link keys share.
+func TestASessionNeedsServesKey(t *testing.T) {
+	t.Parallel()
+	s := newSessions(t)
+	srv := serve(t, s.options(time.Now), false)
+	require.True(t, authed(t, srv, login(t, srv, s.alice)), "a real login")
+
+	id, expires := "worker-made-session-id", time.Now().Add(30*time.Minute)
+	sum := sha256.Sum256([]byte(id))
+	require.NoError(t, s.store.CreateConsoleSession(context.Background(), sum[:], "alice", expires, time.Now()))
+	require.True(t, authed(t, srv, mint(s.sessions, "alice", s.alice, expires, id)), "the row is live: only the key is missing")
+	require.False(t, authed(t, srv, mint(s.links, "alice", s.alice, expires, id)), "minted with the link key")
+
+	same := s.options(time.Now)
+	same.SessionKeys = s.links
+	require.PanicsWithValue(t, "console: SessionKeys must share no key with Links", func() { console.New(same) })
+}
+
+// Over https the cookie is __Host-shipnotify_console: Secure, Path=/ and
+// no Domain, so no sibling subdomain or network attacker can plant one,
+// and it still reaches the console under /console/. Only that name is
+// read there: the same valid session under the plain or the __Secure-
+// name logs no one in. Over plain http (loopback development) the cookie
+// keeps its plain name, Path=/console/.
+func TestOverHTTPSOnlyTheHostCookieCounts(t *testing.T) {
+	t.Parallel()
+	s := newSessions(t)
+	for _, behindProxy := range []bool{false, true} {
+		o := s.options(time.Now)
+		// Behind a TLS-terminating proxy the request is plain; the
+		// configured https public URL says the cookie must be Secure.
+		o.SecureCookie = behindProxy
+		srv := serve(t, o, !behindProxy)
+		ck := login(t, srv, s.bob)
+		require.Equal(t, "__Host-shipnotify_console", ck.Name, "behind a proxy: %v", behindProxy)
+		require.True(t, ck.Secure)
+		require.Equal(t, "/", ck.Path)
+		require.Empty(t, ck.Domain)
+		require.True(t, ck.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+		require.True(t, authed(t, srv, ck))
+		for _, planted := range []string{"shipnotify_console", "__Secure-shipnotify_console"} {
+			require.False(t, authed(t, srv, &http.Cookie{Name: planted, Value: ck.Value}), planted)
+		}
+	}
+
+	// A browser keeps the Path=/ cookie and sends it to the console's pages.
+	srv := serve(t, s.options(time.Now), true)
+	b := newBrowser(t, srv.URL)
+	b.client.Transport = srv.Client().Transport
+	page := b.get("/console/login")
+	page = b.submit(page.formFor(t, "Approver key"), "Log in", map[string]string{"key": s.bob}, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Equal(t, "/console/", page.URL.Path)
+	require.Contains(t, page.Text(), "Logged in as bob")
+
+	// Over plain http: the plain name, and only it.
+	plain := serve(t, s.options(time.Now), false)
+	ck := login(t, plain, s.bob)
+	require.Equal(t, "shipnotify_console", ck.Name)
+	require.False(t, ck.Secure)
+	require.Equal(t, "/console/", ck.Path)
+	require.True(t, authed(t, plain, ck))
+	require.False(t, authed(t, plain, &http.Cookie{Name: "__Host-shipnotify_console", Value: ck.Value}))
+}
+
+// Logout ends the session in the mirror, not only in the browser: a copy
+// of the old cookie, replayed on the serve that logged it out, on another
+// replica, or on one started afterwards, logs no one in. It ends only
+// that session: the same approver's session in another browser goes on.
+func TestLogoutEndsTheSessionEverywhere(t *testing.T) {
+	t.Parallel()
+	s := newSessions(t)
+	one, two := serve(t, s.options(time.Now), false), serve(t, s.options(time.Now), false)
+	laptop, phone := login(t, one, s.alice), login(t, two, s.alice)
+	require.True(t, authed(t, two, laptop), "a session holds on every replica")
+	require.True(t, authed(t, one, phone))
+
+	logout(t, one, laptop)
+	restarted := serve(t, s.options(time.Now), false)
+	for _, srv := range []*httptest.Server{one, two, restarted} {
+		require.False(t, authed(t, srv, laptop), "the logged-out cookie, replayed")
+		require.True(t, authed(t, srv, phone), "the other browser's session goes on")
+	}
+	require.True(t, authed(t, one, login(t, one, s.alice)), "logging in again works")
+}
+
+// Every login deletes the sessions that have expired, so the table holds
+// only live ones without a prune run.
+func TestLoginsPruneExpiredSessions(t *testing.T) {
+	t.Parallel()
+	s := newSessions(t)
+	c := &clock{}
+	srv := serve(t, s.options(c.Now), false)
+	rows := func() int {
+		var n int
+		require.NoError(t, s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM console_sessions`).Scan(&n))
+		return n
+	}
+	login(t, srv, s.alice)
+	login(t, srv, s.bob)
+	require.Equal(t, 2, rows(), "live sessions stay")
+	c.Advance(time.Hour)
+	ck := login(t, srv, s.bob)
+	require.Equal(t, 1, rows(), "the expired two went with the next login")
+	require.True(t, authed(t, srv, ck))
 }
 
 // Failed logins are throttled per client: after ten wrong keys a client
@@ -158,17 +336,10 @@ func TestSessions(t *testing.T) {
 // and a login that succeeds costs nothing.
 func TestFailedLoginsAreThrottled(t *testing.T) {
 	t.Parallel()
-	keys, err := links.ParseKeys(base64.StdEncoding.EncodeToString([]byte(randomKey(t))))
-	require.NoError(t, err)
-	alice := randomKey(t)
-	approvers, err := console.ParseApprovers(strings.NewReader("alice approve " + hashOf(alice) + "\n"))
-	require.NoError(t, err)
+	s := newSessions(t)
+	alice := s.alice
 	c := &clock{}
-	base, _ := url.Parse("http://127.0.0.1")
-	h := console.New(console.Options{
-		Starter: &starter.Starter{}, Mirror: mirror.New(nil), Approvers: approvers,
-		Links: &links.Signer{Keys: keys, BaseURL: base}, Now: c.Now,
-	})
+	h := console.New(s.options(c.Now))
 	login := func(client, key string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/console/login", strings.NewReader(url.Values{"key": {key}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -5,7 +5,9 @@
 // mounts it at Path.
 //
 // Approvers log in with a personal key (only its SHA-256 is configured) and
-// get a signed session cookie naming them; that name is the decision's By.
+// get a session cookie naming them, signed with a key only serve holds and
+// backed by a row in the mirror that logout deletes; that name is the
+// decision's By.
 // Every state-changing request is a POST, refused when it comes from
 // another origin (http.CrossOriginProtection); a GET never decides.
 package console
@@ -47,18 +49,22 @@ type Options struct {
 	Starter *starter.Starter
 	// Mirror lists what awaits approval and reads audit trails.
 	Mirror *mirror.Store
-	// Links checks the escalation email's link tokens; its keys, derived
-	// apart, also sign session cookies. Required.
+	// Links checks the escalation email's link tokens. Required.
 	Links *links.Signer
+	// SessionKeys sign session cookies. Required, and sharing no key with
+	// Links: the worker holds those, and with the session key could log
+	// in as any approver.
+	SessionKeys links.Keys
 	// Approvers may log in; none means no one can (links still work). An
 	// approver sees and decides its own tenant's reminders only.
 	Approvers []Approver
 	// DefaultTenant is the default tenant's name, as approvers' tenant=
 	// attributes write it (empty means reminder.DefaultTenantName).
 	DefaultTenant string
-	// SecureCookie marks the session cookie Secure (always, when people
-	// reach the console over https, even through a TLS-terminating proxy);
-	// a request that arrived over TLS gets it anyway.
+	// SecureCookie makes the session cookie __Host-, Secure, Path=/
+	// (always, when people reach the console over https, even through a
+	// TLS-terminating proxy); a request that arrived over TLS gets it
+	// anyway.
 	SecureCookie bool
 	// SessionTTL is how long a login lasts (0 means DefaultSessionTTL).
 	SessionTTL time.Duration
@@ -88,10 +94,14 @@ type console struct {
 }
 
 // New returns the console's handler, to be mounted at Path. It panics
-// without a Starter, a Mirror or Links: a wiring error.
+// without a Starter, a Mirror, Links or SessionKeys, or with session keys
+// the link keys share: a wiring error.
 func New(o Options) http.Handler {
-	if o.Starter == nil || o.Mirror == nil || o.Links == nil || o.Links.Keys.Empty() {
-		panic("console: Starter, Mirror and Links (with keys) are required")
+	if o.Starter == nil || o.Mirror == nil || o.Links == nil || o.Links.Keys.Empty() || o.SessionKeys.Empty() {
+		panic("console: Starter, Mirror, Links (with keys) and SessionKeys are required")
+	}
+	if o.SessionKeys.Shares(o.Links.Keys) {
+		panic("console: SessionKeys must share no key with Links")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -111,7 +121,7 @@ func New(o Options) http.Handler {
 			panic("console: " + err.Error())
 		}
 	}
-	c := &console{o: o, defaultTenant: o.DefaultTenant, sessions: o.Links.Keys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
+	c := &console{o: o, defaultTenant: o.DefaultTenant, sessions: o.SessionKeys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

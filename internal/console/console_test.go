@@ -98,9 +98,10 @@ func setup(t *testing.T) *fixture {
 	f.s.StartWorker(t)
 	mux.Handle(console.Path, console.New(console.Options{
 		Starter: f.s.Starter, Mirror: f.s.Mirror, Approvers: approvers,
-		Links:  &links.Signer{Keys: f.keys, BaseURL: base, TTL: time.Hour, Now: f.clock.Now},
-		Now:    f.clock.Now,
-		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)),
+		Links:       &links.Signer{Keys: f.keys, BaseURL: base, TTL: time.Hour, Now: f.clock.Now},
+		SessionKeys: newKeys(t),
+		Now:         f.clock.Now,
+		Logger:      slog.New(slog.NewJSONHandler(f.logs, nil)),
 	}))
 	srv.Start()
 	t.Cleanup(srv.Close)

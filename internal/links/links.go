@@ -79,6 +79,19 @@ func (k Keys) Derive(purpose string) Keys {
 	return out
 }
 
+// Shares reports whether k and o hold a key in common. The console's
+// session key must share none with the link keys, which the worker holds.
+func (k Keys) Shares(o Keys) bool {
+	for _, a := range k.keys {
+		for _, b := range o.keys {
+			if hmac.Equal(a, b) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Sign returns the MAC of msg under the signing key.
 func (k Keys) Sign(msg string) []byte {
 	if len(k.keys) == 0 {

@@ -117,6 +117,9 @@ func TestKeysRotateAndDeriveApart(t *testing.T) {
 	require.True(t, after.Derive("console-session").Verify("x", session.Sign("x")), "derived keys rotate with their parent")
 	_, err = session.Check(token, now)
 	require.ErrorIs(t, err, links.ErrInvalid)
+
+	require.True(t, after.Shares(before), "one key in common, in any place")
+	require.False(t, keys(t, next).Shares(before))
 }
 
 func TestSignerMakesLinksUnderThePublicURL(t *testing.T) {
