@@ -58,8 +58,9 @@ type fixture struct {
 	url   string
 	clock *clock
 	keys  links.Keys
-	// keys of the approvers alice and bob, and of carol, who may only read.
-	alice, bob, carol string
+	// keys of the approvers alice and bob, and of carol, who may only read;
+	// dora approves for the tenant acme.
+	alice, bob, carol, dora string
 	logs              *testenv.SyncBuffer
 }
 
@@ -78,7 +79,7 @@ func hashOf(key string) string {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{clock: &clock{}, alice: randomKey(t), bob: randomKey(t), carol: randomKey(t), logs: &testenv.SyncBuffer{}}
+	f := &fixture{clock: &clock{}, alice: randomKey(t), bob: randomKey(t), carol: randomKey(t), dora: randomKey(t), logs: &testenv.SyncBuffer{}}
 	f.s = testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
 	var err error
 	f.keys, err = links.ParseKeys(base64.StdEncoding.EncodeToString([]byte(randomKey(t))))
@@ -87,6 +88,7 @@ func setup(t *testing.T) *fixture {
 		"# the API keys file's format\nalice approve,read %s\nbob approve %s\ncarol read %s\n",
 		hashOf(f.alice), hashOf(f.bob), hashOf(f.carol))))
 	require.NoError(t, err)
+	approvers = append(approvers, console.Approver{Name: "dora", KeyHash: sha256.Sum256([]byte(f.dora)), Tenant: "acme"})
 
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
@@ -111,11 +113,18 @@ func setup(t *testing.T) *fixture {
 // schedule schedules an update of n email subscribers that needs approval.
 func (f *fixture) schedule(t *testing.T, n int, approval reminder.Approval) (reminder.Update, []starter.Result) {
 	t.Helper()
+	return f.scheduleFor(t, "", n, approval)
+}
+
+// scheduleFor is schedule for a tenant.
+func (f *fixture) scheduleFor(t *testing.T, tenant string, n int, approval reminder.Approval) (reminder.Update, []starter.Result) {
+	t.Helper()
 	channels := make([]reminder.Channel, n)
 	for i := range channels {
 		channels[i] = reminder.Email
 	}
 	u := f.s.Update(t, time.Now().Add(2*time.Second), channels...)
+	u.Tenant = tenant
 	u.Approval = approval
 	u.Approval.Required = true
 	u.EscalationEmail = escalationContact
@@ -459,4 +468,60 @@ func TestAReminderIDThatIsNoIDNamesNothing(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, page.Status, "%q", id)
 	}
 	require.NotContains(t, f.logs.String(), `"level":"ERROR"`)
+}
+
+// An approver is bound to a tenant: the list shows that tenant's reminders
+// only, and another tenant's reminder, under the same ids, is not found,
+// whether read or decided; a decision on it writes nothing.
+func TestApproversSeeAndDecideTheirTenantsOnly(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	u, theirs := f.scheduleFor(t, "", 2, reminder.Approval{})
+	// acme's update under the very same ids.
+	acmeUpdate := u
+	acmeUpdate.Tenant = "acme"
+	ours, err := f.s.Starter.Schedule(context.Background(), acmeUpdate)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, r := range ours {
+			_ = f.s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
+	require.NotEqual(t, theirs[0].ReminderID, ours[0].ReminderID)
+
+	listed := func(b *browser) []string {
+		t.Helper()
+		page := b.get("/console/?shipment=" + u.ShipmentID)
+		require.Equal(t, http.StatusOK, page.Status, page.Body)
+		var subs []string
+		for _, row := range page.rows("reminders") {
+			subs = append(subs, row[3])
+		}
+		return subs
+	}
+	dora, alice := f.login(t, f.dora), f.login(t, f.alice)
+	require.Len(t, listed(dora), 2)
+	require.Len(t, listed(alice), 2)
+	page := dora.get("/console/?shipment=" + u.ShipmentID)
+	require.NotContains(t, page.Body, `data-reminder-id="`+theirs[0].ReminderID+`"`)
+	require.Contains(t, page.Body, `data-reminder-id="`+ours[0].ReminderID+`"`)
+
+	// The default tenant's reminder is nobody dora knows.
+	page = dora.get("/console/reminder?id=" + url.QueryEscape(theirs[0].ReminderID))
+	require.Equal(t, http.StatusNotFound, page.Status)
+	page = dora.post("/console/decide", url.Values{"reminder_id": {theirs[0].ReminderID}, "decision": {"approve"}}, "same-origin")
+	require.Equal(t, http.StatusNotFound, page.Status, page.Body)
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, theirs[0].ReminderID))
+	require.Equal(t, []string{"scheduled"}, f.eventTypes(t, theirs[0].ReminderID), "a refused decision writes nothing")
+	// Nor is acme's anybody alice knows.
+	page = alice.get("/console/reminder?id=" + url.QueryEscape(ours[0].ReminderID))
+	require.Equal(t, http.StatusNotFound, page.Status)
+
+	// Dora decides acme's own.
+	page = dora.get("/console/reminder?id=" + url.QueryEscape(ours[0].ReminderID))
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	page = dora.submit(page.formFor(t, "Reason"), "Approve", map[string]string{"reason": "acme confirmed"}, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	require.Equal(t, reminder.Scheduled, f.state(t, ours[0].ReminderID))
+	require.Equal(t, reminder.AwaitingApproval, f.state(t, theirs[0].ReminderID))
 }
