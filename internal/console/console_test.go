@@ -61,7 +61,7 @@ type fixture struct {
 	// keys of the approvers alice and bob, and of carol, who may only read;
 	// dora approves for the tenant acme.
 	alice, bob, carol, dora string
-	logs              *testenv.SyncBuffer
+	logs                    *testenv.SyncBuffer
 }
 
 func randomKey(t *testing.T) string {
