@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -68,4 +69,50 @@ func TestReconcileStartsWhatTheStarterDidNot(t *testing.T) {
 	young, err := s.Starter.Reconcile(ctx, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, young)
+}
+
+// A fresh mirror against an engine that kept the workflows of the mirror
+// before: the same ids meet a workflow that started before their rows were
+// written. That is not theirs: the start reports a conflict (never
+// already_scheduled, which would leave the reminder waiting on a workflow
+// that will never send it), the row stays unstarted for the reconciler,
+// and a row whose own workflow exists is still already_scheduled.
+func TestAStartThatMeetsAnotherRowsWorkflowIsAConflict(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(time.Hour), reminder.Email, reminder.Email)
+	first, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	for _, r := range first {
+		require.Equal(t, starter.Scheduled, r.Status)
+	}
+	// The old engine's workflows end (closed, kept by retention).
+	require.NoError(t, s.Temporal.TerminateWorkflow(ctx, first[0].WorkflowID, "", "the mirror before"))
+	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), first[1].WorkflowID, "", "test over") })
+
+	// The fresh mirror: same engine, same ids, rows written after.
+	fresh := *s.Starter
+	fresh.Mirror = mirror.New(testenv.Postgres(t).Pool).SealSecretsWith(testenv.Codec(t))
+	fresh.ClockSkew = time.Millisecond
+	results, err := fresh.Schedule(ctx, u)
+	require.ErrorIs(t, err, starter.ErrWorkflowIDTaken)
+	require.Len(t, results, 2)
+	for _, r := range results {
+		require.Equal(t, starter.Conflict, r.Status, r.ReminderID)
+	}
+	row, err := fresh.Mirror.Get(ctx, first[0].ReminderID)
+	require.NoError(t, err)
+	require.Nil(t, row.WorkflowStartedAt, "not marked started: the reconciler keeps it")
+	require.Equal(t, reminder.Scheduled, row.State)
+
+	// The mirror of the workflows: its own are recognised, as ever.
+	_, err = s.DB.Pool.Exec(ctx, `UPDATE reminders SET workflow_started_at = NULL`)
+	require.NoError(t, err)
+	again, err := s.Starter.Reconcile(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, again, 2)
+	for _, r := range again {
+		require.Equal(t, starter.AlreadyScheduled, r.Status, r.ReminderID)
+	}
 }

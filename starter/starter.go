@@ -42,9 +42,8 @@ const (
 // held by a workflow that is not the reminder's (Conflict).
 var ErrWorkflowIDTaken = errors.New("the reminder's workflow id is held by a workflow that is not this reminder's")
 
-// clockSkew is how far Temporal's clock may trail PostgreSQL's before a
-// workflow that is a row's own looks started before the row was written.
-const clockSkew = time.Minute
+// DefaultClockSkew is Starter.ClockSkew's default.
+const DefaultClockSkew = time.Minute
 
 // ErrUpdateChanged is what a *ChangedError matches with errors.Is.
 var ErrUpdateChanged = errors.New("update already scheduled with different content")
@@ -84,6 +83,10 @@ type Starter struct {
 	Channels map[reminder.Channel]reminder.CheckAddress
 	// Now is the clock due times are checked against (nil means time.Now).
 	Now func() time.Time
+	// ClockSkew is how far Temporal's clock may trail PostgreSQL's (0 means
+	// a minute): a workflow that started more than this before its row was
+	// written is not the row's (Conflict).
+	ClockSkew time.Duration
 
 	// CancelWait bounds how long a cancel waits for a reminder's workflow to
 	// finish it before answering cancel_requested (0 means 20 s).
@@ -353,7 +356,7 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, erro
 
 // collided says whose the workflow a start collided with is. The row is
 // always written before its workflow starts, so a workflow that started
-// before the row was written (beyond clockSkew) is another's: one an
+// before the row was written (beyond ClockSkew) is another's: one an
 // engine kept when the mirror was replaced, or restored without it. That
 // is a Conflict, never already_scheduled: the row's reminder would
 // otherwise wait for a workflow that is not its own and never send.
@@ -371,7 +374,11 @@ func (s *Starter) collided(ctx context.Context, r mirror.NewReminder) (Status, e
 			started = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
 		}
 	}
-	if !r.CreatedAt.IsZero() && started.Before(r.CreatedAt.Add(-clockSkew)) {
+	skew := s.ClockSkew
+	if skew <= 0 {
+		skew = DefaultClockSkew
+	}
+	if !r.CreatedAt.IsZero() && started.Before(r.CreatedAt.Add(-skew)) {
 		return Conflict, fmt.Errorf("%w: it started at %s, before the row was written at %s",
 			ErrWorkflowIDTaken, started.UTC().Format(time.RFC3339), r.CreatedAt.UTC().Format(time.RFC3339))
 	}
