@@ -475,7 +475,7 @@ func TestExportCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 3)
 	require.True(t, strings.HasPrefix(lines[0], "reminder_id,shipment_id"))
-	require.True(t, strings.HasSuffix(lines[0], ",provider_outcome,provider_outcome_at,delivered_at"), lines[0])
+	require.True(t, strings.HasSuffix(lines[0], ",provider_outcome,provider_outcome_at,delivered_at,tenant"), lines[0])
 	code, _, stderr = c.run(t, "", "export", "--format", "xml")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--format")
