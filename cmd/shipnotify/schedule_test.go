@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -58,4 +59,45 @@ func TestScheduleAChangedUpdateIsRefused(t *testing.T) {
 	var after int
 	require.NoError(t, s.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM reminder_events`).Scan(&after))
 	require.Equal(t, events, after, "nothing written")
+}
+
+// --tenant: schedule for a tenant, and find, list and cancel its shipment
+// only by naming it; a bad name is refused naming the flag, writing nothing.
+func TestTheCLINamesTenants(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	c := stackCLI(s)
+	u := testenv.ValidUpdate(time.Now())
+	shipment := testenv.ID(t, "SHP")
+	u["shipment_id"] = shipment
+	u["subscribers"] = u["subscribers"].([]any)[:1]
+	doc := updateJSON(t, u)
+
+	code, _, errOut := c.run(t, doc, "schedule", "--tenant", "no good")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--tenant")
+	var n int
+	require.NoError(t, s.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM reminders`).Scan(&n))
+	require.Zero(t, n, "nothing written")
+
+	code, out, errOut := c.run(t, doc, "schedule", "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	var r starter.Result
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &r))
+	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over") })
+	require.True(t, strings.HasPrefix(r.ReminderID, "acme/"+shipment+"/"), r.ReminderID)
+
+	code, out, errOut = c.run(t, "", "list", "--shipment", shipment, "--tenant", "default")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, r.ReminderID)
+	code, out, errOut = c.run(t, "", "list", "--shipment", shipment, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, r.ReminderID)
+
+	code, _, errOut = c.run(t, "", "cancel", "--shipment", shipment)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no reminders", "the default tenant has no such shipment")
+	code, out, errOut = c.run(t, "", "cancel", "--shipment", shipment, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"status":"cancelled"`)
 }
