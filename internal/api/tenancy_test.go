@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -48,6 +49,15 @@ func TestEveryRouteKeepsTenantsApart(t *testing.T) {
 		require.NotEqual(t, acme[i].ReminderID, globex[i].ReminderID)
 		require.NotEqual(t, acme[i].WorkflowID, globex[i].WorkflowID)
 		require.NotEqual(t, acme[i].DeliveryKey, globex[i].DeliveryKey)
+	}
+	// The engine's ShipmentId leads with the tenant, as the ids do.
+	for tenant, rs := range scheduled {
+		desc, err := e.Temporal.DescribeWorkflowExecution(t.Context(), rs[0].WorkflowID, "")
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(
+			desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["ShipmentId"], &got))
+		require.Equal(t, tenant+"/"+shipment, got)
 	}
 	// A resubmission is still recognised within a tenant.
 	again := e.do(t, "POST", "/v1/updates", "acme", approvalUpdate(t, shipment, window))
