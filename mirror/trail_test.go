@@ -216,6 +216,10 @@ func TestPruneTakesOnlyWhatTheTrailFinished(t *testing.T) {
 		map[string]any{"by": "tracker"}))
 	ageAll(t, db)
 
+	var candidate bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(90 * 86400, '-infinity', '', 1000) WHERE id = $1)`, hand).Scan(&candidate))
+	require.False(t, candidate, "prune's locking function does not take it")
 	owner := mirror.New(db.Pool)
 	dry, err := owner.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day, DryRun: true})
 	require.NoError(t, err)
@@ -223,6 +227,7 @@ func TestPruneTakesOnlyWhatTheTrailFinished(t *testing.T) {
 	stats, err := owner.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, stats.Reminders)
+	require.Zero(t, stats.Skipped, "not even a candidate")
 	require.Equal(t, []string{hand}, remaining(t, db.Pool), "the hand-cancelled row stays")
 	again, err := owner.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day})
 	require.NoError(t, err)
