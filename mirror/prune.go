@@ -73,16 +73,12 @@ type PruneStats struct {
 // Rows is every row removed, over all tables.
 func (s PruneStats) Rows() int64 { return s.Reminders + s.Events + s.Deliveries + s.Updates }
 
-// trailFinished: the trail of reminder r holds an event that records its
-// move into the state it is in (reminder.EventReaches; the database takes
-// such an event from the runtime role only with its move, migration
-// 00018). A row moved by hand with no event never goes.
-const trailFinished = `EXISTS (SELECT 1 FROM reminder_events e WHERE e.reminder_id = r.id
-                  AND reminder_event_reaches(e.type, e.detail, r.state))`
-
 // Prune's statements. A candidate is finished, due and unchanged for the
-// age ($1, seconds), and its trail records its finish; candidates are
-// taken in (due_at, id) order past a cursor, so no run reads a row twice.
+// age ($1, seconds), and its trail holds an event that records its move
+// into the state it is in (reminder.EventReaches; the database takes such
+// an event from the runtime role only with its move, migration 00018), so
+// a row moved by hand with no event never goes. Candidates are taken in
+// (due_at, id) order past a cursor, so no run reads a row twice.
 // A run locks them through reminders_prune_candidates (migrations 00006
 // and 00018: the same query, FOR UPDATE SKIP LOCKED, so a row another
 // transaction holds is passed over, never waited for); a dry run reads
@@ -95,7 +91,8 @@ SELECT id, due_at FROM reminders r
    AND (due_at, id) > ($2, $3)
    AND state IN ` + sqlFinal + `
    AND updated_at < now() - make_interval(secs => $1)
-   AND ` + trailFinished + `
+   AND EXISTS (SELECT 1 FROM reminder_events e WHERE e.reminder_id = r.id
+                  AND reminder_event_reaches(e.type, e.detail, r.state))
  ORDER BY due_at, id
  LIMIT $4`
 	// pruneDoomed re-reads the candidates once locked, in a snapshot taken
@@ -111,7 +108,6 @@ SELECT ` + rowColumns + ` FROM reminders r
  WHERE r.id = ANY($2)
    AND r.state IN ` + sqlFinal + `
    AND r.updated_at < now() - make_interval(secs => $1)
-   AND ` + trailFinished + `
    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.reminder_id = r.id
                       AND (d.status = 'sending' OR d.created_at >= now() - make_interval(secs => $1)
                            OR d.finished_at >= now() - make_interval(secs => $1)))

@@ -18,18 +18,24 @@ import (
 
 // runtimeOf connects to db's schema as a member of the runtime role: a
 // connection for the test's own SQL and a store over a pool, both closed
-// when the test ends.
-func runtimeOf(t *testing.T, db testenv.DB) (*pgx.Conn, *mirror.Store) {
+// when the test ends, and the role's URL.
+func runtimeOf(t *testing.T, db testenv.DB) (*pgx.Conn, *mirror.Store, string) {
 	t.Helper()
-	ctx := context.Background()
 	url := testenv.RuntimeRole(t, db)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return conn, mirror.New(pool)
+	return connect(t, url), mirror.New(pool), url
+}
+
+// connect opens a connection of its own (a session of its own), closed
+// when the test ends.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
 
 func eventTypes(t *testing.T, store *mirror.Store, id string) []string {
@@ -131,7 +137,7 @@ SELECT reminder_event_into(t, d), reminder_event_follows(t, d, f, s), reminder_e
 func TestTheRuntimeRoleCannotForgeAMove(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	runtime, store := runtimeOf(t, db)
+	runtime, store, url := runtimeOf(t, db)
 	ctx := context.Background()
 	u := update("SHP-forge-move", time.Now().Add(time.Hour), time.Now().Add(time.Hour), time.Now().Add(time.Hour))
 	u.Subscribers[0].RequiresApproval = true
@@ -162,9 +168,17 @@ func TestTheRuntimeRoleCannotForgeAMove(t *testing.T) {
 	_, err = tx.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type, detail) VALUES ($1, 'approved', '{"by": "alice"}')`, awaiting)
 	require.ErrorContains(t, err, refusal("approved", awaiting, reminder.Cancelled), "a cancel is no approval")
 	require.NoError(t, tx.Rollback(ctx))
+	tx, err = runtime.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE reminders SET last_move_from = 'scheduled', last_move_xact = pg_current_xact_id() WHERE id = $1`, scheduled)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type) VALUES ($1, 'sent')`, scheduled)
+	require.ErrorContains(t, err, refusal("sent", scheduled, reminder.Sent), "the caller cannot write the move it claims")
+	require.NoError(t, tx.Rollback(ctx))
 
-	// Temporary tables are the caller's: one named as a table the
-	// triggers read (the owner's pg_class, the reminders) changes nothing.
+	// Temporary tables are the caller's: one named as a table the trust
+	// functions read (the catalog's pg_class, the reminders) changes
+	// nothing. Each in a session of its own, whose plans it made.
 	for name, setup := range map[string]string{
 		"pg_class": `CREATE TEMP TABLE pg_class AS
 SELECT 'reminder_events'::regclass::oid AS oid, oid AS relowner FROM pg_roles WHERE rolname = current_user`,
@@ -172,10 +186,13 @@ SELECT 'reminder_events'::regclass::oid AS oid, oid AS relowner FROM pg_roles WH
 SELECT id, 'scheduled'::text AS state, 'awaiting_approval'::text AS last_move_from, pg_current_xact_id() AS last_move_xact
   FROM reminders`,
 	} {
-		tx, err := runtime.Begin(ctx)
+		tx, err := connect(t, url).Begin(ctx)
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, setup)
 		require.NoError(t, err, name)
+		var owns bool
+		require.NoError(t, tx.QueryRow(ctx, `SELECT caller_owns('reminder_events'::regclass)`).Scan(&owns))
+		require.False(t, owns, "a temporary %s makes no owner", name)
 		_, err = tx.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type, detail) VALUES ($1, 'approved', '{"by": "alice"}')`, awaiting)
 		require.ErrorContains(t, err, refusal("approved", awaiting, reminder.AwaitingApproval), "a temporary %s", name)
 		require.NoError(t, tx.Rollback(ctx))
@@ -205,7 +222,7 @@ SELECT id || '-x', shipment_id, update_id, subscriber_id || '-x', channel, email
 func TestPruneTakesOnlyWhatTheTrailFinished(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	runtime, store := runtimeOf(t, db)
+	runtime, store, _ := runtimeOf(t, db)
 	ctx := context.Background()
 	due := time.Now().Add(time.Hour)
 	stored := insert(t, store, update("SHP-hand", due, due), time.Now()).Reminders
@@ -224,6 +241,7 @@ SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(90 * 86400, '-infinity',
 	dry, err := owner.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day, DryRun: true})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, dry.Reminders)
+	require.Zero(t, dry.Skipped, "the dry run does not take it either")
 	stats, err := owner.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, stats.Reminders)
@@ -252,7 +270,7 @@ SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(90 * 86400, '-infinity',
 func TestTheRealPathsWriteTheirMovesAsTheRuntimeRole(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	_, store := runtimeOf(t, db)
+	_, store, _ := runtimeOf(t, db)
 	ctx := context.Background()
 	due := time.Now().Add(-time.Minute)
 	dues := make([]time.Time, 10)
