@@ -684,7 +684,8 @@ type TransitionInput struct {
 	// From, when set, are the states the change may leave: from any other
 	// it is refused (ErrTypeTransitionRefused) and nothing is written.
 	// Without it, the change is made unless the reminder is finished, and
-	// its event is appended either way (a note: "cancelled" after sent).
+	// its event is appended either way (as a note when nothing moved:
+	// "cancelled_late" after sent, reminder.LateEvent).
 	From   []reminder.State `json:",omitempty"`
 	To     reminder.State
 	Event  string
@@ -717,9 +718,9 @@ func refusal(err error) error {
 }
 
 // RecordCancel mirrors a cancel that met a send: a pending reminder ends
-// cancelled, and "cancelled" is appended either way. It returns the state
-// the row is in after (cancelled, or the final state it had reached). A
-// local activity.
+// cancelled, and "cancelled" is appended ("cancelled_late" when the send
+// was recorded first). It returns the state the row is in after
+// (cancelled, or the final state it had reached). A local activity.
 func (a *Activities) RecordCancel(ctx context.Context, in TransitionInput) (reminder.State, error) {
 	return a.Mirror.Cancel(ctx, in.ReminderID, in.Event, in.Detail)
 }

@@ -345,9 +345,13 @@ func (s *Store) markLapsed(ctx context.Context, key string) error {
 
 // Marking a delivery sent, moving its reminder to 'sent' (for a reminder's own
 // delivery) and appending the event are one statement, so the mirror never
-// shows a sent delivery without its event. It returns the reminder when the
-// record made it delivered: a webhook (its 2xx), or an email SendGrid
-// reported delivered before the send was recorded.
+// shows a sent delivery without its event. The reminder's own send is
+// 'sent' when it moved the reminder and 'sent_late' (a note) when the
+// reminder had finished first (cancelled during the send): the database
+// takes a move's event only with its move, and the event reads r, so it is
+// written after the move. It returns the reminder when the record made it
+// delivered: a webhook (its 2xx), or an email SendGrid reported delivered
+// before the send was recorded.
 var recordSent = `
 WITH d AS (
     UPDATE deliveries
@@ -368,7 +372,8 @@ WITH d AS (
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT reminder_id,
-           CASE purpose WHEN 'reminder' THEN 'sent' ELSE purpose || '_sent' END,
+           CASE WHEN purpose <> 'reminder' THEN purpose || '_sent'
+                WHEN EXISTS (SELECT 1 FROM r) THEN 'sent' ELSE 'sent_late' END,
            jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts)
            -- A send after an unconfirmed one: the key may have gone out twice.
            || CASE WHEN maybe_sent_at IS NULL THEN '{}'::jsonb

@@ -39,10 +39,13 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Transition moves a reminder to state, if the state machine lets it
 // (reminder.Into; to empty is a note), and appends an event of type with
-// detail. It reports whether the state changed. Events are appended either way, so the trail shows late
-// arrivals too.
+// detail. It reports whether the state changed. Events are appended either
+// way, so the trail shows late arrivals too: a move's event whose move was
+// not made is written as a note, reminder.LateEvent (cancelled_late), since
+// the database takes a move's event only with its move.
 func (s *Store) Transition(ctx context.Context, reminderID string, to reminder.State, eventType string, detail map[string]any) (bool, error) {
 	var changed bool
+	// The event reads r, so it is written after the move it follows.
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET state = $2, updated_at = now()
@@ -50,9 +53,10 @@ WITH r AS (
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
-    SELECT id, $3, $4 FROM reminders WHERE id = $1
+    SELECT id, CASE WHEN EXISTS (SELECT 1 FROM r) THEN $3 ELSE $6 END, $4 FROM reminders WHERE id = $1
 )
-SELECT EXISTS (SELECT 1 FROM r)`, reminderID, string(to), eventType, jsonDetail(detail), statesText(reminder.Into(to))).Scan(&changed)
+SELECT EXISTS (SELECT 1 FROM r)`, reminderID, string(to), eventType, jsonDetail(detail), statesText(reminder.Into(to)),
+		reminder.LateEvent(eventType)).Scan(&changed)
 	if err != nil {
 		return false, fmt.Errorf("error recording %s for reminder: %w", eventType, err)
 	}
@@ -104,8 +108,9 @@ SELECT coalesce((SELECT state FROM r), (SELECT state FROM reminders WHERE id = $
 }
 
 // Cancel moves a pending reminder to cancelled and appends an event of type
-// with detail either way; it returns the state the row is in after:
-// cancelled, or the final state it had reached.
+// with detail either way (as a note, reminder.LateEvent, when it did not
+// move); it returns the state the row is in after: cancelled, or the final
+// state it had reached.
 func (s *Store) Cancel(ctx context.Context, reminderID, eventType string, detail map[string]any) (reminder.State, error) {
 	var state *string
 	err := s.pool.QueryRow(ctx, `
@@ -115,10 +120,10 @@ WITH r AS (
     RETURNING state
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
-    SELECT id, $2, $3 FROM reminders WHERE id = $1
+    SELECT id, CASE WHEN EXISTS (SELECT 1 FROM r) THEN $2 ELSE $4 END, $3 FROM reminders WHERE id = $1
 )
 SELECT coalesce((SELECT state FROM r), (SELECT state FROM reminders WHERE id = $1))`,
-		reminderID, eventType, jsonDetail(detail)).Scan(&state)
+		reminderID, eventType, jsonDetail(detail), reminder.LateEvent(eventType)).Scan(&state)
 	if err != nil {
 		return "", fmt.Errorf("error recording %s for reminder: %w", eventType, err)
 	}

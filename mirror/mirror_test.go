@@ -93,7 +93,7 @@ func TestTransitionStopsAtTerminalStates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "failed", events[1].Type)
 	require.Equal(t, "400", events[1].Detail["reason"])
-	require.Equal(t, "cancelled", events[2].Type, "late arrivals are still on the trail")
+	require.Equal(t, "cancelled_late", events[2].Type, "late arrivals are still on the trail, as notes")
 }
 
 // "What reminders do we owe next Tuesday?"

@@ -30,8 +30,8 @@ var ErrPruneTooYoung = errors.New("prune: an age under " + PruneMinAge.String() 
 type PruneOptions struct {
 	// OlderThan is the age: a reminder goes once it is finished (sent,
 	// delivered, undeliverable, failed, cancelled, expired), due, and
-	// unchanged for at least this long, and none of its events and
-	// deliveries is younger.
+	// unchanged for at least this long, its trail records its finish,
+	// and none of its events and deliveries is younger.
 	OlderThan time.Duration
 	// Batch is reminders per transaction; 0 means DefaultPruneBatch.
 	Batch int
@@ -74,19 +74,25 @@ type PruneStats struct {
 func (s PruneStats) Rows() int64 { return s.Reminders + s.Events + s.Deliveries + s.Updates }
 
 // Prune's statements. A candidate is finished, due and unchanged for the
-// age ($1, seconds); candidates are taken in (due_at, id) order past a
-// cursor, so no run reads a row twice. A run locks them through
-// reminders_prune_candidates (migration 00006: the same query, FOR UPDATE
-// SKIP LOCKED, so a row another transaction holds is passed over, never
-// waited for); a dry run reads them with pruneCandidates, locking nothing.
+// age ($1, seconds), and its trail holds an event that records its move
+// into the state it is in (reminder.EventReaches; the database takes such
+// an event from the runtime role only with its move, migration 00019), so
+// a row moved by hand with no event never goes. Candidates are taken in
+// (due_at, id) order past a cursor, so no run reads a row twice.
+// A run locks them through reminders_prune_candidates (migrations 00006
+// and 00019: the same query, FOR UPDATE SKIP LOCKED, so a row another
+// transaction holds is passed over, never waited for); a dry run reads
+// them with pruneCandidates, locking nothing.
 var (
 	lockPruneCandidates = `SELECT id, due_at FROM reminders_prune_candidates($1, $2, $3, $4)`
 	pruneCandidates     = `
-SELECT id, due_at FROM reminders
+SELECT id, due_at FROM reminders r
  WHERE due_at < now() - make_interval(secs => $1)
    AND (due_at, id) > ($2, $3)
    AND state IN ` + sqlFinal + `
    AND updated_at < now() - make_interval(secs => $1)
+   AND EXISTS (SELECT 1 FROM reminder_events e WHERE e.reminder_id = r.id
+                  AND reminder_event_reaches(e.type, e.detail, r.state))
  ORDER BY due_at, id
  LIMIT $4`
 	// pruneDoomed re-reads the candidates once locked, in a snapshot taken

@@ -54,8 +54,11 @@ VALUES ($1, 'SHP-P', $2, $1, 'email', 'a@b.example', now() - $3::interval, now()
         md5($1), 'reminder/' || $1, now() - $3::interval - interval '1 day', now() - $5::interval)`,
 			r.id, r.update, r.dueAgo, r.state, r.idleFor)
 		require.NoError(t, err)
+		// Typed as the state the reminder is in: a final state's name is
+		// the event that records the move into it, so the trail records
+		// the finish prune asks for.
 		for _, ago := range r.events {
-			_, err = pool.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type, at) VALUES ($1, 'sent', now() - $2::interval)`, r.id, ago)
+			_, err = pool.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type, at) VALUES ($1, $2, now() - $3::interval)`, r.id, r.state, ago)
 			require.NoError(t, err)
 		}
 		for i, d := range r.deliveries {

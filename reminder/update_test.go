@@ -273,10 +273,25 @@ func TestIDsOutsideTheCharsetNameNothing(t *testing.T) {
 	t.Parallel()
 	require.True(t, reminder.IsID("SHP-1.a_b"))
 	require.True(t, reminder.IsReminderID(reminder.ID("", "SHP-1", "u1", "sub-a")))
+	require.True(t, reminder.IsReminderID(reminder.ID("acme", "SHP-1", "u1", "sub-a")), "a tenant's leads with it")
 	for _, s := range []string{"", "x\x00", "\xff", "-x", "a/b", strings.Repeat("x", 65)} {
 		require.False(t, reminder.IsID(s), "%q", s)
 	}
-	for _, s := range []string{"", "S/U", "S/U/x/y", "S/U/\x00", "S//x"} {
+	for _, s := range []string{"", "S/U", "T/S/U/x/y", "S/U/\x00", "S//x", "T/S//x"} {
 		require.False(t, reminder.IsReminderID(s), "%q", s)
 	}
+}
+
+// A tenant's ids lead with it; the default tenant's are as before tenancy.
+func TestIDsArePerTenant(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "SHP-1/u1/a", reminder.ID("", "SHP-1", "u1", "a"))
+	require.Equal(t, "acme/SHP-1/u1/a", reminder.ID("acme", "SHP-1", "u1", "a"))
+	require.Equal(t, "acme", reminder.TenantOf("acme/SHP-1/u1/a"))
+	require.Equal(t, "", reminder.TenantOf("SHP-1/u1/a"))
+	tenant, err := reminder.ParseTenant("tenant", "default", reminder.DefaultTenantName)
+	require.NoError(t, err)
+	require.Equal(t, "", tenant, "the default tenant by its name")
+	_, err = reminder.ParseTenant("tenant", "a/b", reminder.DefaultTenantName)
+	require.ErrorContains(t, err, "tenant")
 }

@@ -110,7 +110,7 @@ func TestCancelShipment(t *testing.T) {
 	require.Len(t, s.Mail.Mails(), 2, "the pending reminders sent nothing")
 	require.Empty(t, s.Hooks.Hooks())
 	require.Equal(t, reminder.Sent, row(t, s, sent.ReminderID).State, "a sent reminder stays sent")
-	require.Equal(t, []string{"scheduled", "sent", "cancelled", "cancellation_sent"}, eventTypes(t, s, sent.ReminderID))
+	require.Equal(t, []string{"scheduled", "sent", "cancelled_late", "cancellation_sent"}, eventTypes(t, s, sent.ReminderID))
 
 	// Twice is harmless.
 	again, err := s.Starter.Cancel(ctx, "", u.ShipmentID, who)

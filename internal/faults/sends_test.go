@@ -107,7 +107,7 @@ func TestAWebUICancelDuringASendEndsCancelledWithOneNotice(t *testing.T) {
 	for _, e := range events {
 		types = append(types, e.Type)
 	}
-	require.Equal(t, []string{"scheduled", "sent", "cancelled", "cancellation_sent"}, types, "never failed, never silent")
+	require.Equal(t, []string{"scheduled", "sent", "cancelled_late", "cancellation_sent"}, types, "never failed, never silent")
 	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "it was sent: the row says so, the trail says it was cancelled after")
 	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-from-outside-during-send"))
 }
