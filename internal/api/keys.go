@@ -171,6 +171,16 @@ func ParseTenant(s string) (string, error) {
 	return s, nil
 }
 
+// IsGeneratedKey reports whether s has the form NewKey gives a key:
+// KeyPrefix and 256 bits in unpadded base64url (43 characters). Where only
+// a key's hash is configured, this is the one place its strength shows: the
+// console refuses any other key before hashing it.
+func IsGeneratedKey(s string) bool {
+	rest, ok := strings.CutPrefix(s, KeyPrefix)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	return ok && err == nil && len(b) == 32
+}
+
 // HashKey is the digest a key is stored and compared as. A plain SHA-256 is
 // enough: keys are 256 random bits, so there is nothing to guess slowly.
 func HashKey(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }

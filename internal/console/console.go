@@ -18,6 +18,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/links"
@@ -50,6 +52,7 @@ type Options struct {
 	// apart, also sign session cookies. Required.
 	Links *links.Signer
 	// Approvers may log in; none means no one can (links still work).
+	// Handler.SetApprovers replaces them while the console serves.
 	Approvers []Approver
 	// SecureCookie marks the session cookie Secure (always, when people
 	// reach the console over https, even through a TLS-terminating proxy);
@@ -81,9 +84,32 @@ type console struct {
 	logins   *throttle
 }
 
+// Handler is the console, to be mounted at Path.
+type Handler struct {
+	base *console
+	// served is the console over the approvers in force: each request
+	// sees one set whole, and a swap never races a page.
+	served atomic.Pointer[http.Handler]
+}
+
+// ServeHTTP serves the console over the approvers in force.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*h.served.Load()).ServeHTTP(w, r)
+}
+
+// SetApprovers replaces who may log in, for every request that starts
+// after it (serve calls it when the approvers file changes). A removed
+// approver's sessions end; the failed-login throttle carries over.
+func (h *Handler) SetApprovers(approvers []Approver) {
+	c := *h.base
+	c.o.Approvers = slices.Clone(approvers)
+	served := c.handler()
+	h.served.Store(&served)
+}
+
 // New returns the console's handler, to be mounted at Path. It panics
 // without a Starter, a Mirror or Links: a wiring error.
-func New(o Options) http.Handler {
+func New(o Options) *Handler {
 	if o.Starter == nil || o.Mirror == nil || o.Links == nil || o.Links.Keys.Empty() {
 		panic("console: Starter, Mirror and Links (with keys) are required")
 	}
@@ -100,7 +126,13 @@ func New(o Options) http.Handler {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	h := &Handler{base: c}
+	h.SetApprovers(o.Approvers)
+	return h
+}
 
+// handler is the console's routes over c's approvers.
+func (c *console) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /console/{$}", c.authed(c.list))
 	mux.HandleFunc("GET /console/reminder", c.authed(c.reminder))
