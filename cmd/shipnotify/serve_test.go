@@ -11,7 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 )
 
@@ -105,4 +107,30 @@ func TestServe(t *testing.T) {
 	stopped = true
 	require.NotContains(t, logs.String(), key)
 	require.Contains(t, logs.String(), `"msg":"API stopped"`)
+}
+
+// `shipnotify api-key` makes only strong keys (snk_ and 256 bits), with
+// --tenant and --expires written on its line, which parses back, for the
+// API and the console alike, as the same key.
+func TestAPIKeyWritesItsAttributes(t *testing.T) {
+	t.Parallel()
+	c := cmdline{env: map[string]string{"TEMPORAL_CONFIG_FILE": "/nonexistent"}}
+	code, out, errOut := c.run(t, "", "api-key", "--name", "alice", "--scopes", "approve,admin",
+		"--tenant", "acme-eu", "--expires", "2099-01-15T08:00:00+01:00")
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	key, line := lines[0], lines[1]
+	require.True(t, api.IsGeneratedKey(key), key)
+	require.True(t, strings.HasSuffix(line, " tenant=acme-eu expires=2099-01-15T07:00:00Z"), line)
+	keys, err := api.ParseKeys(strings.NewReader(line))
+	require.NoError(t, err)
+	require.Equal(t, api.HashKey(key), keys[0].Hash)
+	require.Equal(t, "acme-eu", keys[0].Tenant)
+	require.Equal(t, time.Date(2099, 1, 15, 7, 0, 0, 0, time.UTC), keys[0].Expires)
+	approvers, err := console.ParseApprovers(strings.NewReader(line))
+	require.NoError(t, err)
+	require.Len(t, approvers, 1)
+	require.Equal(t, "acme-eu", approvers[0].Tenant)
+	require.Equal(t, keys[0].Expires, approvers[0].Expires)
 }
