@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +41,11 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
+	// SIGHUP re-reads the key files; heard from the start, so one sent
+	// as soon as serve answers never ends it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
@@ -81,15 +89,22 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 		return cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
 	}
 	mux := serveMux(handler)
+	var consoleHandler *console.Handler
 	if d.Cfg.LinkKeys.Empty() {
 		d.Logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
 	} else {
-		consoleHandler, err := newConsole(d.Cfg, st, st.Mirror, d.Logger)
-		if err != nil {
+		if consoleHandler, err = newConsole(d.Cfg, st, st.Mirror, d.Logger); err != nil {
 			return err
 		}
 		mux.Handle(console.Path, consoleHandler)
 	}
+	if d.Cfg.APIKeysFile == "" {
+		d.Logger.Info("the API's keys come from SHIPNOTIFY_API_KEYS: a change needs a restart (SHIPNOTIFY_API_KEYS_FILE is re-read on SIGHUP and when it changes)")
+	}
+	watch, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	keyFiles := cli.NewFileWatch(d.Logger, cli.ServeKeyFiles(d.Cfg, handler, consoleHandler))
+	go keyFiles.Run(watch, hup, cli.KeyFilesPoll)
 	if err := serveOutcomes(ctx, d, mux, st, reg); err != nil {
 		return err
 	}
