@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
-	"os"
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/cli"
@@ -20,18 +18,14 @@ import (
 // SHIPNOTIFY_CONSOLE_KEYS_FILE, link checks on SHIPNOTIFY_LINK_KEY,
 // sessions on SHIPNOTIFY_SESSION_KEY, __Host- cookies when
 // SHIPNOTIFY_PUBLIC_URL is https.
-func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, logger *slog.Logger) (http.Handler, error) {
+func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, logger *slog.Logger) (*console.Handler, error) {
 	if err := cfg.RequireConsole(); err != nil {
 		return nil, cli.UsageError{Err: err}
 	}
 	var approvers []console.Approver
 	if cfg.ConsoleKeysFile != "" {
-		f, err := os.Open(cfg.ConsoleKeysFile)
-		if err != nil {
-			return nil, cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
-		}
-		defer f.Close()
-		if approvers, err = console.ParseApprovers(f); err != nil {
+		var err error
+		if approvers, err = cli.ReadApprovers(cfg.ConsoleKeysFile); err != nil {
 			return nil, cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_CONSOLE_KEYS_FILE: %w", err)}
 		}
 	}

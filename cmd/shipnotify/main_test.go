@@ -259,6 +259,9 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 		{map[string]string{"SHIPNOTIFY_API_KEYS_FILE": "/nonexistent/keys"}, []string{"list"}, "SHIPNOTIFY_API_KEYS_FILE"},
 		{map[string]string{}, []string{"serve"}, "SHIPNOTIFY_API_KEYS"},
 		{map[string]string{}, []string{"api-key", "--name", "x", "--scopes", "send"}, "--scopes"},
+		{map[string]string{}, []string{"api-key", "--name", "x", "--scopes", "read", "--tenant", "acme/eu"}, "--tenant: want letters"},
+		{map[string]string{}, []string{"api-key", "--name", "x", "--scopes", "read", "--expires", "soon"}, "--expires: want an RFC 3339 time"},
+		{map[string]string{}, []string{"api-key", "--name", "x", "--scopes", "read", "--expires", "2020-01-01"}, "--expires: 2020-01-01 has passed"},
 	} {
 		tc.env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
 		code, _, stderr := cmdline{env: tc.env}.run(t, "", tc.args...)

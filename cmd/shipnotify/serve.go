@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +41,11 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
+	// SIGHUP re-reads the key files; heard from the start, so one sent
+	// as soon as serve answers never ends it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
@@ -81,15 +89,22 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 		return cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
 	}
 	mux := serveMux(handler)
+	var consoleHandler *console.Handler
 	if d.Cfg.LinkKeys.Empty() && d.Cfg.SessionKeys.Empty() {
 		d.Logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY and SHIPNOTIFY_SESSION_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
 	} else {
-		consoleHandler, err := newConsole(d.Cfg, st, st.Mirror, d.Logger)
-		if err != nil {
+		if consoleHandler, err = newConsole(d.Cfg, st, st.Mirror, d.Logger); err != nil {
 			return err
 		}
 		mux.Handle(console.Path, consoleHandler)
 	}
+	if d.Cfg.APIKeysFile == "" {
+		d.Logger.Info("the API's keys come from SHIPNOTIFY_API_KEYS: a change needs a restart (SHIPNOTIFY_API_KEYS_FILE is re-read on SIGHUP and when it changes)")
+	}
+	watch, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	keyFiles := cli.NewFileWatch(d.Logger, cli.ServeKeyFiles(d.Cfg, handler, consoleHandler))
+	go keyFiles.Run(watch, hup, cli.KeyFilesPoll)
 	if err := serveOutcomes(ctx, d, mux, st, reg); err != nil {
 		return err
 	}
@@ -141,9 +156,11 @@ func mountProviderEvents(ctx context.Context, d *cli.Deps, mux *http.ServeMux, s
 }
 
 func runAPIKey(_ context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "api-key", "api-key --name NAME --scopes schedule,operate,approve,read")
+	fs := cli.NewFlags(e, "api-key", "api-key --name NAME --scopes schedule,operate,approve,read,admin [--tenant NAME] [--expires 2027-01-15]")
 	name := fs.String("name", "", "who holds the key: recorded as `by` in the audit trail, and in the logs (required)")
-	scopes := fs.String("scopes", "", "what it may do, comma-separated: schedule, operate, approve, read (required)")
+	scopes := fs.String("scopes", "", "what it may do, comma-separated: schedule, operate, approve, read, admin (required; approve also logs in to the console)")
+	tenant := fs.String("tenant", "", "the tenant the key acts for (letters, digits, '.', '_', '-'; optional)")
+	expires := fs.String("expires", "", "when the key stops working: an RFC 3339 time, or a date for its UTC midnight (optional; default never)")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -154,15 +171,30 @@ func runAPIKey(_ context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("--scopes: %v", err)
 	}
+	var attrs api.Attributes
+	if *tenant != "" {
+		if attrs.Tenant, err = api.ParseTenant(*tenant); err != nil {
+			return cli.Usagef("--tenant: %v", err)
+		}
+	}
+	if *expires != "" {
+		if attrs.Expires, err = api.ParseExpiry(*expires); err != nil {
+			return cli.Usagef("--expires: %v", err)
+		}
+		if !attrs.Expires.After(time.Now()) {
+			return cli.Usagef("--expires: %s has passed; the key would never work", api.FormatExpiry(attrs.Expires))
+		}
+	}
 	key, k, err := api.NewKey(*name, sc)
 	if err != nil {
 		return cli.Usagef("--name: %v", err)
 	}
+	k.Tenant, k.Expires = attrs.Tenant, attrs.Expires
 	fmt.Fprintln(e.Stdout, key)
 	fmt.Fprintln(e.Stdout, k.Line())
 	fmt.Fprintln(e.Stderr, strings.Join([]string{
-		"shipnotify: line 1 is the key: give it to its holder, who sends it as Authorization: Bearer <key>; it is not kept anywhere, so it is shown only now.",
-		"shipnotify: line 2 goes into SHIPNOTIFY_API_KEYS_FILE (or SHIPNOTIFY_API_KEYS, entries separated by ';'): the key's hash, never the key.",
+		"shipnotify: line 1 is the key: give it to its holder, who sends it as Authorization: Bearer <key> (or, with the approve scope, types it into the console); it is not kept anywhere, so it is shown only now.",
+		"shipnotify: line 2 goes into SHIPNOTIFY_API_KEYS_FILE (or SHIPNOTIFY_API_KEYS, entries separated by ';') or SHIPNOTIFY_CONSOLE_KEYS_FILE: the key's hash, never the key.",
 	}, "\n"))
 	return nil
 }

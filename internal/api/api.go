@@ -14,8 +14,11 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +60,7 @@ type Options struct {
 	// serve the reads.
 	Starter *starter.Starter
 	// Keys are the API keys accepted; none means every request is 401.
+	// SetKeys replaces them while the API serves.
 	Keys []Key
 	// DefaultTenant is the default tenant's name, as keys' tenant=
 	// attributes and ?tenant= write it (empty means
@@ -74,16 +78,20 @@ type Options struct {
 	// Logger gets one line per failed request (nil: discarded). Keys and
 	// request bodies are never logged.
 	Logger *slog.Logger
+	// Now is the clock keys expire by (nil means time.Now).
+	Now func() time.Time
 }
 
 // API is the tracker API, an http.Handler for /v1/.
 type API struct {
-	st       *starter.Starter
-	keys     keyring
-	limiters map[string]*rate.Limiter
-	// tenants are the keys' tenants by key name ("" the default), and
-	// defaultTenant the default's name.
-	tenants       map[string]string
+	st   *starter.Starter
+	keys atomic.Pointer[keyring]
+	// setKeys keeps two SetKeys from each dropping the other's limiters.
+	setKeys sync.Mutex
+	limit   rate.Limit
+	burst   int
+	now     func() time.Time
+	// defaultTenant is the default tenant's name.
 	defaultTenant string
 	timeout       time.Duration
 	log           *slog.Logger
@@ -100,7 +108,7 @@ func New(o Options) (*API, error) {
 		return nil, errors.New("api: a connected starter is required")
 	}
 	a := &API{
-		st: o.Starter, keys: keyring(o.Keys), limiters: map[string]*rate.Limiter{},
+		st: o.Starter, limit: o.Rate, burst: o.Burst, now: o.Now,
 		timeout: o.RequestTimeout, log: o.Logger, mux: http.NewServeMux(),
 	}
 	if a.timeout <= 0 {
@@ -109,26 +117,25 @@ func New(o Options) (*API, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	limit, burst := o.Rate, o.Burst
-	if limit == 0 {
-		limit = DefaultRate
+	if a.limit == 0 {
+		a.limit = DefaultRate
 	}
-	if burst <= 0 {
-		burst = DefaultBurst
+	if a.burst <= 0 {
+		a.burst = DefaultBurst
+	}
+	if a.now == nil {
+		a.now = time.Now
 	}
 	a.defaultTenant = o.DefaultTenant
 	if a.defaultTenant == "" {
 		a.defaultTenant = reminder.DefaultTenantName
 	}
-	a.tenants = map[string]string{}
 	for _, k := range o.Keys {
-		a.limiters[k.Name] = rate.NewLimiter(limit, burst)
-		tenant, err := reminder.ParseTenant("key "+k.Name+": tenant", k.Tenant, a.defaultTenant)
-		if err != nil {
+		if _, err := reminder.ParseTenant("key "+k.Name+": tenant", k.Tenant, a.defaultTenant); err != nil {
 			return nil, fmt.Errorf("api: %w", err)
 		}
-		a.tenants[k.Name] = tenant
 	}
+	a.SetKeys(o.Keys)
 	if o.Metrics != nil {
 		m, err := newRequestMetrics(o.Metrics)
 		if err != nil {
@@ -162,6 +169,24 @@ func (a *API) routes() {
 	a.handle("GET /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}", ScopeRead, a.getReminder)
 }
 
+// SetKeys replaces the keys the API accepts, for every request that starts
+// after it (serve calls it when the keys file changes). A key whose name
+// remains keeps its rate limiter, so a reload does not refill its bucket.
+func (a *API) SetKeys(keys []Key) {
+	a.setKeys.Lock()
+	defer a.setKeys.Unlock()
+	ring := &keyring{keys: slices.Clone(keys), limiters: map[string]*rate.Limiter{}}
+	old := a.keys.Load()
+	for _, k := range keys {
+		if old != nil && old.limiters[k.Name] != nil {
+			ring.limiters[k.Name] = old.limiters[k.Name]
+		} else {
+			ring.limiters[k.Name] = rate.NewLimiter(a.limit, a.burst)
+		}
+	}
+	a.keys.Store(ring)
+}
+
 // Patterns are the routes the API serves, as ServeMux patterns.
 func (a *API) Patterns() []string { return append([]string(nil), a.patterns...) }
 
@@ -185,9 +210,10 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		ids = append(ids, m[1])
 	}
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		k, p := a.authenticate(r, scope)
+		ring := a.keys.Load()
+		k, p := a.authenticate(r, ring, scope)
 		if p == nil {
-			p = a.allow(k)
+			p = a.allow(ring, k)
 		}
 		var c *caller
 		if p == nil {
@@ -280,9 +306,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, k *Key, p *Problem) {
 	writeProblem(w, p)
 }
 
-// authenticate finds the request's key and checks its scope: no key or an
-// unknown one is 401 with a Bearer challenge; a key without scope is 403.
-func (a *API) authenticate(r *http.Request, scope Scope) (*Key, *Problem) {
+// authenticate finds the request's key in ring and checks its scope: no
+// key, an unknown one or an expired one is 401 with a Bearer challenge; a
+// key without scope is 403.
+func (a *API) authenticate(r *http.Request, ring *keyring, scope Scope) (*Key, *Problem) {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
@@ -290,11 +317,18 @@ func (a *API) authenticate(r *http.Request, scope Scope) (*Key, *Problem) {
 		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify"`}}
 		return nil, p
 	}
-	k := a.keys.find(token)
+	k := ring.find(token)
 	if k == nil {
 		p := problem(http.StatusUnauthorized, "the API key is not valid")
 		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify", error="invalid_token"`}}
 		return nil, p
+	}
+	if k.Expired(a.now()) {
+		// Its name, never the key: the holder learns which key to renew.
+		p := problem(http.StatusUnauthorized, fmt.Sprintf("the API key %s expired at %s; ask for a new one",
+			k.Name, k.Expires.UTC().Format(time.RFC3339)))
+		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify", error="invalid_token", error_description="the key expired"`}}
+		return k, p
 	}
 	if !k.Allows(scope) {
 		p := problem(http.StatusForbidden, fmt.Sprintf("the API key %s lacks the %s scope this route needs", k.Name, scope))
@@ -306,8 +340,8 @@ func (a *API) authenticate(r *http.Request, scope Scope) (*Key, *Problem) {
 
 // allow spends one of the key's tokens, or answers 429 with Retry-After:
 // the whole seconds until a token is back.
-func (a *API) allow(k *Key) *Problem {
-	l := a.limiters[k.Name]
+func (a *API) allow(ring *keyring, k *Key) *Problem {
+	l := ring.limiters[k.Name]
 	if l == nil {
 		return nil
 	}

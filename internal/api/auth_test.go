@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,9 +176,138 @@ func TestKeys(t *testing.T) {
 		{"a read " + strings.Repeat("ab", 32) + "\na write " + strings.Repeat("cd", 32), "unknown scope"},
 		{"a read " + strings.Repeat("ab", 32) + "\na schedule " + strings.Repeat("cd", 32), "name a given twice"},
 		{"a read " + strings.Repeat("ab", 32) + "\nb schedule " + strings.Repeat("ab", 32), "the same key as a"},
+		{"a read " + strings.Repeat("ab", 32) + " colour=blue", "key a: unknown attribute colour (want expires or tenant)"},
+		{"a read " + strings.Repeat("ab", 32) + " tenant=eu tenant=us", "key a: attribute tenant given twice"},
+		{"a read " + strings.Repeat("ab", 32) + " expires=tomorrow", "key a: attribute expires: want an RFC 3339 time"},
+		{"a read " + strings.Repeat("ab", 32) + " expires=2027-02-30", "key a: attribute expires"},
+		{"a read " + strings.Repeat("ab", 32) + " tenant=acme@eu", "key a: attribute tenant: want letters"},
+		{"a read " + strings.Repeat("ab", 32) + " " + strings.Repeat("ab", 32), "key a: after the hash only key=value"},
+		{"a read " + strings.Repeat("ab", 32) + " X=" + strings.Repeat("ab", 32), "key a: an unknown attribute"},
+		{"b read " + strings.Repeat("cd", 32) + "; a admin,write " + strings.Repeat("ab", 32), "key entry 2: unknown scope \"write\" (want schedule, operate, approve, read or admin)"},
 	} {
 		_, err := api.ParseKeys(strings.NewReader(tc.lines))
 		require.ErrorContains(t, err, tc.want, tc.lines)
 		require.NotContains(t, err.Error(), "abab", tc.lines)
 	}
+}
+
+// A key line's attributes (tenant, expires as a time or a date) parse, and
+// Line writes them back so the line reads as the same key.
+func TestKeyAttributes(t *testing.T) {
+	t.Parallel()
+	h := strings.Repeat("ab", 32)
+	keys, err := api.ParseKeys(strings.NewReader("a read " + h + " tenant=acme-eu expires=2027-01-15\n" +
+		"b schedule,admin " + strings.Repeat("cd", 32) + " expires=2027-01-15T10:30:00+02:00\n" +
+		"c read " + strings.Repeat("ef", 32) + "\n"))
+	require.NoError(t, err)
+	require.Len(t, keys, 3)
+	require.Equal(t, "acme-eu", keys[0].Tenant)
+	require.Equal(t, time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC), keys[0].Expires, "a date is UTC midnight")
+	require.Equal(t, time.Date(2027, 1, 15, 8, 30, 0, 0, time.UTC), keys[1].Expires)
+	require.True(t, keys[1].Allows(api.ScopeAdmin))
+	require.Empty(t, keys[2].Tenant)
+	require.True(t, keys[2].Expires.IsZero(), "no expires: never")
+	require.Equal(t, "a read "+h+" tenant=acme-eu expires=2027-01-15", keys[0].Line())
+	for _, k := range keys {
+		again, err := api.ParseKeys(strings.NewReader(k.Line()))
+		require.NoError(t, err, k.Line())
+		require.Equal(t, k, again[0], k.Line())
+	}
+}
+
+// clock is a settable clock for the API's key expiry.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// A key that has expired is refused as an invalid token (401), and the
+// answer names the key (its name, never the key) and says it expired.
+// Until then it works.
+func TestAnExpiredKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Date(2027, 1, 14, 23, 0, 0, 0, time.UTC)}
+	secret, k, err := api.NewKey("tracker-expiring", []api.Scope{api.ScopeRead})
+	require.NoError(t, err)
+	k.Expires = time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC)
+	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
+		o.Keys, o.Now = append(o.Keys, k), c.Now
+	})
+	read := func() response {
+		return e.send(t, request{method: "GET", path: "/v1/reminders", rawAuth: "Bearer " + secret})
+	}
+	require.Equal(t, http.StatusOK, read().status, "an hour before it expires")
+	c.Advance(time.Hour)
+	resp := read()
+	require.Equal(t, http.StatusUnauthorized, resp.status, "at its expiry")
+	require.Contains(t, resp.header.Get("WWW-Authenticate"), `error="invalid_token"`)
+	detail := resp.problem(t).Detail
+	require.Contains(t, detail, "tracker-expiring expired at 2027-01-15T00:00:00Z")
+	require.NotContains(t, detail, secret)
+	require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "reader", nil).status, "keys without an expiry still work")
+}
+
+// SetKeys replaces the keys while the API serves: a key no longer given
+// is refused, a new one accepted, and a key that remains keeps its rate
+// limiter (a reload does not refill its bucket). Requests running during
+// the swap each see one set or the other.
+func TestSetKeysReplacesTheKeysInForce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
+		o.Rate, o.Burst = rate.Every(time.Hour), 2
+	})
+	for range 2 {
+		require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "tracker", nil).status)
+	}
+	require.Equal(t, http.StatusTooManyRequests, e.do(t, "GET", "/v1/reminders", "tracker", nil).status)
+	newSecret, newKey, err := api.NewKey("tracker-new", []api.Scope{api.ScopeRead})
+	require.NoError(t, err)
+	e.keys["tracker-new"] = newSecret
+	kept := []api.Key{keyFor(t, e.keys["tracker"], "tracker", testKeys["tracker"]), newKey}
+
+	// Readers run while the keys are swapped back and forth.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code := e.do(t, "GET", "/v1/reminders", "tracker", nil).status
+				if code != http.StatusTooManyRequests {
+					t.Errorf("tracker during reloads: %d, want 429 (its bucket is kept)", code)
+					return
+				}
+			}
+		})
+	}
+	for range 50 {
+		e.api.SetKeys(kept)
+		e.api.SetKeys(append(kept, keyFor(t, e.keys["reader"], "reader", testKeys["reader"])))
+	}
+	close(stop)
+	wg.Wait()
+	e.api.SetKeys(kept)
+
+	resp := e.do(t, "GET", "/v1/reminders", "reader", nil)
+	require.Equal(t, http.StatusUnauthorized, resp.status, "a key removed is refused")
+	require.Contains(t, resp.header.Get("WWW-Authenticate"), `error="invalid_token"`)
+	require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "tracker-new", nil).status, "a key added is accepted")
+	require.Equal(t, http.StatusTooManyRequests, e.do(t, "GET", "/v1/reminders", "tracker", nil).status,
+		"a key that remained kept its spent bucket")
 }

@@ -7,11 +7,15 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Scope is what a key may do; each route needs one.
@@ -24,12 +28,22 @@ const (
 	ScopeOperate  Scope = "operate"
 	ScopeApprove  Scope = "approve"
 	ScopeRead     Scope = "read"
-	// ScopeAdmin acts across tenants (?tenant=), beside a route's own scope.
+	// ScopeAdmin acts across tenants (?tenant=), beside a route's own
+	// scope: a key without it acts within its own tenant only.
 	ScopeAdmin Scope = "admin"
 )
 
 // Scopes lists every scope, in the order the documentation gives them.
 var Scopes = []Scope{ScopeSchedule, ScopeOperate, ScopeApprove, ScopeRead, ScopeAdmin}
+
+// scopeList is Scopes as an error message gives them: "a, b or c".
+func scopeList() string {
+	names := make([]string, len(Scopes))
+	for i, s := range Scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // KeyPrefix starts every key NewKey makes, so a key that leaks into a
 // repository or a log is recognisable for secret scanners.
@@ -45,18 +59,127 @@ type Key struct {
 	// Tenant is the tenant the key belongs to, as written ("" is the
 	// default tenant).
 	Tenant string
+	// Expires is when the key stops working (zero: never).
+	Expires time.Time
 }
 
 // Allows reports whether the key carries scope.
 func (k *Key) Allows(scope Scope) bool { return slices.Contains(k.Scopes, scope) }
 
-// Line is the key's configuration line: "name scope,scope sha256hex".
+// Expired reports whether the key has expired at now.
+func (k *Key) Expired(now time.Time) bool { return Expired(k.Expires, now) }
+
+// Line is the key's configuration line: "name scope,scope sha256hex",
+// then its attributes, so it parses back to the same key.
 func (k *Key) Line() string {
 	scopes := make([]string, len(k.Scopes))
 	for i, s := range k.Scopes {
 		scopes[i] = string(s)
 	}
-	return k.Name + " " + strings.Join(scopes, ",") + " " + hex.EncodeToString(k.Hash[:])
+	return k.Name + " " + strings.Join(scopes, ",") + " " + hex.EncodeToString(k.Hash[:]) +
+		Attributes{Tenant: k.Tenant, Expires: k.Expires}.String()
+}
+
+// Attributes are the optional key=value tokens after a key line's hash
+// (the console's approvers file has them too).
+type Attributes struct {
+	// Tenant is tenant=<name>: the tenant the key acts for.
+	Tenant string
+	// Expires is expires=<RFC 3339 time, or a date: UTC midnight>.
+	Expires time.Time
+}
+
+// String is the attributes as a line ends with them: " tenant=… expires=…",
+// or "" when there are none.
+func (a Attributes) String() string {
+	var b strings.Builder
+	if a.Tenant != "" {
+		b.WriteString(" tenant=" + a.Tenant)
+	}
+	if !a.Expires.IsZero() {
+		b.WriteString(" expires=" + FormatExpiry(a.Expires))
+	}
+	return b.String()
+}
+
+// attributeName is what an error may name back: a token's text might be
+// a key pasted in the wrong place, so anything else is not repeated.
+var attributeName = regexp.MustCompile(`^[a-z_]{1,32}$`)
+
+// ParseAttributes reads a line's key=value tokens. Each may appear once;
+// an error names the attribute, never a token's value.
+func ParseAttributes(tokens []string) (Attributes, error) {
+	var a Attributes
+	seen := map[string]bool{}
+	for _, tok := range tokens {
+		name, value, ok := strings.Cut(tok, "=")
+		switch {
+		case !ok:
+			return Attributes{}, errors.New("after the hash only key=value attributes may follow (expires=…, tenant=…)")
+		case !attributeName.MatchString(name):
+			return Attributes{}, errors.New("an unknown attribute (want expires or tenant)")
+		case seen[name]:
+			return Attributes{}, fmt.Errorf("attribute %s given twice", name)
+		}
+		seen[name] = true
+		var err error
+		switch name {
+		case "expires":
+			a.Expires, err = ParseExpiry(value)
+		case "tenant":
+			a.Tenant, err = ParseTenant(value)
+		default:
+			return Attributes{}, fmt.Errorf("unknown attribute %s (want expires or tenant)", name)
+		}
+		if err != nil {
+			return Attributes{}, fmt.Errorf("attribute %s: %w", name, err)
+		}
+	}
+	return a, nil
+}
+
+// ParseExpiry reads an expiry: an RFC 3339 time, or a date (YYYY-MM-DD),
+// which is that day's UTC midnight. It is kept in UTC.
+func ParseExpiry(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t, err = time.Parse(time.DateOnly, s)
+	}
+	if err != nil || t.IsZero() {
+		return time.Time{}, errors.New("want an RFC 3339 time (2027-01-15T08:00:00Z) or a date (2027-01-15, UTC midnight)")
+	}
+	return t.UTC(), nil
+}
+
+// FormatExpiry writes an expiry as ParseExpiry reads it back: a date when
+// it is UTC midnight, else an RFC 3339 time in UTC.
+func FormatExpiry(t time.Time) string {
+	t = t.UTC()
+	if t.Equal(t.Truncate(24 * time.Hour)) {
+		return t.Format(time.DateOnly)
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+// Expired reports whether an expiry (zero: never) has come at now.
+func Expired(expires, now time.Time) bool { return !expires.IsZero() && !now.Before(expires) }
+
+// ParseTenant checks a tenant's name: the pattern of key names.
+func ParseTenant(s string) (string, error) {
+	if !keyNamePattern.MatchString(s) {
+		return "", errors.New("want letters, digits, '.', '_' or '-', at most 64")
+	}
+	return s, nil
+}
+
+// IsGeneratedKey reports whether s has the form NewKey gives a key:
+// KeyPrefix and 256 bits in unpadded base64url (43 characters). Where only
+// a key's hash is configured, this is the one place its strength shows: the
+// console refuses any other key before hashing it.
+func IsGeneratedKey(s string) bool {
+	rest, ok := strings.CutPrefix(s, KeyPrefix)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	return ok && err == nil && len(b) == 32
 }
 
 // HashKey is the digest a key is stored and compared as. A plain SHA-256 is
@@ -88,9 +211,14 @@ func (k *Key) check() error {
 	if len(k.Scopes) == 0 {
 		return fmt.Errorf("key %s: no scope", k.Name)
 	}
+	if k.Tenant != "" {
+		if _, err := ParseTenant(k.Tenant); err != nil {
+			return fmt.Errorf("key %s: tenant: %w", k.Name, err)
+		}
+	}
 	for i, s := range k.Scopes {
 		if !slices.Contains(Scopes, s) {
-			return fmt.Errorf("key %s: unknown scope %q (want schedule, operate, approve or read)", k.Name, s)
+			return fmt.Errorf("key %s: unknown scope %q (want %s)", k.Name, s, scopeList())
 		}
 		if slices.Contains(k.Scopes[:i], s) {
 			return fmt.Errorf("key %s: scope %s given twice", k.Name, s)
@@ -112,10 +240,10 @@ func ParseScopes(s string) ([]Scope, error) {
 	return out, nil
 }
 
-// ParseKeys reads key lines, "name scope,scope sha256hex", one a line (or
-// separated by ';', so they fit one environment variable); blank lines and
-// lines starting with # are skipped. Names and hashes must be unique. An
-// error names the line, never a hash.
+// ParseKeys reads key lines, "name scope,scope sha256hex [attribute=value…]",
+// one a line (or separated by ';', so they fit one environment variable);
+// blank lines and lines starting with # are skipped. Names and hashes must
+// be unique. An error names the entry, never a hash.
 func ParseKeys(r io.Reader) ([]Key, error) {
 	var keys []Key
 	sc := bufio.NewScanner(r)
@@ -150,7 +278,7 @@ func ParseKeys(r io.Reader) ([]Key, error) {
 
 func parseKey(entry string) (Key, error) {
 	fields := strings.Fields(entry)
-	if len(fields) != 3 {
+	if len(fields) < 3 {
 		return Key{}, fmt.Errorf("want \"name scope,scope sha256hex\" (run shipnotify api-key to make one)")
 	}
 	scopes, err := ParseScopes(fields[1])
@@ -166,21 +294,30 @@ func parseKey(entry string) (Key, error) {
 		return Key{}, fmt.Errorf("key %s: the hash is not 64 hex digits (a SHA-256; the key itself never goes here)", k.Name)
 	}
 	copy(k.Hash[:], h)
+	attrs, err := ParseAttributes(fields[3:])
+	if err != nil {
+		return Key{}, fmt.Errorf("key %s: %w", k.Name, err)
+	}
+	k.Tenant, k.Expires = attrs.Tenant, attrs.Expires
 	return k, nil
 }
 
-// keyring finds the key a request presents.
-type keyring []Key
+// keyring is the keys in force and their rate limiters; a reload swaps in
+// a new one whole, so a request sees one set or the other.
+type keyring struct {
+	keys     []Key
+	limiters map[string]*rate.Limiter
+}
 
 // find returns the key whose hash is presented's, or nil. Every stored hash
 // is compared, in constant time, whether or not an earlier one matched, so
 // the time taken says nothing about which key, or how much of one, matched.
-func (ks keyring) find(presented string) *Key {
+func (ks *keyring) find(presented string) *Key {
 	h := HashKey(presented)
 	var found *Key
-	for i := range ks {
-		if subtle.ConstantTimeCompare(h[:], ks[i].Hash[:]) == 1 && found == nil {
-			found = &ks[i]
+	for i := range ks.keys {
+		if subtle.ConstantTimeCompare(h[:], ks.keys[i].Hash[:]) == 1 && found == nil {
+			found = &ks.keys[i]
 		}
 	}
 	return found

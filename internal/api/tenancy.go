@@ -28,7 +28,12 @@ type caller struct {
 // admin, the ?tenant= it names. A key without admin that names another
 // tenant is refused with 403, whether or not that tenant exists.
 func (a *API) callerOf(r *http.Request, k *Key) (*caller, *Problem) {
-	c := &caller{key: k, tenant: a.tenants[k.Name]}
+	own, err := reminder.ParseTenant("tenant", k.Tenant, a.defaultTenant)
+	if err != nil {
+		// ParseKeys and New refuse such a key; fail closed all the same.
+		return nil, problem(http.StatusForbidden, fmt.Sprintf("the API key %s names no valid tenant", k.Name))
+	}
+	c := &caller{key: k, tenant: own}
 	named, ok := r.URL.Query()["tenant"]
 	if !ok {
 		c.anyTenant = k.Allows(ScopeAdmin) && r.Method == http.MethodGet && r.Pattern == "GET /v1/reminders"

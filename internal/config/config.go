@@ -4,6 +4,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
@@ -114,6 +115,10 @@ type Config struct {
 	APIAddr string
 	// APIKeys are the tracker API's keys: names, scopes and hashes.
 	APIKeys []api.Key
+	// APIKeysFile is the file APIKeys were read from, which serve
+	// re-reads on a change ("" when they came inline, in
+	// SHIPNOTIFY_API_KEYS: those need a restart).
+	APIKeysFile string
 	// APIRate and APIBurst are each key's token bucket.
 	APIRate  float64
 	APIBurst int
@@ -256,22 +261,30 @@ func (c *Config) loadAPI(get func(key string) string) error {
 		return fmt.Errorf("SHIPNOTIFY_API_REQUEST_TIMEOUT: want a duration of at least %s, like 90s", MinAPIRequestTimeout)
 	}
 	inline, file := get("SHIPNOTIFY_API_KEYS"), get("SHIPNOTIFY_API_KEYS_FILE")
-	name, text := "SHIPNOTIFY_API_KEYS", inline
 	switch {
 	case inline != "" && file != "":
 		return fmt.Errorf("SHIPNOTIFY_API_KEYS and SHIPNOTIFY_API_KEYS_FILE: set one, not both")
 	case file != "":
-		name = "SHIPNOTIFY_API_KEYS_FILE"
-		b, err := os.ReadFile(file)
-		if err != nil {
+		c.APIKeysFile = file
+		if c.APIKeys, err = ReadAPIKeys(file); err != nil {
 			return fmt.Errorf("SHIPNOTIFY_API_KEYS_FILE: %w", err)
 		}
-		text = string(b)
-	}
-	if c.APIKeys, err = api.ParseKeys(strings.NewReader(text)); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+	default:
+		if c.APIKeys, err = api.ParseKeys(strings.NewReader(inline)); err != nil {
+			return fmt.Errorf("SHIPNOTIFY_API_KEYS: %w", err)
+		}
 	}
 	return nil
+}
+
+// ReadAPIKeys reads an API keys file (api.ParseKeys's format); an error
+// names the entry, never a hash.
+func ReadAPIKeys(path string) ([]api.Key, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return api.ParseKeys(bytes.NewReader(b))
 }
 
 // RequireAPIKeys checks that the API has keys: without one every request

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shipnotify/shipnotify/internal/api"
 )
 
 // Approver is one person who may log in: a name (recorded as the
@@ -27,24 +29,25 @@ type Approver struct {
 	// Tenant is the tenant whose reminders the approver sees and decides,
 	// as written ("" is the default tenant).
 	Tenant string
+	// Expires is when the key stops logging in, and its sessions end
+	// (zero: never).
+	Expires time.Time
 }
 
 // ApproveScope is the scope a key needs to log in to the console.
-const ApproveScope = "approve"
-
-// scopes are the API keys file's scopes; a line naming another is a typo,
-// refused rather than silently dropped.
-var scopes = []string{"schedule", "operate", "approve", "read"}
+const ApproveScope = string(api.ScopeApprove)
 
 // namePattern keeps names opaque ids: no '@', so an address can never
 // become a decision's By and reach Temporal.
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // ParseApprovers reads the keys file the API reads (SHIPNOTIFY_API_KEYS_FILE
-// has the same format): one `name scope[,scope…] sha256hex` a line, # for
-// comments. Keys with the approve scope log in to the console as name; the
-// others are the API's business and are skipped. A name may hold several
-// keys (rotation); a key hash may appear once.
+// has the same format): one `name scope[,scope…] sha256hex [attribute=value…]`
+// a line (the attributes are api.ParseAttributes'), # for comments. Keys
+// with the approve scope log in to the console as name; the others are the
+// API's business and are skipped, though checked: the file is refused
+// whole or taken whole. A name may hold several keys (rotation); a key hash
+// may appear once. An error names the line, never a hash.
 func ParseApprovers(r io.Reader) ([]Approver, error) {
 	var out []Approver
 	seen := map[[sha256.Size]byte]bool{}
@@ -55,8 +58,8 @@ func ParseApprovers(r io.Reader) ([]Approver, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		if len(fields) != 3 {
-			return nil, fmt.Errorf("line %d: want `name scope[,scope…] sha256hex`", n)
+		if len(fields) < 3 {
+			return nil, fmt.Errorf("line %d: want `name scope[,scope…] sha256hex [expires=…] [tenant=…]`", n)
 		}
 		name, scopeList, hash := fields[0], fields[1], fields[2]
 		if !namePattern.MatchString(name) {
@@ -64,8 +67,8 @@ func ParseApprovers(r io.Reader) ([]Approver, error) {
 		}
 		approves := false
 		for s := range strings.SplitSeq(scopeList, ",") {
-			if !slices.Contains(scopes, s) {
-				return nil, fmt.Errorf("line %d: unknown scope %q (want %s)", n, s, strings.Join(scopes, ", "))
+			if !slices.Contains(api.Scopes, api.Scope(s)) {
+				return nil, fmt.Errorf("line %d: unknown scope %q (want %s)", n, s, scopeNames())
 			}
 			approves = approves || s == ApproveScope
 		}
@@ -73,7 +76,11 @@ func ParseApprovers(r io.Reader) ([]Approver, error) {
 		if err != nil || len(sum) != sha256.Size {
 			return nil, fmt.Errorf("line %d: want the key's SHA-256 as 64 hex digits, not the key", n)
 		}
-		a := Approver{Name: name, KeyHash: [sha256.Size]byte(sum)}
+		attrs, err := api.ParseAttributes(fields[3:])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: key %s: %w", n, name, err)
+		}
+		a := Approver{Name: name, KeyHash: [sha256.Size]byte(sum), Tenant: attrs.Tenant, Expires: attrs.Expires}
 		if seen[a.KeyHash] {
 			return nil, fmt.Errorf("line %d: the same key is listed twice", n)
 		}
@@ -86,6 +93,15 @@ func ParseApprovers(r io.Reader) ([]Approver, error) {
 		return nil, fmt.Errorf("error reading the keys file: %w", err)
 	}
 	return out, nil
+}
+
+// scopeNames lists the scopes a line may name, for its error.
+func scopeNames() string {
+	names := make([]string, len(api.Scopes))
+	for i, s := range api.Scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // maxKey bounds what the login form reads as a key.
@@ -196,9 +212,19 @@ func (c *console) session(r *http.Request) (Approver, error) {
 	return Approver{}, errNoSession
 }
 
+// current is who the request's session names, unless their key has
+// expired since: an expired approver's sessions end with it.
+func (c *console) current(r *http.Request) (Approver, error) {
+	a, err := c.session(r)
+	if err == nil && api.Expired(a.Expires, c.o.Now()) {
+		return Approver{}, errNoSession
+	}
+	return a, err
+}
+
 // approverName is the logged-in approver's name, or "".
 func (c *console) approverName(r *http.Request) string {
-	a, err := c.session(r)
+	a, err := c.current(r)
 	if err != nil {
 		return ""
 	}
@@ -234,7 +260,7 @@ func (c *console) setSession(w http.ResponseWriter, r *http.Request, value strin
 // nothing.
 func (c *console) authed(h func(http.ResponseWriter, *http.Request, Approver)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		a, err := c.session(r)
+		a, err := c.current(r)
 		if err != nil && !errors.Is(err, errNoSession) {
 			c.log.Error("console: checking a session failed", "error", err)
 			c.problem(w, r, http.StatusServiceUnavailable, "Unavailable",
@@ -278,12 +304,26 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
+	refuse := func(why, msg string) {
+		c.logins.failed(r, c.o.Now())
+		c.log.Warn("console: login refused", "why", why)
+		c.render(w, http.StatusUnauthorized, "login.html", page{Title: "Log in",
+			Data: loginData{Error: msg, NoneSetUp: len(c.o.Approvers) == 0}})
+	}
+	// Only the hash is configured, so a weak key's strength shows only
+	// here: it is refused before it is hashed, whatever the file holds.
+	if key != "" && !api.IsGeneratedKey(key) {
+		refuse("weak key", "That key is not an approver's key: approver keys are made by shipnotify api-key "+
+			"(snk_ and 43 more characters, 256 random bits), and a weaker one is refused even if it is configured.")
+		return
+	}
 	a, ok := c.approverFor(key)
 	if !ok || len(key) > maxKey {
-		c.logins.failed(r, c.o.Now())
-		c.log.Warn("console: login refused")
-		c.render(w, http.StatusUnauthorized, "login.html", page{Title: "Log in",
-			Data: loginData{Error: "That key is not an approver's key.", NoneSetUp: len(c.o.Approvers) == 0}})
+		refuse("unknown key", "That key is not an approver's key.")
+		return
+	}
+	if api.Expired(a.Expires, c.o.Now()) {
+		refuse("expired key", "That key expired at "+a.Expires.UTC().Format(time.RFC3339)+"; ask for a new one.")
 		return
 	}
 	now := c.o.Now()

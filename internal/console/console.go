@@ -20,6 +20,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/links"
@@ -57,6 +59,7 @@ type Options struct {
 	SessionKeys links.Keys
 	// Approvers may log in; none means no one can (links still work). An
 	// approver sees and decides its own tenant's reminders only.
+	// Handler.SetApprovers replaces them while the console serves.
 	Approvers []Approver
 	// DefaultTenant is the default tenant's name, as approvers' tenant=
 	// attributes write it (empty means reminder.DefaultTenantName).
@@ -93,10 +96,33 @@ type console struct {
 	logins        *throttle
 }
 
+// Handler is the console, to be mounted at Path.
+type Handler struct {
+	base *console
+	// served is the console over the approvers in force: each request
+	// sees one set whole, and a swap never races a page.
+	served atomic.Pointer[http.Handler]
+}
+
+// ServeHTTP serves the console over the approvers in force.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*h.served.Load()).ServeHTTP(w, r)
+}
+
+// SetApprovers replaces who may log in, for every request that starts
+// after it (serve calls it when the approvers file changes). A removed
+// approver's sessions end; the failed-login throttle carries over.
+func (h *Handler) SetApprovers(approvers []Approver) {
+	c := *h.base
+	c.o.Approvers = slices.Clone(approvers)
+	served := c.handler()
+	h.served.Store(&served)
+}
+
 // New returns the console's handler, to be mounted at Path. It panics
 // without a Starter, a Mirror, Links or SessionKeys, or with session keys
 // the link keys share: a wiring error.
-func New(o Options) http.Handler {
+func New(o Options) *Handler {
 	if o.Starter == nil || o.Mirror == nil || o.Links == nil || o.Links.Keys.Empty() || o.SessionKeys.Empty() {
 		panic("console: Starter, Mirror, Links (with keys) and SessionKeys are required")
 	}
@@ -125,7 +151,13 @@ func New(o Options) http.Handler {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	h := &Handler{base: c}
+	h.SetApprovers(o.Approvers)
+	return h
+}
 
+// handler is the console's routes over c's approvers.
+func (c *console) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /console/{$}", c.authed(c.list))
 	mux.HandleFunc("GET /console/reminder", c.authed(c.reminder))

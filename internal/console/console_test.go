@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/internal/sink"
@@ -64,12 +65,14 @@ type fixture struct {
 	logs                    *testenv.SyncBuffer
 }
 
+// randomKey is a key as `shipnotify api-key` makes one (the console
+// refuses any weaker).
 func randomKey(t *testing.T) string {
 	t.Helper()
 	b := make([]byte, 32)
 	_, err := rand.Read(b)
 	require.NoError(t, err)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return api.KeyPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
 func hashOf(key string) string {

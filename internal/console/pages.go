@@ -55,10 +55,14 @@ func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
 	c.render(w, http.StatusOK, "list.html", page{Title: "Awaiting approval", Approver: a.Name, Data: d})
 }
 
-// tenantOf is the tenant an approver acts for. The approvers' tenants were
-// checked when the console was made.
+// tenantOf is the tenant an approver acts for.
 func (c *console) tenantOf(a Approver) string {
-	tenant, _ := reminder.ParseTenant("tenant", a.Tenant, c.defaultTenant)
+	tenant, err := reminder.ParseTenant("tenant", a.Tenant, c.defaultTenant)
+	if err != nil {
+		// ParseApprovers refuses such a name; fail closed all the same:
+		// no tenant is named so, and no row is found.
+		return "!"
+	}
 	return tenant
 }
 

@@ -113,6 +113,18 @@ func (p *Process) Stop() {
 	}
 }
 
+// Signal sends sig to the process (SIGHUP, to make serve re-read its key
+// files).
+func (p *Process) Signal(sig os.Signal) {
+	p.t.Helper()
+	if p.cmd == nil || p.cmd.Process == nil {
+		p.t.Fatalf("%s is not running", p.name)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signalling %s: %v", p.name, err)
+	}
+}
+
 // Log is what the process printed.
 func (p *Process) Log() string { return p.log.String() }
 
