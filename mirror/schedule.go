@@ -139,6 +139,24 @@ func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []Ne
 	return out, nil
 }
 
+// StoredUpdate is the update tenant holds under shipmentID and updateID as
+// ScheduleUpdate would return it, writing nothing; found is false when
+// there is none. The API reads it before looking webhook hosts up, so a
+// resubmission is compared without a lookup.
+func (s *Store) StoredUpdate(ctx context.Context, tenant, shipmentID, updateID string) (out Stored, found bool, err error) {
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		out.Requested, out.Reminders, err = s.readStored(ctx, tx, tenant, shipmentID, updateID)
+		return err
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Stored{}, false, nil
+	case err != nil:
+		return Stored{}, false, fmt.Errorf("error reading a stored update: %w", err)
+	}
+	return out, true, nil
+}
+
 // reminderColumns turns reminders into insertReminders' arguments, webhook
 // secrets sealed.
 func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, error) {

@@ -66,10 +66,17 @@ type Outcome struct {
 	Error       string         `json:"error,omitempty"`
 }
 
-// Actor is who asks for a change and why; both are recorded.
+// Actor is who asks for a change and why; all of it is recorded, each part
+// in a field of its own.
 type Actor struct {
+	// By and Reason are the caller's words.
 	By     string
 	Reason string
+	// Key is the credential the request came with: the API key's name, or
+	// the console's approver (or escalation link) that decided; empty for
+	// the CLI, whose By is the OS user. Recorded apart from By, so no words
+	// in By can pass for a key.
+	Key string
 }
 
 // Cancel cancels every reminder of a shipment, found through the mirror. A
@@ -125,7 +132,7 @@ func (s *Starter) cancelOne(ctx context.Context, row mirror.Row, who Actor) (Out
 // cancelled row either way.
 func (s *Starter) cancelUnstarted(ctx context.Context, row mirror.Row, who Actor) (done bool, err error) {
 	done, err = s.Mirror.CancelUnstarted(ctx, row.ID,
-		map[string]any{"by": who.By, "reason": who.Reason, "workflow": "never started"})
+		map[string]any{"by": who.By, "key": who.Key, "reason": who.Reason, "workflow": "never started"})
 	if err != nil || !done {
 		return done, err
 	}
@@ -148,7 +155,7 @@ func (s *Starter) cancelWorkflow(ctx context.Context, reminderID, workflowID str
 	accepted := false
 	h, err := s.Temporal.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflowID, UpdateName: workflows.UpdateCancel,
-		Args:         []any{workflows.CancelRequest{By: who.By, Reason: who.Reason}},
+		Args:         []any{workflows.CancelRequest{By: who.By, Key: who.Key, Reason: who.Reason}},
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
 	if err == nil {
@@ -176,7 +183,7 @@ func (s *Starter) cancelWorkflow(ctx context.Context, reminderID, workflowID str
 			return out, fmt.Errorf("error requesting the workflow's cancellation: %w", err)
 		}
 	}
-	if err := s.Mirror.RequestCancel(ctx, reminderID, map[string]any{"by": who.By, "reason": who.Reason}); err != nil {
+	if err := s.Mirror.RequestCancel(ctx, reminderID, map[string]any{"by": who.By, "key": who.Key, "reason": who.Reason}); err != nil {
 		return out, err
 	}
 	out.Status, out.State = StatusCancelRequested, ""
@@ -202,14 +209,14 @@ func (s *Starter) cancelGone(ctx context.Context, reminderID string, who Actor) 
 			// Started, pending in the mirror, gone from Temporal: a
 			// divergence for `reconcile --verify`; cancel the row.
 			if _, err := s.Mirror.Transition(ctx, reminderID, reminder.Cancelled, "cancelled",
-				map[string]any{"by": who.By, "reason": who.Reason, "workflow": "not found"}); err != nil {
+				map[string]any{"by": who.By, "key": who.Key, "reason": who.Reason, "workflow": "not found"}); err != nil {
 				return out, err
 			}
 			out.Status, out.State = StatusCancelled, reminder.Cancelled
 			return out, nil
 		}
 		done, err := s.Mirror.CancelUnstarted(ctx, reminderID,
-			map[string]any{"by": who.By, "reason": who.Reason, "workflow": "never started"})
+			map[string]any{"by": who.By, "key": who.Key, "reason": who.Reason, "workflow": "never started"})
 		if err != nil {
 			return out, err
 		}
@@ -231,7 +238,7 @@ func (s *Starter) compensate(ctx context.Context, row mirror.Row, who Actor) (Ou
 	id := workflows.CancellationNoticeWorkflowID(row.ID)
 	in := workflows.CancellationNoticeInput{
 		ReminderID: row.ID, ShipmentID: row.ShipmentID, UpdateID: row.UpdateID, SubscriberID: row.SubscriberID,
-		By: who.By, Reason: who.Reason,
+		By: who.By, Key: who.Key, Reason: who.Reason,
 	}
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
@@ -339,7 +346,7 @@ func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due t
 	}
 	key := reminder.DeliveryKey(row.ID, row.SubscriberID, due)
 	moved, err := s.Mirror.RescheduleUnstarted(ctx, row.ID, due, key,
-		map[string]any{"from": row.DueAt, "to": due, "delivery_key": key, "by": who.By, "reason": who.Reason, "workflow": "not started"})
+		map[string]any{"from": row.DueAt, "to": due, "delivery_key": key, "by": who.By, "key": who.Key, "reason": who.Reason, "workflow": "not started"})
 	if err != nil || !moved {
 		return out, false, err
 	}
@@ -361,7 +368,7 @@ func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Ti
 	out := Outcome{ReminderID: row.ID, State: row.State}
 	var res workflows.RescheduleResult
 	err := s.update(ctx, row.WorkflowID, workflows.UpdateReschedule, workflows.RescheduleRequest{
-		DueAt: due, By: who.By, Reason: who.Reason, Deadline: s.requestDeadline(),
+		DueAt: due, By: who.By, Key: who.Key, Reason: who.Reason, Deadline: s.requestDeadline(),
 	}, &res)
 	if refused(err, &out) {
 		return out, nil
@@ -391,7 +398,7 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 		out := Outcome{ReminderID: row.ID, State: row.State}
 		var res workflows.DecisionResult
 		err := s.update(ctx, row.WorkflowID, name,
-			workflows.Decision{By: who.By, Reason: who.Reason, Deadline: s.requestDeadline()}, &res)
+			workflows.Decision{By: who.By, Key: who.Key, Reason: who.Reason, Deadline: s.requestDeadline()}, &res)
 		if refused(err, &out) {
 			return out, nil
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -80,4 +81,71 @@ func TestPlanLooksWebhookHostsUpTogetherUnderOneDeadline(t *testing.T) {
 	_, err = st.Plan(context.Background(), u)
 	require.ErrorContains(t, err, fmt.Sprintf("subscribers[%d].due_at", reminder.MaxSubscribers-1))
 	require.Zero(t, lookups.Load())
+}
+
+// 500 webhook subscribers on one host, however its name is spelt, cost one
+// lookup.
+func TestPlanLooksEachHostUpOnce(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	u := webhookUpdate(now, reminder.MaxSubscribers)
+	for i := range u.Subscribers {
+		host := "hooks.tracker.example"
+		if i%2 == 1 {
+			host = "Hooks.Tracker.EXAMPLE"
+		}
+		u.Subscribers[i].URL = fmt.Sprintf("https://%s/in/%d", host, i)
+	}
+	var lookups atomic.Int64
+	public := webhook.ResolverFunc(func(context.Context, string) ([]netip.Addr, error) {
+		lookups.Add(1)
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	})
+	st := &starter.Starter{Webhooks: webhook.Guard{Resolver: public}, Now: func() time.Time { return now }}
+	rems, err := st.Plan(context.Background(), u)
+	require.NoError(t, err)
+	require.Len(t, rems, reminder.MaxSubscribers)
+	require.Equal(t, int64(1), lookups.Load())
+}
+
+// A resubmission of an update whose starts failed after its mirror write
+// is compared with the stored update and starts the stored reminders,
+// looking no host up (the stored URLs were checked when first written);
+// other content is refused before any lookup.
+func TestAStoredUpdateIsScheduledAgainWithoutALookup(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(time.Hour), reminder.Email, reminder.Webhook)
+	u.Subscribers[1].URL = "https://hooks.tracker.example/in"
+	var lookups atomic.Int64
+	st := *s.Starter
+	st.Webhooks.Resolver = webhook.ResolverFunc(func(context.Context, string) ([]netip.Addr, error) {
+		lookups.Add(1)
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	})
+
+	crashing := st
+	crashing.CrashAfterMirror(errors.New("starter killed"))
+	_, err := crashing.Schedule(ctx, u)
+	require.ErrorContains(t, err, "starter killed")
+	require.Equal(t, int64(1), lookups.Load())
+
+	d, err := st.Draft(ctx, u)
+	require.NoError(t, err)
+	require.Zero(t, d.Lookups())
+	results, err := st.ScheduleDraft(ctx, d)
+	require.NoError(t, err)
+	terminateAtCleanup(t, s, workflowIDs(results)...)
+	require.Len(t, results, 2)
+	for _, r := range results {
+		require.Equal(t, starter.Scheduled, r.Status)
+		require.True(t, workflowExists(t, s, r.WorkflowID))
+	}
+	require.Equal(t, int64(1), lookups.Load(), "the resubmission looked nothing up")
+
+	u.Message.Text = "Dock 9."
+	_, err = st.Draft(ctx, u)
+	require.ErrorIs(t, err, starter.ErrUpdateChanged)
+	require.Equal(t, int64(1), lookups.Load())
 }

@@ -130,24 +130,103 @@ type Result struct {
 // of one lookup after another, and an update that is wrong anyway costs no
 // lookup. The second pass applies the verdicts in subscriber order.
 func (s *Starter) Plan(ctx context.Context, u reminder.Update) ([]reminder.Reminder, error) {
-	now := s.now()
-	var urls []string
-	if _, err := u.Plan(reminder.PlanOptions{Now: now, Channels: s.Channels, WebhookDestination: func(raw string) error {
-		urls = append(urls, raw)
-		return nil
-	}}); err != nil {
+	d, err := s.draft(u)
+	if err != nil {
 		return nil, err
 	}
-	verdicts := make(map[string]error, len(urls))
-	for i, err := range s.Webhooks.CheckURLs(ctx, urls) {
-		verdicts[urls[i]] = err
+	return s.lookUp(ctx, d)
+}
+
+// Draft is an update checked for everything but its webhook hosts, which
+// are not looked up yet, so a caller can charge the lookups (Lookups)
+// before ScheduleDraft makes them.
+type Draft struct {
+	u    reminder.Update
+	now  time.Time
+	urls []string
+	// rems are the reminders as planned with no destination judged.
+	rems  []reminder.Reminder
+	hosts []string
+	// stored is the update as the mirror held it already, with the same
+	// content: it is scheduled from the stored rows, with no lookup.
+	stored *mirror.Stored
+}
+
+// Lookups is how many host names ScheduleDraft will look up: the distinct
+// webhook hosts of an update the mirror does not hold yet, none for one it
+// holds (its URLs were checked when first written).
+func (d *Draft) Lookups() int {
+	if d.stored != nil {
+		return 0
 	}
-	return u.Plan(reminder.PlanOptions{Now: now, Channels: s.Channels, WebhookDestination: func(raw string) error {
+	return len(d.hosts)
+}
+
+// Draft checks an update as Plan does, but looks nothing up. When the
+// update has hosts to look up, the mirror is asked whether it holds the
+// update already (the tenant's, under the same shipment and update ids): a
+// resubmission with other content is a *ChangedError here, before any
+// lookup, and one with the same content needs none. A bad update is a
+// *reminder.FieldError naming the field. Nothing is written.
+func (s *Starter) Draft(ctx context.Context, u reminder.Update) (*Draft, error) {
+	d, err := s.draft(u)
+	if err != nil || len(d.hosts) == 0 {
+		return d, err
+	}
+	stored, found, err := s.Mirror.StoredUpdate(ctx, u.Tenant, u.ShipmentID, u.UpdateID)
+	if err != nil || !found {
+		return d, err
+	}
+	if err := changed(stored, u, d.rems); err != nil {
+		return nil, err
+	}
+	d.stored = &stored
+	return d, nil
+}
+
+// draft is Plan's first pass: every check but the webhook destinations'.
+func (s *Starter) draft(u reminder.Update) (*Draft, error) {
+	d := &Draft{u: u, now: s.now()}
+	rems, err := u.Plan(reminder.PlanOptions{Now: d.now, Channels: s.Channels, WebhookDestination: func(raw string) error {
+		d.urls = append(d.urls, raw)
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	d.rems, d.hosts = rems, s.Webhooks.Hosts(d.urls)
+	return d, nil
+}
+
+// lookUp is Plan's second pass: the hosts looked up together, their
+// verdicts applied in subscriber order.
+func (s *Starter) lookUp(ctx context.Context, d *Draft) ([]reminder.Reminder, error) {
+	verdicts := make(map[string]error, len(d.urls))
+	for i, err := range s.Webhooks.CheckURLs(ctx, d.urls) {
+		verdicts[d.urls[i]] = err
+	}
+	return d.u.Plan(reminder.PlanOptions{Now: d.now, Channels: s.Channels, WebhookDestination: func(raw string) error {
 		if err, ok := verdicts[raw]; ok {
 			return err
 		}
 		return s.Webhooks.CheckURL(ctx, raw)
 	}})
+}
+
+// ScheduleDraft schedules a draft as Schedule does: it looks the hosts up,
+// plans again with their verdicts (a destination refused is a
+// *reminder.FieldError, and nothing is written), writes and starts. A draft
+// of an update the mirror held starts from the stored rows what was left
+// unstarted, and looks nothing up.
+func (s *Starter) ScheduleDraft(ctx context.Context, d *Draft) ([]Result, error) {
+	if d.stored != nil {
+		return s.startStored(ctx, d.rems, *d.stored)
+	}
+	rems, err := s.lookUp(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return s.SchedulePlanned(ctx, d.u, rems)
 }
 
 // Schedule checks the update, writes its mirror rows and starts a workflow
@@ -178,20 +257,34 @@ func (s *Starter) SchedulePlanned(ctx context.Context, u reminder.Update, rems [
 		return nil, err
 	}
 	if !stored.Inserted {
-		was := make([]reminder.Reminder, len(stored.Reminders))
-		for i, r := range stored.Reminders {
-			was[i] = r.Requested
-		}
-		if fields := reminder.Changes(stored.Requested, was, u, rems); len(fields) > 0 {
-			return nil, &ChangedError{ShipmentID: u.ShipmentID, UpdateID: u.UpdateID, Fields: fields}
+		if err := changed(stored, u, rems); err != nil {
+			return nil, err
 		}
 	}
+	return s.startStored(ctx, rems, stored)
+}
+
+// changed is the *ChangedError of a resubmission whose content differs from
+// the update as first stored, or nil.
+func changed(stored mirror.Stored, u reminder.Update, rems []reminder.Reminder) error {
+	was := make([]reminder.Reminder, len(stored.Reminders))
+	for i, r := range stored.Reminders {
+		was[i] = r.Requested
+	}
+	if fields := reminder.Changes(stored.Requested, was, u, rems); len(fields) > 0 {
+		return &ChangedError{ShipmentID: u.ShipmentID, UpdateID: u.UpdateID, Fields: fields}
+	}
+	return nil
+}
+
+// startStored starts what is new or was left unstarted, from the stored
+// rows, never from the request, and answers in the request's order.
+func (s *Starter) startStored(ctx context.Context, rems []reminder.Reminder, stored mirror.Stored) ([]Result, error) {
 	if s.afterMirror != nil {
 		if err := s.afterMirror(); err != nil {
 			return nil, err
 		}
 	}
-	// Start only what is new or was left unstarted, from the stored rows.
 	bySubscriber := make(map[string]mirror.StoredReminder, len(stored.Reminders))
 	var toStart []mirror.NewReminder
 	for _, r := range stored.Reminders {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -139,20 +140,7 @@ func (g Guard) CheckURL(ctx context.Context, raw string) error {
 // never says which address it resolved to: that would turn scheduling into a
 // view of our internal DNS.
 func (g Guard) CheckURLs(ctx context.Context, raws []string) []error {
-	verdicts := make([]error, len(raws))
-	byHost := map[string][]int{}
-	var hosts []string
-	for i, raw := range raws {
-		host, err := g.checkSyntax(raw)
-		if err != nil || host == "" {
-			verdicts[i] = err
-			continue
-		}
-		if _, ok := byHost[host]; !ok {
-			hosts = append(hosts, host)
-		}
-		byHost[host] = append(byHost[host], i)
-	}
+	verdicts, hosts, byHost := g.sortURLs(raws)
 	if len(hosts) == 0 {
 		return verdicts
 	}
@@ -162,6 +150,35 @@ func (g Guard) CheckURLs(ctx context.Context, raws []string) []error {
 		}
 	}
 	return verdicts
+}
+
+// Hosts are the host names CheckURLs would look up for raws, each once,
+// without looking anything up: a caller charges the lookups before they
+// are made. A URL its syntax decides (a literal address, localhost, a
+// wrong scheme or port) needs none.
+func (g Guard) Hosts(raws []string) []string {
+	_, hosts, _ := g.sortURLs(raws)
+	return hosts
+}
+
+// sortURLs decides what the URLs' syntax decides, and gathers the rest by
+// host name (in lower case: one host spelt two ways is one lookup).
+func (g Guard) sortURLs(raws []string) (verdicts []error, hosts []string, byHost map[string][]int) {
+	verdicts = make([]error, len(raws))
+	byHost = map[string][]int{}
+	for i, raw := range raws {
+		host, err := g.checkSyntax(raw)
+		if err != nil || host == "" {
+			verdicts[i] = err
+			continue
+		}
+		host = strings.ToLower(host)
+		if _, ok := byHost[host]; !ok {
+			hosts = append(hosts, host)
+		}
+		byHost[host] = append(byHost[host], i)
+	}
+	return verdicts, hosts, byHost
 }
 
 // checkSyntax checks what a URL says without looking anything up. It

@@ -15,7 +15,7 @@ import (
 func CancellationNoticeWorkflow(ctx workflow.Context, in CancellationNoticeInput) (ReminderResult, error) {
 	show(ctx, "Recording the cancellation of reminder %s in the mirror", in.ReminderID)
 	recordTransition(ctx, in.ReminderID, reminder.Cancelled, "cancelled",
-		map[string]any{"by": in.By, "reason": in.Reason, "after": "sent"})
+		map[string]any{"by": in.By, "key": in.Key, "reason": in.Reason, "after": "sent"})
 	showCompensation(ctx, "")
 	var res activities.NotifyResult
 	err := workflow.ExecuteActivity(noticeOptions(ctx), a.Notify, activities.NotifyInput{

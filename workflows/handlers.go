@@ -101,7 +101,7 @@ func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (Reschedul
 	key := reminder.DeliveryKey(r.in.ReminderID, r.in.SubscriberID, due)
 	err := workflow.ExecuteLocalActivity(operatorWriteOptions(ctx), a.RecordReschedule, activities.RescheduleInput{
 		ReminderID: r.in.ReminderID, DueAt: due, DeliveryKey: key,
-		Detail: map[string]any{"from": r.due, "to": due, "delivery_key": key, "by": req.By, "reason": req.Reason},
+		Detail: map[string]any{"from": r.due, "to": due, "delivery_key": key, "by": req.By, "key": req.Key, "reason": req.Reason},
 	}).Get(ctx, nil)
 	if _, refused := refusedAs(err); refused {
 		return RescheduleResult{}, err
@@ -130,7 +130,7 @@ func (r *run) rescheduleMemoryFirst(ctx workflow.Context, req RescheduleRequest)
 	r.note(ctx, "rescheduled", from.UTC().Format(time.RFC3339)+" → "+r.due.UTC().Format(time.RFC3339))
 	err := workflow.ExecuteLocalActivity(operatorWriteOptions(ctx), a.RecordReschedule, activities.RescheduleInput{
 		ReminderID: r.in.ReminderID, DueAt: r.due, DeliveryKey: r.deliveryKey,
-		Detail: map[string]any{"from": from, "to": r.due, "delivery_key": r.deliveryKey, "by": req.By, "reason": req.Reason},
+		Detail: map[string]any{"from": from, "to": r.due, "delivery_key": r.deliveryKey, "by": req.By, "key": req.Key, "reason": req.Reason},
 	}).Get(ctx, nil)
 	if err != nil {
 		return RescheduleResult{}, err
@@ -191,8 +191,8 @@ func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionR
 	if err := r.checkDecision(d); err != nil {
 		return DecisionResult{}, err
 	}
-	record := &DecisionRecord{Approved: approved, By: d.By, Reason: d.Reason, At: workflow.Now(ctx)}
-	detail := map[string]any{"by": d.By, "reason": d.Reason}
+	record := &DecisionRecord{Approved: approved, By: d.By, Reason: d.Reason, At: workflow.Now(ctx), Key: d.Key}
+	detail := map[string]any{"by": d.By, "key": d.Key, "reason": d.Reason}
 	to, event := reminder.Cancelled, "rejected"
 	if approved {
 		to, event = reminder.Scheduled, "approved"

@@ -512,7 +512,7 @@ func (r *run) endCancelled(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return r.busy == 0 }); err != nil {
 		return err
 	}
-	r.setState(ctx, reminder.Cancelled, "cancelled", map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason})
+	r.setState(ctx, reminder.Cancelled, "cancelled", map[string]any{"by": r.cancel.By, "key": r.cancel.Key, "reason": r.cancel.Reason})
 	r.abandonApprovalEscalation()
 	r.cancelOutcome = cancelledOutcome(r.state)
 	return r.finish(ctx)
@@ -533,7 +533,7 @@ func (r *run) cancelledFromOutside(ctx workflow.Context, cause error) error {
 		r.cancelOutcome = r.compensate(dctx)
 	case !r.state.Terminal():
 		r.setState(dctx, reminder.Cancelled, "cancelled",
-			map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "via": "workflow cancellation"})
+			map[string]any{"by": r.cancel.By, "key": r.cancel.Key, "reason": r.cancel.Reason, "via": "workflow cancellation"})
 		r.cancelOutcome = cancelledOutcome(r.state)
 		r.showDone(dctx)
 	}
@@ -546,7 +546,7 @@ func (r *run) compensate(ctx workflow.Context) (outcome string) {
 	showCompensation(ctx, "")
 	defer func() { showCompensation(ctx, outcome) }()
 	recordTransition(ctx, r.in.ReminderID, reminder.Cancelled, "cancelled",
-		map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "after": "sent"})
+		map[string]any{"by": r.cancel.By, "key": r.cancel.Key, "reason": r.cancel.Reason, "after": "sent"})
 	var res activities.NotifyResult
 	err := workflow.ExecuteActivity(r.notifyOptions(ctx), a.Notify, activities.NotifyInput{
 		Purpose: reminder.PurposeCancellation, ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due,
@@ -573,7 +573,7 @@ func (r *run) compensateDuringSend(ctx workflow.Context) (outcome string) {
 	state := reminder.Cancelled
 	err := workflow.ExecuteLocalActivity(mirrorWriteOptions(ctx), a.RecordCancel, activities.TransitionInput{
 		ReminderID: r.in.ReminderID, To: reminder.Cancelled, Event: "cancelled",
-		Detail: map[string]any{"by": r.cancel.By, "reason": r.cancel.Reason, "during": "send"},
+		Detail: map[string]any{"by": r.cancel.By, "key": r.cancel.Key, "reason": r.cancel.Reason, "during": "send"},
 	}).Get(ctx, &state)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("mirror write failed", "reminder_id", r.in.ReminderID, "event", "cancelled", "error", err)

@@ -149,6 +149,10 @@ type RescheduleRequest struct {
 	DueAt  time.Time
 	By     string
 	Reason string
+	// Key is the credential the request came with (the API key's name, or
+	// the console's approver), recorded apart from By: By is the caller's
+	// words and never passes for a key. Empty for the CLI.
+	Key string `json:",omitempty"`
 	// Deadline, when set, is when the caller stops waiting: a request that
 	// reaches the workflow later is refused, so a reschedule reported as
 	// failed never lands afterwards.
@@ -167,6 +171,8 @@ type RescheduleResult struct {
 type Decision struct {
 	By     string
 	Reason string
+	// Key works as RescheduleRequest's.
+	Key string `json:",omitempty"`
 	// Deadline works as RescheduleRequest's.
 	Deadline time.Time `json:",omitempty"`
 }
@@ -177,6 +183,7 @@ type DecisionRecord struct {
 	By       string
 	Reason   string
 	At       time.Time
+	Key      string `json:",omitempty"`
 }
 
 // DecisionResult is the reminder's state after a decision.
@@ -188,6 +195,8 @@ type DecisionResult struct {
 type CancelRequest struct {
 	By     string
 	Reason string
+	// Key works as RescheduleRequest's.
+	Key string `json:",omitempty"`
 }
 
 // CancelResult says what cancelling did.
@@ -253,6 +262,8 @@ type CancellationNoticeInput struct {
 	SubscriberID string
 	By           string
 	Reason       string
+	// Key works as RescheduleRequest's.
+	Key string `json:",omitempty"`
 }
 
 // StartSearchAttributes are a new reminder's search attributes.

@@ -150,7 +150,11 @@ func printShow(e cli.Env, out showOutput) error {
 		if l.Approval.Required {
 			decision := "none yet"
 			if dr := l.Approval.Decision; dr != nil {
-				decision = map[bool]string{true: "approved", false: "rejected"}[dr.Approved] + " by " + dr.By
+				// by quoted, the key apart: words in by never read as a key.
+				decision = fmt.Sprintf("%s by %q", map[bool]string{true: "approved", false: "rejected"}[dr.Approved], dr.By)
+				if dr.Key != "" {
+					decision += ", key " + dr.Key
+				}
 			}
 			fmt.Fprintf(tw, "  Approval\t%s (times out %s, expires %s, escalated %t)\n", decision,
 				l.Approval.TimeoutAt.UTC().Format(time.RFC3339), l.Approval.ExpiresAt.UTC().Format(time.RFC3339), l.Approval.Escalated)

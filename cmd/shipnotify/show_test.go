@@ -11,6 +11,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // show prints the provider's outcome and the delivered time, and reads a
@@ -57,4 +58,22 @@ func TestShowReadsTheProviderOutcome(t *testing.T) {
 	require.Regexp(t, `(?m)^Provider outcome +none reported$`, b.String())
 	require.Regexp(t, `(?m)^Delivered +-$`, b.String())
 	require.False(t, strings.Contains(b.String(), "provider reported"))
+}
+
+// show prints a live decision's by quoted and its key apart, so a by that
+// imitates a key ("alice (key admin)") reads as the words it is.
+func TestShowPrintsTheDecisionsKeyApartFromBy(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	out := showOutput{
+		Reminder: mirror.Row{ID: "S/u/a", Channel: reminder.Email, DueAt: at, State: reminder.Scheduled},
+		Workflow: workflowStatus{Status: "RUNNING"},
+		Live: &workflows.Status{State: reminder.Scheduled, DueAt: at, Approval: workflows.ApprovalStatus{
+			Required: true, TimeoutAt: at, ExpiresAt: at,
+			Decision: &workflows.DecisionRecord{Approved: true, By: "alice (key admin)", Key: "tracker-eu", At: at},
+		}},
+	}
+	var b bytes.Buffer
+	require.NoError(t, printShow(cli.Env{Stdout: &b}, out))
+	require.Regexp(t, `(?m)^  Approval +approved by "alice \(key admin\)", key tracker-eu \(times out `, b.String())
 }

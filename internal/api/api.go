@@ -219,6 +219,9 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		if p == nil {
 			c, p = a.callerOf(r, k)
 		}
+		if c != nil {
+			c.ring = ring
+		}
 		if p != nil {
 			a.fail(w, r, k, p)
 			return
@@ -351,11 +354,50 @@ func (a *API) allow(ring *keyring, k *Key) *Problem {
 		return nil
 	}
 	res.Cancel()
+	if !res.OK() {
+		delay = 0
+	}
+	return overLimit(k, "", delay)
+}
+
+// allowLookups charges a schedule's webhook host lookups to the key before
+// any is made: the request's own token covers the first, each one more
+// costs a token, as a request does. A key whose bucket does not hold them
+// now is answered 429, with Retry-After until it will (the retry's own
+// token included), and nothing is looked up. Lookups beyond the bucket's
+// size need it full, and leave the key in debt: it waits the rest out
+// before its next request.
+func (a *API) allowLookups(c *caller, lookups int) *Problem {
+	k := c.key
+	l := c.ring.limiters[k.Name]
+	n := lookups - 1
+	if l == nil || n <= 0 || l.Limit() == rate.Inf {
+		return nil
+	}
+	now := a.now()
+	need := min(n, l.Burst()-1)
+	if have := l.TokensAt(now); have < float64(need) {
+		delay := time.Duration((float64(need+1) - have) / float64(l.Limit()) * float64(time.Second))
+		return overLimit(k, fmt.Sprintf(" for the %d webhook host lookups this update needs", lookups), delay)
+	}
+	for n > 0 {
+		// ReserveN takes at most a bucket at a time; what it cannot
+		// take now it takes from the tokens to come.
+		chunk := min(n, max(l.Burst(), 1))
+		l.ReserveN(now, chunk)
+		n -= chunk
+	}
+	return nil
+}
+
+// overLimit is the 429 for a key over its rate limit, Retry-After the whole
+// seconds of delay (at least one).
+func overLimit(k *Key, what string, delay time.Duration) *Problem {
 	secs := int64((delay + time.Second - 1) / time.Second)
-	if !res.OK() || secs < 1 {
+	if secs < 1 {
 		secs = 1
 	}
-	p := problem(http.StatusTooManyRequests, fmt.Sprintf("the API key %s is over its rate limit; retry after %d s", k.Name, secs))
+	p := problem(http.StatusTooManyRequests, fmt.Sprintf("the API key %s is over its rate limit%s; retry after %d s", k.Name, what, secs))
 	p.header = http.Header{"Retry-After": {strconv.FormatInt(secs, 10)}}
 	return p
 }

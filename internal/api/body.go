@@ -177,8 +177,9 @@ func jsonFields(v any) []string {
 }
 
 // actor is who asks and why, for the audit trail. The key's name is always
-// recorded: it is the by, or follows the by the request gives ("ops-lead
-// (key tracker-eu)"), so the trail says which key acted for whom.
+// recorded, in a field of its own (Key); by is the caller's words as given,
+// or the key's name when the request gives none. No words in by can pass
+// for a key: the trail never reads a key out of them.
 func actor(k *Key, by, reason string) (starter.Actor, *Problem) {
 	if p := checkText("by", by, MaxByRunes); p != nil {
 		return starter.Actor{}, p
@@ -186,11 +187,10 @@ func actor(k *Key, by, reason string) (starter.Actor, *Problem) {
 	if p := checkText("reason", reason, MaxReasonRunes); p != nil {
 		return starter.Actor{}, p
 	}
-	who := k.Name
-	if by != "" {
-		who = by + " (key " + k.Name + ")"
+	if by == "" {
+		by = k.Name
 	}
-	return starter.Actor{By: who, Reason: reason}, nil
+	return starter.Actor{By: by, Key: k.Name, Reason: reason}, nil
 }
 
 // checkText refuses text that would not read as it looks in the audit

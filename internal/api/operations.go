@@ -29,7 +29,9 @@ type Outcomes struct {
 // postUpdate schedules an update: 201 when this call started reminders, 200
 // when every reminder was scheduled before (an identical resubmission, with
 // the reminders as stored), 409 for other content under the same ids, 422
-// for bad input; the last two write nothing.
+// for bad input; the last two write nothing. Webhook hosts are looked up
+// only for an update that will be written, after every other check, and
+// each one beyond the first costs the key a token (allowLookups).
 func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if p := requireJSON(r); p != nil {
 		return p
@@ -43,24 +45,28 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 	}
 	u.Tenant = c.tenant
 	ctx := r.Context()
-	rems, err := a.st.Plan(ctx, u)
+	d, err := a.st.Draft(ctx, u)
 	if err != nil {
 		if p, ok := invalidUpdate(err); ok {
 			return p
 		}
+		if p, ok := updateChanged(err); ok {
+			return p
+		}
 		return err
 	}
-	results, err := a.st.SchedulePlanned(ctx, u, rems)
-	results = slices.DeleteFunc(results, func(r starter.Result) bool { return r.ReminderID == "" })
-	var changed *starter.ChangedError
-	switch {
-	case errors.As(err, &changed):
-		p := typed(TypeUpdateChanged, http.StatusConflict, "Update already scheduled with other content",
-			fmt.Sprintf("update %s/%s was already scheduled with different content (%s differ); nothing was written: "+
-				"move a due time with the reschedule routes, or send new content under a new update_id",
-				changed.ShipmentID, changed.UpdateID, strings.Join(changed.Fields, ", ")))
-		p.Fields = changed.Fields
+	if p := a.allowLookups(c, d.Lookups()); p != nil {
 		return p
+	}
+	results, err := a.st.ScheduleDraft(ctx, d)
+	if p, ok := invalidUpdate(err); ok {
+		return p
+	}
+	if p, ok := updateChanged(err); ok {
+		return p
+	}
+	results = slices.DeleteFunc(results, func(r starter.Result) bool { return r.ReminderID == "" })
+	switch {
 	case errors.Is(err, starter.ErrWorkflowIDTaken):
 		p := typed(TypeWorkflowIDTaken, http.StatusConflict, "Workflow id held by another workflow",
 			"the engine holds a workflow under a reminder's id that is not that reminder's (it started before the reminder was written: "+
@@ -82,6 +88,21 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 	}
 	writeJSON(w, status, Results{Results: results})
 	return nil
+}
+
+// updateChanged is the 409 for a resubmission with other content; it
+// wrote nothing.
+func updateChanged(err error) (*Problem, bool) {
+	var changed *starter.ChangedError
+	if !errors.As(err, &changed) {
+		return nil, false
+	}
+	p := typed(TypeUpdateChanged, http.StatusConflict, "Update already scheduled with other content",
+		fmt.Sprintf("update %s/%s was already scheduled with different content (%s differ); nothing was written: "+
+			"move a due time with the reschedule routes, or send new content under a new update_id",
+			changed.ShipmentID, changed.UpdateID, strings.Join(changed.Fields, ", ")))
+	p.Fields = changed.Fields
+	return p, true
 }
 
 func (a *API) cancelShipment(w http.ResponseWriter, r *http.Request, c *caller) error {

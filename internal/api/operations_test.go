@@ -173,14 +173,61 @@ func TestOperations(t *testing.T) {
 	resp = e.do(t, "POST", "/v1/shipments/NOPE-"+shipment+"/cancel", "operator", nil)
 	require.Equal(t, http.StatusNotFound, resp.status)
 
-	// The audit trail names who acted: the by given and the key, or the key.
+	// The audit trail names who acted: the by given, or the key's name,
+	// and the key apart.
 	var view api.ReminderView
 	e.do(t, "GET", base+"/reminders/a", "reader", nil).decode(t, &view)
-	by := map[string]any{}
+	by, key := map[string]any{}, map[string]any{}
 	for _, ev := range view.Events {
-		by[ev.Type] = ev.Detail["by"]
+		by[ev.Type], key[ev.Type] = ev.Detail["by"], ev.Detail["key"]
 	}
 	require.Equal(t, map[string]any{
-		"scheduled": nil, "approved": "ops-lead (key approver)", "rescheduled": "operator", "cancelled": "operator",
+		"scheduled": nil, "approved": "ops-lead", "rescheduled": "operator", "cancelled": "operator",
 	}, by, fmt.Sprintf("%+v", view.Events))
+	require.Equal(t, map[string]any{
+		"scheduled": nil, "approved": "approver", "rescheduled": "operator", "cancelled": "operator",
+	}, key, fmt.Sprintf("%+v", view.Events))
+}
+
+// A by that imitates a key ("alice (key admin)") is recorded as the words
+// it is: every event the operations write through a real worker (a
+// decision, a reschedule, a cancel) carries the acting key's name as key
+// and the caller's words, exactly, as by; so does the live decision.
+func TestAByThatImitatesAKeyStaysWords(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	shipment := testenv.ID(t, "SHP")
+	window := time.Now().Add(96 * time.Hour).UTC().Truncate(time.Second)
+	resp := e.do(t, "POST", "/v1/updates", "tracker", approvalUpdate(t, shipment, window))
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	base := "/v1/shipments/" + shipment + "/updates/window-1/reminders/a"
+	const words = "alice (key admin)"
+
+	outs := outcomes(t, e.do(t, "POST", base+"/approve", "approver", map[string]any{"by": words, "reason": "checked"}))
+	require.Equal(t, starter.StatusApproved, outs[0].Status, outs[0].Error)
+	var view api.ReminderView
+	e.do(t, "GET", base, "reader", nil).decode(t, &view)
+	require.NotNil(t, view.Live, "the workflow answers its status query")
+	require.NotNil(t, view.Live.Approval.Decision)
+	require.Equal(t, words, view.Live.Approval.Decision.By)
+	require.Equal(t, "approver", view.Live.Approval.Decision.Key)
+
+	due := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	outs = outcomes(t, e.do(t, "POST", base+"/reschedule", "operator", map[string]any{"due_at": due.Format(time.RFC3339), "by": words}))
+	require.Equal(t, starter.StatusRescheduled, outs[0].Status, outs[0].Error)
+	outs = outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/cancel", "admin", map[string]any{"by": words}))
+	require.Len(t, outs, 4)
+
+	events, err := e.Mirror.Events(t.Context(), reminder.ID("", shipment, "window-1", "a"))
+	require.NoError(t, err)
+	got := map[string][2]any{}
+	for _, ev := range events {
+		got[ev.Type] = [2]any{ev.Detail["by"], ev.Detail["key"]}
+	}
+	require.Equal(t, map[string][2]any{
+		"scheduled":   {nil, nil},
+		"approved":    {words, "approver"},
+		"rescheduled": {words, "operator"},
+		"cancelled":   {words, "admin"},
+	}, got, fmt.Sprintf("%+v", events))
 }

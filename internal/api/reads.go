@@ -204,6 +204,8 @@ type LiveDecision struct {
 	By       string    `json:"by"`
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at"`
+	// Key is the credential that decided; by is the caller's words.
+	Key string `json:"key,omitempty"`
 }
 
 // LiveTransition is one step of a reminder's life.
@@ -289,7 +291,7 @@ func (a *API) liveStatus(ctx context.Context, workflowID string) (*LiveStatus, e
 		live.Approval.ExpiresAt = ptr(s.Approval.ExpiresAt)
 	}
 	if d := s.Approval.Decision; d != nil {
-		live.Approval.Decision = &LiveDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At}
+		live.Approval.Decision = &LiveDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At, Key: d.Key}
 	}
 	for _, t := range s.Transitions {
 		live.Transitions = append(live.Transitions, LiveTransition{At: t.At, Event: t.Event, State: t.State, Detail: t.Detail})

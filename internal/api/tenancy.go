@@ -22,6 +22,9 @@ type caller struct {
 	tenant string
 	// anyTenant: an admin's list without ?tenant= covers every tenant.
 	anyTenant bool
+	// ring is the keys in force when the request came, with the key's
+	// rate limiter.
+	ring *keyring
 }
 
 // callerOf resolves the request's tenant for k: a key's own, or, for an

@@ -2,22 +2,28 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/webhook"
 )
 
 // POST /v1/updates: 201 with one result per subscriber; the same update
@@ -124,4 +130,106 @@ func TestBadUpdatesAreRefusedAndWriteNothing(t *testing.T) {
 		return slices.Contains(ids, probe)
 	}, 30*time.Second, 100*time.Millisecond, "visibility never showed the probe")
 	require.Equal(t, []string{probe}, ids, "no workflow started for a refused update")
+}
+
+// countLookups has the starter's guard resolve every webhook host to a
+// public address, counting the lookups.
+func (e *testEnv) countLookups() *atomic.Int64 {
+	var n atomic.Int64
+	e.Starter.Webhooks.Resolver = webhook.ResolverFunc(func(context.Context, string) ([]netip.Addr, error) {
+		n.Add(1)
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	})
+	return &n
+}
+
+// hookUpdate is the test's update with one webhook subscriber per URL,
+// besides its two email subscribers.
+func (e *testEnv) hookUpdate(t *testing.T, urls ...string) map[string]any {
+	u := e.update(t)
+	subs := u["subscribers"].([]any)
+	hook := subs[2].(map[string]any)
+	subs = subs[:2]
+	for i, url := range urls {
+		subs = append(subs, map[string]any{"id": fmt.Sprintf("hook-%d", i), "channel": "webhook", "url": url,
+			"secret": hook["secret"], "due_at": hook["due_at"]})
+	}
+	u["subscribers"] = subs
+	return u
+}
+
+// Webhook hosts are looked up only for an update that will be written,
+// each host once: an identical resubmission and a changed one (409) look
+// nothing up, since the stored URLs were checked when first written.
+func TestScheduleLooksUpOnlyWhatItWrites(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	lookups := e.countLookups()
+	u := e.hookUpdate(t, "https://a.tracker.example/in/1", "https://b.tracker.example/in", "https://A.tracker.example/in/2")
+
+	resp := e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	require.Equal(t, int64(2), lookups.Load(), "two hosts, each looked up once")
+
+	resp = e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+	var again api.Results
+	resp.decode(t, &again)
+	require.Len(t, again.Results, 5)
+	for _, r := range again.Results {
+		require.Equal(t, starter.AlreadyScheduled, r.Status)
+	}
+	require.Equal(t, int64(2), lookups.Load(), "an identical resubmission looks nothing up")
+
+	before := e.mirrorCount(t)
+	u["message"].(map[string]any)["text"] = "Dock 9."
+	resp = e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusConflict, resp.status, "%s", resp.body)
+	require.Equal(t, api.TypeUpdateChanged, resp.problem(t).Type)
+	require.Equal(t, int64(2), lookups.Load(), "a changed resubmission looks nothing up")
+	require.Equal(t, before, e.mirrorCount(t))
+}
+
+// A schedule's webhook host lookups count against the key's rate limit:
+// each distinct host beyond the first costs a token, so an update of five
+// hosts leaves a key of three tokens three in debt, and a key that cannot
+// afford the lookups is answered 429 before any is made, writing nothing.
+func TestWebhookLookupsCountAgainstTheKeysRateLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
+		o.Rate, o.Burst = rate.Every(time.Hour), 3
+	})
+	lookups := e.countLookups()
+	hosts := func(n int) []string {
+		var urls []string
+		for i := range n {
+			urls = append(urls, fmt.Sprintf("https://h%d.tracker.example/in", i))
+		}
+		return urls
+	}
+
+	// A full bucket affords them, and owes the rest: 3 tokens, 1 + 4 spent.
+	resp := e.do(t, "POST", "/v1/updates", "tracker", e.hookUpdate(t, hosts(5)...))
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	require.Equal(t, int64(5), lookups.Load())
+	resp = e.do(t, "GET", "/v1/reminders", "tracker", nil)
+	require.Equal(t, http.StatusTooManyRequests, resp.status)
+	retry, err := strconv.Atoi(resp.header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.InDelta(t, 3*3600, retry, 5, "two tokens of debt and the next request's own")
+
+	// A key with one token left passes the request's own check, but cannot
+	// afford four more lookups: 429 before any, nothing written.
+	for range 2 {
+		require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "acme", nil).status)
+	}
+	before := e.mirrorCount(t)
+	resp = e.do(t, "POST", "/v1/updates", "acme", e.hookUpdate(t, hosts(5)...))
+	require.Equal(t, http.StatusTooManyRequests, resp.status, "%s", resp.body)
+	require.Contains(t, resp.problem(t).Detail, "5 webhook host lookups")
+	retry, err = strconv.Atoi(resp.header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.InDelta(t, 3*3600, retry, 5, "a full bucket: the retry's own token and two lookups'")
+	require.Equal(t, int64(5), lookups.Load(), "no lookup for a refused update")
+	require.Equal(t, before, e.mirrorCount(t), "nothing written")
 }

@@ -282,13 +282,13 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 		require.Equal(t, http.StatusOK, page.Status)
 		out := map[string][]string{}
 		for _, row := range page.rows("events") {
-			out[row[1]] = row[2:4] // by, reason
+			out[row[1]] = row[2:5] // by, key, reason
 		}
 		return out
 	}
-	require.Equal(t, []string{"alice", "customer confirmed"}, trail(bob, approved.ReminderID)["approved"])
+	require.Equal(t, []string{"alice", "alice", "customer confirmed"}, trail(bob, approved.ReminderID)["approved"])
 	require.Contains(t, trail(bob, approved.ReminderID), "sent")
-	require.Equal(t, []string{"bob", "wrong consignee"}, trail(alice, rejected.ReminderID)["rejected"])
+	require.Equal(t, []string{"bob", "bob", "wrong consignee"}, trail(alice, rejected.ReminderID)["rejected"])
 	require.Equal(t, []string{"scheduled", "approved", "sent"}, f.eventTypes(t, approved.ReminderID))
 	require.Equal(t, []string{"scheduled", "rejected"}, f.eventTypes(t, rejected.ReminderID))
 
@@ -322,6 +322,29 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 	page = alice.submit(page.formFor(t, "Log out"), "Log out", nil, "same-origin")
 	require.Equal(t, "/console/login", page.URL.Path)
 	require.Equal(t, "/console/login", alice.get("/console/").URL.Path)
+}
+
+// The trail page shows by and key in columns of their own: a by that
+// imitates a key ("alice (key admin)", as an API caller may write it) shows
+// as those words, and the key that acted as the key.
+func TestTheTrailShowsTheKeyApartFromBy(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, rs := f.schedule(t, 1, reminder.Approval{})
+	outs, err := f.s.Starter.Decide(context.Background(), starter.Selection{ReminderID: rs[0].ReminderID}, true,
+		starter.Actor{By: "alice (key admin)", Key: "tracker-eu", Reason: "checked"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusApproved, outs[0].Status, outs[0].Error)
+
+	page := f.login(t, f.alice).get("/console/reminder?id=" + url.QueryEscape(rs[0].ReminderID))
+	require.Equal(t, http.StatusOK, page.Status)
+	var approved []string
+	for _, row := range page.rows("events") {
+		if row[1] == "approved" {
+			approved = row[2:]
+		}
+	}
+	require.Equal(t, []string{"alice (key admin)", "tracker-eu", "checked", ""}, approved, page.Body)
 }
 
 var (

@@ -69,7 +69,10 @@ func (c *console) tenantOf(a Approver) string {
 // event is one audit-trail entry as the page shows it.
 type event struct {
 	mirror.Event
-	By, Reason string
+	// By is the words the request gave; Key the credential it came with
+	// (an API key's name, an approver). Shown apart, so words in By never
+	// pass for a key.
+	By, Key, Reason string
 	// Rest is the other details, key=value, sorted.
 	Rest string
 }
@@ -130,6 +133,8 @@ func toEvent(e mirror.Event) event {
 		switch k {
 		case "by":
 			out.By = v
+		case "key":
+			out.Key = v
 		case "reason":
 			out.Reason = v
 		default:
@@ -202,8 +207,10 @@ func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel st
 		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
 		return
 	}
+	// The console takes no words for by: who logged in (or the link) is
+	// both the by and the key.
 	outs, err := c.o.Starter.Decide(context.WithoutCancel(r.Context()), sel, approve,
-		starter.Actor{By: by, Reason: reason})
+		starter.Actor{By: by, Key: by, Reason: reason})
 	decision := map[bool]string{true: "approve", false: "reject"}[approve]
 	var out starter.Outcome
 	if len(outs) == 1 {
