@@ -255,6 +255,12 @@ func TestReplayedBatchChangesNothing(t *testing.T) {
 	r := newRig(t, sink.EventOptions{})
 	res := r.schedule(t, "ops@customer.example")
 	r.waitState(t, res.ReminderID, reminder.Delivered)
+	// The sink records a post once its answer is back, which may be after
+	// the batch it carried is applied.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := r.s.Mail.WaitPosted(ctx, func(b []sink.PostedBatch) bool { return len(b) > 0 })
+	require.NoError(t, err)
 	before := r.trail(t, res.ReminderID)
 	status, err := r.s.Mail.Replay(context.Background())
 	require.NoError(t, err)
