@@ -20,7 +20,7 @@ import (
 const (
 	MaxTemplateDataBytes = 8 << 10
 	MaxNameRunes         = 100
-	maxLocaleBytes       = 35 // the longest BCP 47 tag in practice
+	maxLocaleBytes       = 35 // RFC 5646 asks implementations to take tags this long
 	maxTimeZoneBytes     = 64
 )
 
