@@ -85,11 +85,21 @@ func NewSender(o Options) *Sender {
 	}
 }
 
-// Message is one email to one recipient.
+// Message is one email to one recipient: its text and HTML parts, or a
+// SendGrid dynamic template and its data.
 type Message struct {
-	To      string
+	To string
+	// ToName is the recipient's display name ("" for none).
+	ToName  string
 	Subject string
 	Text    string
+	// HTML, when set, is sent as the text/html part after the text.
+	HTML string
+	// TemplateID, when set, sends the mail with that dynamic template and
+	// TemplateData as its dynamic_template_data; Text and HTML are not sent
+	// (the template is the body).
+	TemplateID   string
+	TemplateData map[string]any
 	// DeliveryKey travels in custom_args, so a bounce or event webhook can be
 	// matched to the delivery, and a receiver can drop a duplicate.
 	DeliveryKey string
@@ -105,9 +115,20 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	msg.SetFrom(s.from)
 	msg.Subject = m.Subject
 	p := mail.NewPersonalization()
-	p.AddTos(mail.NewEmail("", m.To))
+	p.AddTos(mail.NewEmail(m.ToName, m.To))
+	if m.TemplateID != "" {
+		msg.SetTemplateID(m.TemplateID)
+		for k, v := range m.TemplateData {
+			p.SetDynamicTemplateData(k, v)
+		}
+	} else {
+		// SendGrid wants text/plain first, then text/html.
+		msg.AddContent(mail.NewContent("text/plain", m.Text))
+		if m.HTML != "" {
+			msg.AddContent(mail.NewContent("text/html", m.HTML))
+		}
+	}
 	msg.AddPersonalizations(p)
-	msg.AddContent(mail.NewContent("text/plain", m.Text))
 	msg.SetCustomArg("delivery_key", m.DeliveryKey)
 	for k, v := range m.Args {
 		msg.SetCustomArg(k, v)

@@ -127,7 +127,8 @@ WITH prior AS (
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''), coalesce(r.address, ''),
        r.due_at, r.state, u.kind, u.window_start, u.subject, u.body,
-       coalesce(u.escalation_email, ''),
+       coalesce(u.escalation_email, ''), coalesce(u.template_id, ''), u.template_data,
+       coalesce(r.subscriber_name, ''), coalesce(r.time_zone, ''), coalesce(r.locale, ''),
        EXISTS (SELECT 1 FROM disabled_endpoints d
                 WHERE d.url_sha256 = encode(sha256(convert_to(r.webhook_url, 'UTF8')), 'hex')),
        (SELECT attempts FROM claim),
@@ -196,7 +197,8 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret, &r.Address,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
-		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &tookLapsed)
+		&t.EscalationEmail, &t.Message.TemplateID, &t.Message.TemplateData,
+		&r.Name, &r.TimeZone, &r.Locale, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &tookLapsed)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}

@@ -77,7 +77,11 @@ type Reminder struct {
 	// Address is set for a channel beyond Channels (PlanOptions.Channels):
 	// its subscriber's address, as the channel's sender reads it.
 	Address string
-	DueAt   time.Time
+	// Name is how the subscriber is greeted ("" greets no one by name);
+	// TimeZone (IANA) and Locale (BCP 47) are how its email states times
+	// and which language it is in ("" for UTC and English).
+	Name, TimeZone, Locale string
+	DueAt                  time.Time
 	// Approval.Required makes the reminder wait for an operator's decision.
 	Approval Approval
 }

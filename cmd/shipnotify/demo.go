@@ -182,8 +182,11 @@ func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
 			Text:    "Shipment SHP-1001 is due at the consignee's dock when the window opens. Reply to reschedule.",
 		},
 		Subscribers: []reminder.Subscriber{
-			{ID: "shipper-ops", Channel: reminder.Email, Email: "ops@shipper.example", RemindBefore: 72 * time.Hour},
-			{ID: "consignee-inbox", Channel: reminder.Email, Email: "inbox@consignee.example", DueAt: now.Add(6 * time.Second)},
+			// Each email states times in its subscriber's zone and language.
+			{ID: "shipper-ops", Channel: reminder.Email, Email: "ops@shipper.example", RemindBefore: 72 * time.Hour,
+				Name: "Shipper Ops", TimeZone: "America/New_York"},
+			{ID: "consignee-inbox", Channel: reminder.Email, Email: "inbox@consignee.example", DueAt: now.Add(6 * time.Second),
+				Name: "Anna Weber", TimeZone: "Europe/Berlin", Locale: "de-DE"},
 			{ID: "internal-watcher", Channel: reminder.Email, Email: "watch@shipnotify.example", DueAt: now.Add(7 * time.Second)},
 			{ID: "consignee-hook", Channel: reminder.Webhook, URL: hookURL, Secret: secret, DueAt: now.Add(8 * time.Second)},
 			// The mail sink bounces this address, as SendGrid would a mailbox that is gone.
