@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -120,8 +121,19 @@ func TestTheOneClickLinkInTheHeadersSuppressesTheAddress(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status, "a POST without the one-click field")
 	require.Empty(t, r.suppressed(t, addr))
 
-	status, _ = do(t, http.MethodPost, link, "List-Unsubscribe=One-Click")
-	require.Equal(t, http.StatusOK, status)
+	// RFC 8058 allows either form encoding; this mailbox provider posts
+	// multipart.
+	var body strings.Builder
+	mw := multipart.NewWriter(&body)
+	require.NoError(t, mw.WriteField("List-Unsubscribe", "One-Click"))
+	require.NoError(t, mw.Close())
+	req, err := http.NewRequest(http.MethodPost, link, strings.NewReader(body.String()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	got := r.suppressed(t, addr)
 	require.Len(t, got, 1)
 	require.Equal(t, "one_click", got[0].Reason)
