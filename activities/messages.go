@@ -45,7 +45,7 @@ func (a *Activities) send(ctx context.Context, in NotifyInput, t mirror.Target, 
 			return "", err
 		}
 		n.Subject, n.Text, n.HTML = l.Subject, l.Text, l.HTML
-		return emailSender{a.Email}.Send(ctx, n)
+		return emailSender{s: a.Email}.Send(ctx, n)
 	}
 	if in.purpose() == reminder.PurposeCancellation {
 		msg := cancellationMessage(t)
@@ -130,7 +130,7 @@ func templateData(n delivery.Notice, t mirror.Target) (map[string]any, error) {
 func (a *Activities) senderOf(r reminder.Reminder) (s delivery.Sender, address, secret string) {
 	switch r.Channel {
 	case reminder.Email:
-		return emailSender{a.Email}, r.Email, ""
+		return emailSender{s: a.Email, unsubscribe: a.unsubscribe(r.ID)}, r.Email, ""
 	case reminder.Webhook:
 		return webhookSender{a.Webhook}, r.WebhookURL, r.WebhookSecret
 	}
@@ -138,13 +138,17 @@ func (a *Activities) senderOf(r reminder.Reminder) (s delivery.Sender, address, 
 }
 
 // emailSender sends a notice as an email through SendGrid, the key and the
-// ids in its custom_args.
-type emailSender struct{ s *email.Sender }
+// ids in its custom_args; a subscriber's mail carries its way to opt out.
+type emailSender struct {
+	s           *email.Sender
+	unsubscribe email.Unsubscribe
+}
 
 func (e emailSender) Send(ctx context.Context, n delivery.Notice) (string, error) {
 	return e.s.Send(ctx, email.Message{To: n.Address, ToName: n.Name, Subject: n.Subject, Text: n.Text, HTML: n.HTML,
 		TemplateID: n.TemplateID, TemplateData: n.TemplateData, DeliveryKey: n.Key,
-		Args: map[string]string{"reminder_id": n.ReminderID, "shipment_id": n.ShipmentID, "purpose": n.Purpose}})
+		Args:        map[string]string{"reminder_id": n.ReminderID, "shipment_id": n.ShipmentID, "purpose": n.Purpose},
+		Unsubscribe: e.unsubscribe})
 }
 
 // webhookSender posts a notice as a signed Standard Webhooks event, its key

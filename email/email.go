@@ -105,6 +105,35 @@ type Message struct {
 	DeliveryKey string
 	// Args are further custom_args (opaque ids only).
 	Args map[string]string
+	// Unsubscribe is how the recipient may opt out (zero: as the SendGrid
+	// account's settings say).
+	Unsubscribe Unsubscribe
+}
+
+// Unsubscribe is how a message lets its recipient opt out of further
+// mail; at most one of its fields is set.
+type Unsubscribe struct {
+	// OneClick is an https link that takes RFC 8058's one-click POST: it is
+	// sent as List-Unsubscribe with List-Unsubscribe-Post, and SendGrid's
+	// own subscription tracking is turned off for the message, so the
+	// recipient sees one way out, not two.
+	OneClick string
+	// SendGrid turns SendGrid's subscription tracking on for the message:
+	// SendGrid adds its own unsubscribe link and List-Unsubscribe headers
+	// and reports an unsubscribe to the Event Webhook.
+	SendGrid bool
+}
+
+// set puts u on msg.
+func (u Unsubscribe) set(msg *mail.SGMailV3) {
+	switch {
+	case u.OneClick != "":
+		msg.SetHeader("List-Unsubscribe", "<"+u.OneClick+">")
+		msg.SetHeader("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
+		msg.SetTrackingSettings(&mail.TrackingSettings{SubscriptionTracking: mail.NewSubscriptionTrackingSetting().SetEnable(false)})
+	case u.SendGrid:
+		msg.SetTrackingSettings(&mail.TrackingSettings{SubscriptionTracking: mail.NewSubscriptionTrackingSetting().SetEnable(true)})
+	}
 }
 
 // Send submits the message and returns SendGrid's message id (X-Message-Id).
@@ -133,6 +162,7 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	for k, v := range m.Args {
 		msg.SetCustomArg(k, v)
 	}
+	m.Unsubscribe.set(msg)
 
 	req := sendgrid.GetRequest(s.apiKey, "/v3/mail/send", s.baseURL)
 	req.Method = rest.Post

@@ -243,3 +243,29 @@ func get(t *testing.T, url string) page {
 	require.NoError(t, err)
 	return page{string(b), resp.Header.Get("Content-Security-Policy")}
 }
+
+// A subscriber's mail says how to opt out as configured: RFC 8058's
+// List-Unsubscribe and List-Unsubscribe-Post headers to the one-click link
+// (SendGrid's own tracking off, so there is one way out), or SendGrid's
+// subscription tracking; unset, neither, and the account's settings apply.
+func TestMessagesCarryTheirWayToUnsubscribe(t *testing.T) {
+	t.Parallel()
+	s, err := sink.StartMail("", "SG.key")
+	require.NoError(t, err)
+	defer s.Close()
+	sender := email.NewSender(email.Options{APIKey: "SG.key", BaseURL: s.URL(), FromEmail: "r@shipnotify.example"})
+	const link = "https://shipnotify.example/unsubscribe/abc.def"
+	for _, u := range []email.Unsubscribe{{OneClick: link}, {SendGrid: true}, {}} {
+		_, err := sender.Send(context.Background(), email.Message{To: "ops@shipper.example", Subject: "s", Text: "t", DeliveryKey: "k", Unsubscribe: u})
+		require.NoError(t, err)
+	}
+	mails := s.Mails()
+	require.Len(t, mails, 3)
+	off, on := false, true
+	require.Equal(t, map[string]string{"List-Unsubscribe": "<" + link + ">", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}, mails[0].Headers)
+	require.Equal(t, &off, mails[0].SubscriptionTracking)
+	require.Empty(t, mails[1].Headers)
+	require.Equal(t, &on, mails[1].SubscriptionTracking)
+	require.Empty(t, mails[2].Headers)
+	require.Nil(t, mails[2].SubscriptionTracking)
+}

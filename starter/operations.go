@@ -103,7 +103,7 @@ func (s *Starter) cancelOne(ctx context.Context, row mirror.Row, who Actor) (Out
 	case reminder.Cancelled:
 		out.Status = StatusAlreadyCancelled
 		return out, nil
-	case reminder.Failed, reminder.Expired:
+	case reminder.Failed, reminder.Expired, reminder.Suppressed:
 		out.Status = StatusNothingToCancel
 		return out, nil
 	case reminder.Sent, reminder.Delivered, reminder.Undeliverable:

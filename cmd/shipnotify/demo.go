@@ -11,6 +11,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/codec"
+	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
@@ -101,6 +102,8 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		} else {
 			defer front.stop()
 			acts.Links = front.signer
+			// One-click unsubscribe headers, to this run's serve.
+			acts.Unsubscribe = func(id string) email.Unsubscribe { return email.Unsubscribe{OneClick: front.signer.UnsubscribeURL(id)} }
 		}
 	}
 	stopOutcomes, err := startDemoOutcomes(ctx, d, st, mails, out)

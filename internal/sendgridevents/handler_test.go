@@ -44,7 +44,13 @@ const deferAfter = 3 * time.Second
 
 func newRig(t *testing.T, emit sink.EventOptions) *rig {
 	t.Helper()
-	s := testenv.NewStack(t)
+	return newRigWith(t, emit, testenv.StackOptions{})
+}
+
+// newRigWith is newRig on a stack made with o.
+func newRigWith(t *testing.T, emit sink.EventOptions, o testenv.StackOptions) *rig {
+	t.Helper()
+	s := testenv.NewStackWith(t, o)
 	key, err := sink.NewEventKey()
 	require.NoError(t, err)
 	pub, err := sendgridevents.ParseVerificationKey(key.PublicKey())

@@ -30,7 +30,12 @@ type Mail struct {
 	TemplateID   string
 	TemplateData map[string]any
 	CustomArgs   map[string]string
-	Received     time.Time
+	// Headers are the message's own headers (List-Unsubscribe, ...).
+	Headers map[string]string
+	// SubscriptionTracking is the message's tracking_settings
+	// subscription_tracking.enable (nil: not set, the account's default).
+	SubscriptionTracking *bool
+	Received             time.Time
 }
 
 // MailSink is a local mail API speaking SendGrid's v3 /v3/mail/send: it
@@ -220,7 +225,13 @@ type sgBody struct {
 		Type  string `json:"type"`
 		Value string `json:"value"`
 	} `json:"content"`
-	CustomArgs map[string]string `json:"custom_args"`
+	CustomArgs       map[string]string `json:"custom_args"`
+	Headers          map[string]string `json:"headers"`
+	TrackingSettings *struct {
+		SubscriptionTracking *struct {
+			Enable *bool `json:"enable"`
+		} `json:"subscription_tracking"`
+	} `json:"tracking_settings"`
 }
 
 // Requests is how many calls reached the sink, accepted or not.
@@ -294,7 +305,10 @@ func (b sgBody) check() (Mail, string, string) {
 	if len(b.Personalizations) == 0 {
 		return Mail{}, "personalizations", "The personalizations field is required and must have at least one personalization."
 	}
-	m := Mail{From: b.From.Email, Subject: b.Subject, CustomArgs: b.CustomArgs, TemplateID: b.TemplateID}
+	m := Mail{From: b.From.Email, Subject: b.Subject, CustomArgs: b.CustomArgs, TemplateID: b.TemplateID, Headers: b.Headers}
+	if t := b.TrackingSettings; t != nil && t.SubscriptionTracking != nil {
+		m.SubscriptionTracking = t.SubscriptionTracking.Enable
+	}
 	for i, p := range b.Personalizations {
 		if len(p.To) == 0 {
 			return Mail{}, fmt.Sprintf("personalizations.%d.to", i), "The to array is required for all personalization objects."
