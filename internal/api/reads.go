@@ -79,7 +79,7 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 			return invalidParameter(name, "given more than once")
 		}
 	}
-	f := mirror.Filter{Tenant: c.tenant, AnyTenant: c.anyTenant, ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
+	f := mirror.Filter{Tenant: c.tenant, AnyTenant: c.anyTenant(), ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
 	for _, name := range []string{"shipment", "update"} {
 		if v := q.Get(name); v != "" && !reminder.IsID(v) {
 			return invalidParameter(name, "not an id (letters, digits, '.', '_', '-', at most 64)")
