@@ -14,25 +14,8 @@ func TestSuppressionsKeepPrunesPinsAndGoBack(t *testing.T) {
 	t.Parallel()
 	pool, p := schemaAt(t, 21)
 	ctx := context.Background()
-	type fn struct {
-		Config []string
-		Source string
-	}
-	functions := func() map[string]fn {
-		rows, err := pool.Query(ctx, `
-SELECT proname, coalesce(proconfig, '{}'), prosrc FROM pg_proc
- WHERE pronamespace = current_schema()::regnamespace
-   AND proname IN ('reminder_move_allowed', 'reminder_event_into', 'reminder_events_prunable', 'reminders_prune_candidates')`)
-		require.NoError(t, err)
-		out := map[string]fn{}
-		for rows.Next() {
-			var name string
-			var f fn
-			require.NoError(t, rows.Scan(&name, &f.Config, &f.Source))
-			out[name] = f
-		}
-		require.NoError(t, rows.Err())
-		return out
+	functions := func() map[string]function {
+		return functionsIn(t, pool, "reminder_move_allowed", "reminder_event_into", "reminder_events_prunable", "reminders_prune_candidates")
 	}
 	check := func() (def string) {
 		require.NoError(t, pool.QueryRow(ctx, `
