@@ -35,7 +35,10 @@ type rig struct {
 	s       *testenv.Stack
 	key     *sink.EventKey
 	url     string
-	metrics *prometheus.Registry
+	metrics *prometheus.Registry // serve's
+	// worker is the worker's: a send whose delivered event came before
+	// the send was recorded is delivered, and observed, there.
+	worker *prometheus.Registry
 }
 
 // deferAfter is the tests' deferral escalation time: short, and longer
@@ -50,6 +53,8 @@ func newRig(t *testing.T, emit sink.EventOptions) *rig {
 // newRigWith is newRig on a stack made with o.
 func newRigWith(t *testing.T, emit sink.EventOptions, o testenv.StackOptions) *rig {
 	t.Helper()
+	worker := prometheus.NewRegistry()
+	o.Metrics = metrics.New(worker)
 	s := testenv.NewStackWith(t, o)
 	key, err := sink.NewEventKey()
 	require.NoError(t, err)
@@ -70,7 +75,7 @@ func newRigWith(t *testing.T, emit sink.EventOptions, o testenv.StackOptions) *r
 	t.Cleanup(srv.Close)
 	emit.URL, emit.Key = srv.URL, key
 	s.Mail.EmitEvents(emit)
-	return &rig{s: s, key: key, url: srv.URL, metrics: reg}
+	return &rig{s: s, key: key, url: srv.URL, metrics: reg, worker: worker}
 }
 
 // schedule starts one email reminder to addr, due now, from an update
@@ -172,9 +177,14 @@ func TestDeliveredEventMakesTheReminderDelivered(t *testing.T) {
 	require.NotNil(t, got.DeliveredAt)
 	require.Contains(t, r.trail(t, res.ReminderID), "provider_delivered")
 	require.Contains(t, r.trail(t, res.ReminderID), "provider_processed")
-	// The handler counts once it has answered the commit.
-	require.Eventually(t, func() bool { return sampleCount(t, r.metrics, "shipnotify_delivery_slo_seconds") == 1 },
-		10*time.Second, 10*time.Millisecond, "one observation of the delivery SLO")
+	// Once, by whichever wrote delivered: serve's handler once it has
+	// answered the commit, or the worker recording a send whose event
+	// came first (the sink posts as soon as it has answered the send).
+	observed := func() uint64 {
+		return sampleCount(t, r.metrics, "shipnotify_delivery_slo_seconds") + sampleCount(t, r.worker, "shipnotify_delivery_slo_seconds")
+	}
+	require.Eventually(t, func() bool { return observed() > 0 }, 10*time.Second, 10*time.Millisecond, "an observation of the delivery SLO")
+	require.Equal(t, uint64(1), observed(), "one observation of the delivery SLO")
 }
 
 func TestBounceEscalatesOnceEvenWhenTheEventArrivesTwice(t *testing.T) {
