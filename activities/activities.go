@@ -627,10 +627,19 @@ func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string,
 			return "", err
 		}
 		delivered, err := a.Mirror.WasDelivered(ctx, in.ReminderID)
-		if err != nil || delivered {
+		if err != nil {
 			return "", err
 		}
-		return "the reminder was never delivered (or its provider bounced it)", nil
+		if !delivered {
+			return "the reminder was never delivered (or its provider bounced it)", nil
+		}
+		// The address opted out after the reminder reached it: no more
+		// mail, a notice included.
+		suppressed, err := a.Mirror.AddressSuppressed(ctx, in.ReminderID)
+		if err != nil || !suppressed {
+			return "", err
+		}
+		return "the subscriber's address has since unsubscribed (suppressed)", nil
 	case reminder.PurposeEscalation:
 		contact, state, err := a.Mirror.EscalationContact(ctx, in.ReminderID)
 		switch {

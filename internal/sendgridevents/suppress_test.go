@@ -2,6 +2,7 @@ package sendgridevents_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +111,24 @@ func TestADropForAnUnsubscribedAddressIsSuppressedNotUndeliverable(t *testing.T)
 	// Another escalator pass starts nothing: nothing was owed.
 	require.NoError(t, sendgridevents.NewEscalator(r.s.Mirror, r.s.Temporal, r.s.TaskQueue).Pass(context.Background()))
 	r.noEscalation(t, res.ReminderID)
+}
+
+// An address that unsubscribes after its reminder reached it gets no
+// cancellation notice either: a cancel then tells no one, and says why.
+func TestAnAddressThatUnsubscribedAfterItsReminderGetsNoCancellationNotice(t *testing.T) {
+	t.Parallel()
+	const addr = "gone-quiet@customer.example"
+	r := newRigWith(t, sink.EventOptions{Unsubscribe: []string{addr}}, testenv.StackOptions{RuntimeRole: true})
+	res := r.schedule(t, addr)
+	r.waitState(t, res.ReminderID, reminder.Delivered)
+	r.waitSuppressed(t, "", addr)
+
+	shipment, _, _ := strings.Cut(res.ReminderID, "/")
+	outs, err := r.s.Starter.Cancel(context.Background(), "", shipment, starter.Actor{By: "tracker"})
+	require.NoError(t, err)
+	require.Len(t, outs, 1)
+	require.Equal(t, starter.StatusCompensationSkipped, outs[0].Status, "%+v", outs[0])
+	accepted, _ := r.s.Mail.DeliveryKeys()
+	require.Zero(t, accepted[reminder.CancellationKey(res.ReminderID, res.SubscriberID)], "no notice reached the sink")
+	require.Equal(t, reminder.Delivered, r.row(t, res.ReminderID).State, "the reminder it would have taken back stays delivered")
 }
