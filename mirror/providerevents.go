@@ -316,8 +316,11 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 	if r.reported().Final() {
 		r.awaiting = nil
 	}
-	if effect.Suppressed && r.state.CanBecome(reminder.Suppressed) && r.state.Handed() {
+	if effect.Suppressed && r.state.CanBecome(reminder.Suppressed) {
 		// Dropped because the address opted out: not a delivery failure.
+		// A reminder still pending is one whose send is not yet recorded
+		// (the drop came first): it ends suppressed all the same, and the
+		// record, finding it so, is a sent_late note.
 		detail["state"] = string(reminder.Suppressed)
 		r.state, r.awaiting = reminder.Suppressed, nil
 	}

@@ -128,3 +128,36 @@ func TestSuppressAddressOfAReminder(t *testing.T) {
 	require.Equal(t, mirror.Refused, res.Verdict)
 	require.Equal(t, reminder.Suppressed, res.Target.State)
 }
+
+// SendGrid may report the drop before the send is recorded: the reminder
+// ends suppressed all the same, awaits no outcome, owes no escalation, and
+// its record is a note that changes nothing; a retry is refused. As the
+// runtime role, whose moves the state machine's triggers judge.
+func TestAnOptOutDropBeforeTheSendIsRecordedSuppressesTheReminder(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	_, store, _ := runtimeOf(t, db)
+	ctx := context.Background()
+	r := pending(t, store, "SHP-drop-first")
+	drop := event("d1", r.DeliveryKey, reminder.OutcomeDropped, time.Now())
+	drop.Reason = "Unsubscribed Address"
+	applied, err := store.ApplyProviderEvents(ctx, []mirror.ProviderEvent{drop}, time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, applied.Escalations)
+	require.Equal(t, reminder.Suppressed, readOutcome(t, db, r.ID).State)
+
+	require.NoError(t, ignoreDelivered(store.RecordSent(ctx, r.DeliveryKey, "msg-1", nil)))
+	got := readOutcome(t, db, r.ID)
+	require.Equal(t, reminder.Suppressed, got.State, "the record does not make it sent")
+	require.Nil(t, got.Awaiting, "a suppressed email awaits no outcome")
+	require.Nil(t, got.Undeliverable)
+	require.Empty(t, owed(t, db, r.ID))
+	var types []string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT array_agg(type ORDER BY id) FROM reminder_events WHERE reminder_id = $1`, r.ID).Scan(&types))
+	require.Equal(t, []string{"scheduled", "provider_dropped", "sent_late"}, types)
+	res, err := store.ClaimDelivery(ctx, mirror.Claim{
+		Key: r.DeliveryKey, ReminderID: r.ID, Purpose: reminder.PurposeReminder, Owner: "retry", LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, mirror.Refused, res.Verdict, "a retry sends nothing")
+	require.Equal(t, reminder.Suppressed, res.Target.State, "and is told the reminder ended suppressed")
+}
