@@ -3,15 +3,21 @@ package statusevents_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pb33f/libopenapi"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
+	"github.com/pb33f/libopenapi/datamodel/high/base"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/statusevents"
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -112,10 +118,51 @@ type received struct {
 	Body     string
 }
 
+var (
+	statusSchemaOnce sync.Once
+	statusSchema     *base.Schema
+	statusSchemaErr  error
+)
+
+// requireConforms fails unless body is a StatusEvent as the OpenAPI
+// document declares it (strictly: no member it does not name).
+func requireConforms(t *testing.T, body []byte) {
+	t.Helper()
+	statusSchemaOnce.Do(func() {
+		doc, err := libopenapi.NewDocument(api.OpenAPI)
+		if err != nil {
+			statusSchemaErr = err
+			return
+		}
+		model, err := doc.BuildV3Model()
+		if err != nil {
+			statusSchemaErr = err
+			return
+		}
+		proxy, ok := model.Model.Components.Schemas.Get("StatusEvent")
+		if !ok {
+			statusSchemaErr = errors.New("openapi.json declares no StatusEvent")
+			return
+		}
+		statusSchema = proxy.Schema()
+	})
+	require.NoError(t, statusSchemaErr)
+	ok, errs := schema_validation.NewSchemaValidator().ValidateSchemaBytes(statusSchema, body)
+	var why []string
+	for _, e := range errs {
+		why = append(why, e.Message+": "+e.Reason)
+		for _, f := range e.SchemaValidationErrors {
+			why = append(why, f.Error())
+		}
+	}
+	require.True(t, ok, "the event conforms to the document's StatusEvent: %s\n%s", strings.Join(why, "; "), body)
+}
+
 func parse(t *testing.T, hooks []sink.Hook) []received {
 	t.Helper()
 	out := make([]received, len(hooks))
 	for i, h := range hooks {
+		requireConforms(t, h.Body)
 		var ev struct {
 			ID   string `json:"id"`
 			Type string `json:"type"`
