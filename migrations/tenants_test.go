@@ -57,7 +57,8 @@ VALUES ('S/U/a', 'S', 'U', 'a', 'email', 'a@b.example', now(), now(), 'scheduled
 	var valid, keyed bool
 	require.NoError(t, pool.QueryRow(ctx, `
 SELECT bool_and(convalidated) FROM pg_constraint
- WHERE conname IN ('updates_tenant_check', 'reminders_tenant_check', 'reminders_tenant_shipment_id_update_id_fkey')`).Scan(&valid))
+ WHERE connamespace = current_schema()::regnamespace
+   AND conname IN ('updates_tenant_check', 'reminders_tenant_check', 'reminders_tenant_shipment_id_update_id_fkey')`).Scan(&valid))
 	require.True(t, valid, "00017 validated the rules over the rows of before")
 	require.NoError(t, pool.QueryRow(ctx, `
 SELECT pg_get_indexdef(indexrelid) LIKE '%(tenant, shipment_id, update_id)%' FROM pg_index
