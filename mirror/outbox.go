@@ -45,6 +45,26 @@ func urlHash(url string) string {
 // already written stay, and are given up in time). Every serve replica
 // registers at its start; they should name the same endpoints.
 func (s *Store) RegisterStatusEndpoints(ctx context.Context, eps []StatusEndpoint) error {
+	return s.registerStatusEndpoints(ctx, eps, true)
+}
+
+// AddStatusEndpoints adds eps, or brings them up to date, as
+// RegisterStatusEndpoints does, and leaves the other endpoints as they are:
+// the demo's tracker beside whatever serve registered.
+func (s *Store) AddStatusEndpoints(ctx context.Context, eps []StatusEndpoint) error {
+	return s.registerStatusEndpoints(ctx, eps, false)
+}
+
+// RetireStatusEndpoints retires the endpoints names: no event is written
+// for them any more.
+func (s *Store) RetireStatusEndpoints(ctx context.Context, names []string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE status_endpoints SET retired_at = now() WHERE retired_at IS NULL AND name = ANY ($1)`, names); err != nil {
+		return fmt.Errorf("error retiring status endpoints: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) registerStatusEndpoints(ctx context.Context, eps []StatusEndpoint, retireOthers bool) error {
 	names, tenants, events, hashes := make([]string, len(eps)), make([]string, len(eps)), make([]string, len(eps)), make([]string, len(eps))
 	for i, e := range eps {
 		types := make([]string, len(e.Events))
@@ -63,6 +83,9 @@ ON CONFLICT (name) DO UPDATE
        disabled_reason = CASE WHEN e.url_sha256 = excluded.url_sha256 THEN e.disabled_reason END`,
 			names, tenants, events, hashes); err != nil {
 			return err
+		}
+		if !retireOthers {
+			return nil
 		}
 		_, err := tx.Exec(ctx, `UPDATE status_endpoints SET retired_at = now() WHERE retired_at IS NULL AND name <> ALL ($1)`, names)
 		return err
