@@ -110,8 +110,11 @@ CREATE TABLE status_outbox (
     finished_at     timestamptz,
     UNIQUE (reminder_id, endpoint, seq)
 );
--- The relay's queue: an endpoint's pending rows in order.
+-- The relay's queue: an endpoint's pending rows in order; and the rows
+-- given up, for the operator (delivered rows, the many, are read by
+-- reminder only, through the unique key).
 CREATE INDEX status_outbox_pending_idx ON status_outbox (endpoint, id) WHERE status = 'pending';
+CREATE INDEX status_outbox_given_up_idx ON status_outbox (endpoint, id) WHERE status = 'given_up';
 
 -- Each reminder's latest status event and its position in the feed: the
 -- reminder's own, gone with it.

@@ -57,20 +57,7 @@ type ChangeFilter struct {
 // committed late below a position already read would be missed for good).
 // A change shows once the transactions that began before it have ended.
 func (s *Store) Changes(ctx context.Context, f ChangeFilter) ([]Row, Position, error) {
-	args := []any{strconv.FormatUint(f.After.Xact, 10), f.After.Event}
-	where := ""
-	if !f.AnyTenant {
-		args = append(args, f.Tenant)
-		where = "c.tenant = $3 AND "
-	}
-	args = append(args, f.Limit)
-	q := `
-SELECT ` + qualified(rowColumns, "r") + `, c.event_id, c.type, c.at, c.seq, c.xact::text
-  FROM reminder_changes c JOIN reminders r ON r.id = c.reminder_id
- WHERE ` + where + `(c.xact, c.event_id) > ($1::xid8, $2)
-   AND c.xact < pg_snapshot_xmin(pg_current_snapshot())
- ORDER BY c.xact, c.event_id
- LIMIT $` + strconv.Itoa(len(args))
+	q, args := ChangesQuery(f)
 	var out []Row
 	last := f.After
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -98,6 +85,25 @@ SELECT ` + qualified(rowColumns, "r") + `, c.event_id, c.type, c.at, c.seq, c.xa
 		return nil, Position{}, fmt.Errorf("error reading changes: %w", err)
 	}
 	return out, last, nil
+}
+
+// ChangesQuery is the statement Changes runs for f, with its arguments, for
+// EXPLAIN: a page reads the feed's position index from f.After on.
+func ChangesQuery(f ChangeFilter) (string, []any) {
+	args := []any{strconv.FormatUint(f.After.Xact, 10), f.After.Event}
+	where := ""
+	if !f.AnyTenant {
+		args = append(args, f.Tenant)
+		where = "c.tenant = $3 AND "
+	}
+	args = append(args, f.Limit)
+	return `
+SELECT ` + qualified(rowColumns, "r") + `, c.event_id, c.type, c.at, c.seq, c.xact::text
+  FROM reminder_changes c JOIN reminders r ON r.id = c.reminder_id
+ WHERE ` + where + `(c.xact, c.event_id) > ($1::xid8, $2)
+   AND c.xact < pg_snapshot_xmin(pg_current_snapshot())
+ ORDER BY c.xact, c.event_id
+ LIMIT $` + strconv.Itoa(len(args)), args
 }
 
 // ChangesHead is the feed's present: a page from it holds only the

@@ -111,19 +111,19 @@ type StatusEvent struct {
 	CreatedAt time.Time
 }
 
-// claimStatusEvents takes an endpoint's next rows, unless it is disabled
-// or backing off: the oldest pending rows that are due, not held by a live
-// claim, and first of their reminder (a reminder's next row waits until
-// the one before is delivered or given up). FOR UPDATE SKIP LOCKED passes
-// over rows another relay is claiming; the lease then keeps them from
-// every other relay until it lapses, without a transaction held open
-// while they are posted.
-const claimStatusEvents = `
+// ClaimStatusEventsQuery takes an endpoint's next rows, unless it is
+// disabled or backing off (a check made once, before any row is read): the
+// oldest pending rows that are due, not held by a live claim, and first of
+// their reminder (a reminder's next row waits until the one before is
+// delivered or given up). FOR UPDATE SKIP LOCKED passes over rows another
+// relay is claiming; the lease then keeps them from every other relay
+// until it lapses, without a transaction held open while they are posted.
+const ClaimStatusEventsQuery = `
 WITH next AS (
     SELECT o.id FROM status_outbox o
-      JOIN status_endpoints e ON e.name = o.endpoint
      WHERE o.endpoint = $1 AND o.status = 'pending'
-       AND e.disabled_at IS NULL AND (e.retry_at IS NULL OR e.retry_at <= now())
+       AND EXISTS (SELECT 1 FROM status_endpoints e
+                    WHERE e.name = $1 AND e.disabled_at IS NULL AND (e.retry_at IS NULL OR e.retry_at <= now()))
        AND o.next_attempt_at <= now()
        AND (o.lease_until IS NULL OR o.lease_until < now())
        AND NOT EXISTS (SELECT 1 FROM status_outbox p
@@ -131,7 +131,7 @@ WITH next AS (
                           AND p.seq < o.seq AND p.status = 'pending')
      ORDER BY o.id
      LIMIT $4
-       FOR UPDATE OF o SKIP LOCKED
+       FOR UPDATE SKIP LOCKED
 )
 UPDATE status_outbox o
    SET claimed_by = $2, lease_until = now() + make_interval(secs => $3), attempts = o.attempts + 1
@@ -139,9 +139,9 @@ UPDATE status_outbox o
 RETURNING o.id, o.endpoint, o.reminder_id, o.seq, o.event_id, o.type, o.payload::text, o.attempts, o.created_at`
 
 // ClaimStatusEvents claims up to n of endpoint's rows for owner for lease
-// (see claimStatusEvents), in the order they were written.
+// (see ClaimStatusEventsQuery), in the order they were written.
 func (s *Store) ClaimStatusEvents(ctx context.Context, endpoint, owner string, lease time.Duration, n int) ([]StatusEvent, error) {
-	rows, _ := s.pool.Query(ctx, claimStatusEvents, endpoint, owner, lease.Seconds(), n)
+	rows, _ := s.pool.Query(ctx, ClaimStatusEventsQuery, endpoint, owner, lease.Seconds(), n)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatusEvent, error) {
 		var e StatusEvent
 		var typ, payload string
@@ -158,13 +158,13 @@ func (s *Store) ClaimStatusEvents(ctx context.Context, endpoint, owner string, l
 }
 
 // StatusDelivered records owner's rows delivered (the receiver answered
-// status, a 2xx) and ends the endpoint's run of failures, if any.
-func (s *Store) StatusDelivered(ctx context.Context, endpoint, owner string, ids []int64, status int) error {
+// 2xx) and ends the endpoint's run of failures, if any.
+func (s *Store) StatusDelivered(ctx context.Context, endpoint, owner string, ids []int64) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
-UPDATE status_outbox SET status = 'delivered', finished_at = now(), last_status = $3, last_error = NULL,
+UPDATE status_outbox SET status = 'delivered', finished_at = now(), last_status = NULL, last_error = NULL,
        claimed_by = NULL, lease_until = NULL
- WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'`, ids, owner, status); err != nil {
+ WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'`, ids, owner); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `
@@ -288,17 +288,22 @@ type StatusEndpointState struct {
 	OldestPending time.Duration `json:"oldest_pending_ns"`
 }
 
-// StatusEndpoints is every registered endpoint with its queue, by name:
-// what `shipnotify outbox list` prints and serve's gauges serve.
-func (s *Store) StatusEndpoints(ctx context.Context) ([]StatusEndpointState, error) {
-	rows, _ := s.pool.Query(ctx, `
+// StatusEndpointsQuery reads every registered endpoint with its queue:
+// its pending and given-up rows counted from their partial indexes, its
+// oldest pending row the first of its queue.
+const StatusEndpointsQuery = `
 SELECT e.name, e.tenant, e.events, e.registered_at, e.retired_at, e.disabled_at, coalesce(e.disabled_reason, ''),
        e.failures, e.retry_at,
        (SELECT count(*) FROM status_outbox o WHERE o.endpoint = e.name AND o.status = 'pending'),
        (SELECT count(*) FROM status_outbox o WHERE o.endpoint = e.name AND o.status = 'given_up'),
-       coalesce((SELECT extract(epoch FROM now() - min(o.created_at)) FROM status_outbox o
-                  WHERE o.endpoint = e.name AND o.status = 'pending'), 0)::float8
-  FROM status_endpoints e ORDER BY e.name`)
+       coalesce((SELECT extract(epoch FROM now() - o.created_at) FROM status_outbox o
+                  WHERE o.endpoint = e.name AND o.status = 'pending' ORDER BY o.id LIMIT 1), 0)::float8
+  FROM status_endpoints e ORDER BY e.name`
+
+// StatusEndpoints is every registered endpoint with its queue, by name:
+// what `shipnotify outbox list` prints and serve's gauges serve.
+func (s *Store) StatusEndpoints(ctx context.Context) ([]StatusEndpointState, error) {
+	rows, _ := s.pool.Query(ctx, StatusEndpointsQuery)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatusEndpointState, error) {
 		var e StatusEndpointState
 		var events []string

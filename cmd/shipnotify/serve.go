@@ -186,7 +186,9 @@ func serveStatusEvents(ctx context.Context, d *cli.Deps, store *mirror.Store, re
 	if err := store.RegisterStatusEndpoints(ctx, regs); err != nil {
 		return nil, err
 	}
-	metrics.WatchOutbox(ctx, reg, store, metrics.MirrorOptions{Every: d.Cfg.MetricsRefresh, Logger: d.Logger})
+	if d.Cfg.MetricsAddr != "" {
+		metrics.WatchOutbox(ctx, reg, store, metrics.MirrorOptions{Every: d.Cfg.MetricsRefresh, Logger: d.Logger})
+	}
 	if len(eps) == 0 {
 		close(done)
 		return done, nil

@@ -274,7 +274,7 @@ func (r *Relay) recordDelivered(ctx context.Context, ep Endpoint, outs []outcome
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := r.Store.StatusDelivered(ctx, ep.Name, r.Owner, ids, 0); err != nil {
+	if err := r.Store.StatusDelivered(ctx, ep.Name, r.Owner, ids); err != nil {
 		return err
 	}
 	r.Metrics.PostedN(ep.Name, "delivered", len(ids))
