@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -65,33 +64,10 @@ type OutboxReader interface {
 // read every o.Every, never from a scrape, as WatchMirror does. It reads
 // once before returning, then in the background until ctx ends.
 func WatchOutbox(ctx context.Context, reg prometheus.Registerer, src OutboxReader, o MirrorOptions) {
-	if o.Every <= 0 {
-		o.Every = DefaultMirrorRefresh
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o = o.withDefaults()
 	c := &outboxCollector{src: src, o: o}
-	c.refresh(ctx)
+	refreshEvery(ctx, o.Every, c.refresh)
 	reg.MustRegister(c)
-	go func() {
-		tick := time.NewTicker(o.Every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				c.refresh(ctx)
-			}
-		}
-	}()
 }
 
 type outboxCollector struct {
