@@ -100,6 +100,10 @@ type Activities struct {
 	// Links makes the approve and reject links an overdue-approval
 	// escalation carries; nil sends it without links.
 	Links DecisionLinks
+	// Unsubscribe says how a subscriber's email (a reminder, its
+	// cancellation notice) lets them opt out (SHIPNOTIFY_UNSUBSCRIBE); nil
+	// leaves it to the SendGrid account's settings.
+	Unsubscribe func(reminderID string) email.Unsubscribe
 	// EvidenceWait is how long a maybe-sent email (its call got no answer
 	// after the request left, or its attempt died mid-call) waits for the
 	// provider's event for its key before it is sent again under the same
@@ -120,6 +124,14 @@ type Activities struct {
 	// answer after tells the shared record the outage is over, and a
 	// healthy provider's sends write nothing there.
 	failing sync.Map
+}
+
+// unsubscribe is how r's email lets its subscriber opt out.
+func (a *Activities) unsubscribe(reminderID string) email.Unsubscribe {
+	if a.Unsubscribe == nil {
+		return email.Unsubscribe{}
+	}
+	return a.Unsubscribe(reminderID)
 }
 
 // DecisionLinks makes the signed one-click links to approve or reject one

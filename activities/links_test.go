@@ -50,6 +50,10 @@ func TestApprovalEscalationCarriesDecisionLinks(t *testing.T) {
 	require.Contains(t, text, "Approve: https://console.example/approve/"+in.ReminderID+"\n")
 	require.Contains(t, text, "Reject:  https://console.example/reject/"+in.ReminderID+"\n")
 	require.Contains(t, text, "valid until 2027-01-15T08:00:00Z")
+	html := f.mail.Mails()[len(f.mail.Mails())-1].HTML
+	require.Contains(t, html, `href="https://console.example/approve/`+in.ReminderID+`"`, "the HTML part has the links as buttons")
+	require.Contains(t, html, `href="https://console.example/reject/`+in.ReminderID+`"`)
+	require.Contains(t, html, "What to do:")
 
 	text = escalate("delivery_failed")
 	require.NotContains(t, text, "https://console.example")

@@ -24,7 +24,7 @@ import (
 // when expired, not when sent under another key. Nothing is claimed.
 func TestNotifyRefusesAFinishedReminder(t *testing.T) {
 	t.Parallel()
-	for _, state := range []reminder.State{reminder.Cancelled, reminder.Expired, reminder.Failed, reminder.Sent} {
+	for _, state := range []reminder.State{reminder.Cancelled, reminder.Expired, reminder.Failed, reminder.Suppressed, reminder.Sent} {
 		t.Run(string(state), func(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
@@ -46,6 +46,36 @@ func TestNotifyRefusesAFinishedReminder(t *testing.T) {
 			require.Zero(t, claims, "nothing claimed")
 		})
 	}
+}
+
+// A pending reminder whose address its tenant's subscriber opted out of
+// is never sent: the notify refuses it, nothing is claimed, and the
+// mirror says suppressed, with the event that records it.
+func TestNotifyRefusesASuppressedAddressAndEndsItSuppressed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Email)
+	_, err := f.db.Pool.Exec(context.Background(), `
+INSERT INTO suppressions (tenant, address_sha256, reason, reminder_id)
+SELECT tenant, suppression_address(upper(email)), 'unsubscribe', 'an/earlier/reminder' FROM reminders`)
+	require.NoError(t, err)
+
+	_, err = f.notify(t, in)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrTypeReminderFinished, appErr.Type())
+	var got reminder.State
+	require.NoError(t, appErr.Details(&got))
+	require.Equal(t, reminder.Suppressed, got)
+	require.Zero(t, f.mail.Requests(), "nothing sent")
+	var state string
+	var claims, events int
+	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `
+SELECT r.state, (SELECT count(*) FROM deliveries), (SELECT count(*) FROM reminder_events e WHERE e.reminder_id = r.id AND e.type = 'suppressed')
+  FROM reminders r`).Scan(&state, &claims, &events))
+	require.Equal(t, "suppressed", state)
+	require.Zero(t, claims, "nothing claimed")
+	require.Equal(t, 1, events)
 }
 
 // A cancellation notice carries the due time the reminder was sent for,

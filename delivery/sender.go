@@ -39,4 +39,15 @@ type Notice struct {
 	WindowStart, DueAt                                   time.Time
 	// Subject and Text are the message a person reads.
 	Subject, Text string
+	// Name, TimeZone and Locale are the subscriber's, for a channel that
+	// writes to a person ("" when not given: no name, UTC, English).
+	Name, TimeZone, Locale string
+	// HTML is the message's HTML part, for a channel that sends one
+	// (email); "" for none.
+	HTML string
+	// TemplateID and TemplateData name a template the provider renders,
+	// and its data (SendGrid's dynamic templates); the notice's own
+	// Subject and Text are in the data too.
+	TemplateID   string
+	TemplateData map[string]any
 }

@@ -85,16 +85,55 @@ func NewSender(o Options) *Sender {
 	}
 }
 
-// Message is one email to one recipient.
+// Message is one email to one recipient: its text and HTML parts, or a
+// SendGrid dynamic template and its data.
 type Message struct {
-	To      string
+	To string
+	// ToName is the recipient's display name ("" for none).
+	ToName  string
 	Subject string
 	Text    string
+	// HTML, when set, is sent as the text/html part after the text.
+	HTML string
+	// TemplateID, when set, sends the mail with that dynamic template and
+	// TemplateData as its dynamic_template_data; Text and HTML are not sent
+	// (the template is the body).
+	TemplateID   string
+	TemplateData map[string]any
 	// DeliveryKey travels in custom_args, so a bounce or event webhook can be
 	// matched to the delivery, and a receiver can drop a duplicate.
 	DeliveryKey string
 	// Args are further custom_args (opaque ids only).
 	Args map[string]string
+	// Unsubscribe is how the recipient may opt out (zero: as the SendGrid
+	// account's settings say).
+	Unsubscribe Unsubscribe
+}
+
+// Unsubscribe is how a message lets its recipient opt out of further
+// mail; at most one of its fields is set.
+type Unsubscribe struct {
+	// OneClick is an https link that takes RFC 8058's one-click POST: it is
+	// sent as List-Unsubscribe with List-Unsubscribe-Post, and SendGrid's
+	// own subscription tracking is turned off for the message, so the
+	// recipient sees one way out, not two.
+	OneClick string
+	// SendGrid turns SendGrid's subscription tracking on for the message:
+	// SendGrid adds its own unsubscribe link and List-Unsubscribe headers
+	// and reports an unsubscribe to the Event Webhook.
+	SendGrid bool
+}
+
+// set puts u on msg.
+func (u Unsubscribe) set(msg *mail.SGMailV3) {
+	switch {
+	case u.OneClick != "":
+		msg.SetHeader("List-Unsubscribe", "<"+u.OneClick+">")
+		msg.SetHeader("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
+		msg.SetTrackingSettings(&mail.TrackingSettings{SubscriptionTracking: mail.NewSubscriptionTrackingSetting().SetEnable(false)})
+	case u.SendGrid:
+		msg.SetTrackingSettings(&mail.TrackingSettings{SubscriptionTracking: mail.NewSubscriptionTrackingSetting().SetEnable(true)})
+	}
 }
 
 // Send submits the message and returns SendGrid's message id (X-Message-Id).
@@ -105,13 +144,25 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	msg.SetFrom(s.from)
 	msg.Subject = m.Subject
 	p := mail.NewPersonalization()
-	p.AddTos(mail.NewEmail("", m.To))
+	p.AddTos(mail.NewEmail(m.ToName, m.To))
+	if m.TemplateID != "" {
+		msg.SetTemplateID(m.TemplateID)
+		for k, v := range m.TemplateData {
+			p.SetDynamicTemplateData(k, v)
+		}
+	} else {
+		// SendGrid wants text/plain first, then text/html.
+		msg.AddContent(mail.NewContent("text/plain", m.Text))
+		if m.HTML != "" {
+			msg.AddContent(mail.NewContent("text/html", m.HTML))
+		}
+	}
 	msg.AddPersonalizations(p)
-	msg.AddContent(mail.NewContent("text/plain", m.Text))
 	msg.SetCustomArg("delivery_key", m.DeliveryKey)
 	for k, v := range m.Args {
 		msg.SetCustomArg(k, v)
 	}
+	m.Unsubscribe.set(msg)
 
 	req := sendgrid.GetRequest(s.apiKey, "/v3/mail/send", s.baseURL)
 	req.Method = rest.Post

@@ -192,3 +192,80 @@ func TestUnansweredCallsSayWhetherTheRequestMayHaveLeft(t *testing.T) {
 		})
 	}
 }
+
+// sendgrid-go's own template support carries a dynamic template and its
+// data, and a letter's text and HTML parts go as SendGrid wants them (text
+// first); the sink records each as sent, and its mailbox shows the HTML
+// part under a policy that loads nothing remote.
+func TestTemplatesAndHTMLPartsReachTheProvider(t *testing.T) {
+	t.Parallel()
+	s, err := sink.StartMail("", "SG.key")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	sender := email.NewSender(email.Options{APIKey: "SG.key", BaseURL: s.URL(), FromEmail: "r@shipnotify.example"})
+	ctx := context.Background()
+
+	_, err = sender.Send(ctx, email.Message{To: "ops@shipper.example", ToName: "Rita Ops", Subject: "s", Text: "plain words",
+		HTML: "<p>plain words</p>", DeliveryKey: "k1"})
+	require.NoError(t, err)
+	_, err = sender.Send(ctx, email.Message{To: "ops@shipper.example", Subject: "s", Text: "unused", HTML: "<p>unused</p>",
+		TemplateID: "d-0123456789abcdef0123456789abcdef", TemplateData: map[string]any{"due_at_text": "Tue 12 Jan, 08:00 CET", "n": 2},
+		DeliveryKey: "k2"})
+	require.NoError(t, err)
+
+	mails := s.Mails()
+	require.Len(t, mails, 2)
+	require.Equal(t, "plain words", mails[0].Text)
+	require.Equal(t, "<p>plain words</p>", mails[0].HTML)
+	require.Empty(t, mails[0].TemplateID)
+	require.Equal(t, "d-0123456789abcdef0123456789abcdef", mails[1].TemplateID)
+	require.Equal(t, map[string]any{"due_at_text": "Tue 12 Jan, 08:00 CET", "n": float64(2)}, mails[1].TemplateData)
+	require.Empty(t, mails[1].Text+mails[1].HTML, "a template is the body: no content of ours")
+
+	page := get(t, s.URL()+"/mailbox")
+	require.Contains(t, page.body, `<iframe class="html-part" title="HTML part of s" src="/mailbox/`+mails[0].MessageID+`/html" sandbox>`)
+	require.Contains(t, page.body, "Dynamic template d-0123456789abcdef0123456789abcdef")
+	require.Contains(t, page.body, "Tue 12 Jan, 08:00 CET")
+	part := get(t, s.URL()+"/mailbox/"+mails[0].MessageID+"/html")
+	require.Equal(t, "<p>plain words</p>", part.body)
+	require.Contains(t, part.csp, "default-src 'none'")
+}
+
+type page struct{ body, csp string }
+
+func get(t *testing.T, url string) page {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return page{string(b), resp.Header.Get("Content-Security-Policy")}
+}
+
+// A subscriber's mail says how to opt out as configured: RFC 8058's
+// List-Unsubscribe and List-Unsubscribe-Post headers to the one-click link
+// (SendGrid's own tracking off, so there is one way out), or SendGrid's
+// subscription tracking; unset, neither, and the account's settings apply.
+func TestMessagesCarryTheirWayToUnsubscribe(t *testing.T) {
+	t.Parallel()
+	s, err := sink.StartMail("", "SG.key")
+	require.NoError(t, err)
+	defer s.Close()
+	sender := email.NewSender(email.Options{APIKey: "SG.key", BaseURL: s.URL(), FromEmail: "r@shipnotify.example"})
+	const link = "https://shipnotify.example/unsubscribe/abc.def"
+	for _, u := range []email.Unsubscribe{{OneClick: link}, {SendGrid: true}, {}} {
+		_, err := sender.Send(context.Background(), email.Message{To: "ops@shipper.example", Subject: "s", Text: "t", DeliveryKey: "k", Unsubscribe: u})
+		require.NoError(t, err)
+	}
+	mails := s.Mails()
+	require.Len(t, mails, 3)
+	off, on := false, true
+	require.Equal(t, map[string]string{"List-Unsubscribe": "<" + link + ">", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}, mails[0].Headers)
+	require.Equal(t, &off, mails[0].SubscriptionTracking)
+	require.Empty(t, mails[1].Headers)
+	require.Equal(t, &on, mails[1].SubscriptionTracking)
+	require.Empty(t, mails[2].Headers)
+	require.Nil(t, mails[2].SubscriptionTracking)
+}

@@ -7,13 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// 00020 adds the status outbox and the change feed beside the rows of
+// 00023 adds the status outbox and the change feed beside the rows of
 // before (they have no place in the feed until they change, and then
 // take one), pins its definer trigger to the schema, pg_temp last, and
 // its down takes everything it added away.
 func TestStatusOutboxComesAndGoes(t *testing.T) {
 	t.Parallel()
-	pool, p := schemaAt(t, 19)
+	pool, p := schemaAt(t, 22)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `
 INSERT INTO updates (shipment_id, update_id, kind, subject, body) VALUES ('S', 'U', 'k', 's', 'b');
@@ -32,7 +32,7 @@ SELECT (SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::reg
 	}
 	require.Zero(t, added())
 
-	_, err = p.UpTo(ctx, 20)
+	_, err = p.UpTo(ctx, 23)
 	require.NoError(t, err)
 	require.Equal(t, 3+1+3, added(), "three tables, a trigger, three functions")
 	var schema string

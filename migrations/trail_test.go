@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,26 +15,9 @@ func TestEventsFollowMovesPinsTrustAndGoesBack(t *testing.T) {
 	t.Parallel()
 	pool, p := schemaAt(t, 18)
 	ctx := context.Background()
-	type fn struct {
-		Config []string
-		Source string
-	}
-	functions := func() map[string]fn {
-		rows, err := pool.Query(ctx, `
-SELECT proname, coalesce(proconfig, '{}'), prosrc FROM pg_proc
- WHERE pronamespace = current_schema()::regnamespace
-   AND proname IN ('caller_owns', 'reminders_guard', 'reminder_events_time', 'reminder_events_prunable',
-                   'reminders_prune_candidates')`)
-		require.NoError(t, err)
-		out := map[string]fn{}
-		for rows.Next() {
-			var name string
-			var f fn
-			require.NoError(t, rows.Scan(&name, &f.Config, &f.Source))
-			out[name] = f
-		}
-		require.NoError(t, rows.Err())
-		return out
+	functions := func() map[string]function {
+		return functionsIn(t, pool, "caller_owns", "reminders_guard", "reminder_events_time", "reminder_events_prunable",
+			"reminders_prune_candidates")
 	}
 	added := func() (n int) {
 		require.NoError(t, pool.QueryRow(ctx, `
@@ -63,4 +47,29 @@ SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = 'reminders'::regclass
 	require.NoError(t, err)
 	require.Equal(t, before, functions(), "after 00019's down")
 	require.Zero(t, added())
+}
+
+// function is a function of the test's schema as the catalog holds it:
+// its settings and its source.
+type function struct {
+	Config []string
+	Source string
+}
+
+// functionsIn are the named functions of the pool's schema, by name.
+func functionsIn(t *testing.T, pool *pgxpool.Pool, names ...string) map[string]function {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+SELECT proname, coalesce(proconfig, '{}'), prosrc FROM pg_proc
+ WHERE pronamespace = current_schema()::regnamespace AND proname = ANY($1)`, names)
+	require.NoError(t, err)
+	out := map[string]function{}
+	for rows.Next() {
+		var name string
+		var f function
+		require.NoError(t, rows.Scan(&name, &f.Config, &f.Source))
+		out[name] = f
+	}
+	require.NoError(t, rows.Err())
+	return out
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // The change feed (GET /v1/reminders?updated_since=): every reminder in
-// the order of its latest status event, which migration 00020 records
+// the order of its latest status event, which migration 00023 records
 // with the event, in its transaction, in reminder_changes. A reminder
 // that changes again moves to the feed's end, so a reader that goes on
 // from where it stopped sees every change once, in its latest state.
@@ -121,7 +121,7 @@ func (s *Store) ChangesHead(ctx context.Context) (Position, error) {
 }
 
 // StatusEventID is the id of the status event a trail event makes, as
-// migration 00020 writes it.
+// migration 00023 writes it.
 func StatusEventID(trailEventID int64) string { return "evt_" + strconv.FormatInt(trailEventID, 10) }
 
 // qualified prefixes each of a column list's names with table.

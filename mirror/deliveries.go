@@ -24,8 +24,9 @@ const (
 	// AlreadyFailed: an earlier execution recorded a permanent failure.
 	AlreadyFailed
 	// Refused: the reminder is finished in the mirror (cancelled, expired,
-	// failed, or sent under another key); its own delivery must not go out.
-	// Nothing was claimed.
+	// failed, suppressed, or sent under another key), or its address is
+	// suppressed, which finished it as suppressed (Target.State says how
+	// it ended); its own delivery must not go out. Nothing was claimed.
 	Refused
 	// Unconfirmed: an earlier attempt may have sent the key (its call got
 	// no answer after the request left, or its claim lapsed with no
@@ -85,7 +86,9 @@ type ClaimResult struct {
 
 // The claim and the read of what to send share one round trip. A reminder's
 // own delivery is refused when its row is finished (cancelled, expired,
-// failed, or sent under another key). Otherwise a new key is inserted; an
+// failed, suppressed, or sent under another key), or when it is pending
+// and its email address is suppressed for its tenant (ClaimDelivery then
+// moves it to suppressed). Otherwise a new key is inserted; an
 // existing key is taken over when its last holder released it knowing
 // nothing was sent, or when it may have been sent (maybe_sent, or a
 // 'sending' claim whose lease lapsed) and the wait for the provider's
@@ -98,10 +101,15 @@ type ClaimResult struct {
 var claimDelivery = `
 WITH prior AS (
     SELECT status FROM deliveries WHERE delivery_key = $1
+), suppressed AS (
+    SELECT 1 FROM reminders r JOIN suppressions s ON s.tenant = r.tenant AND s.address_sha256 = suppression_address(r.email)
+     WHERE r.id = $2 AND $3 = 'reminder' AND r.channel = 'email' AND r.state IN ` + sqlPending + `
+       AND s.lifted_at IS NULL
 ), refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
-       AND (state IN ` + sqlUnsentFinal + ` OR (state IN ` + sqlHanded + ` AND delivery_key <> $1))
+       AND (state IN ` + sqlUnsentFinal + ` OR (state IN ` + sqlHanded + ` AND delivery_key <> $1)
+            OR EXISTS (SELECT 1 FROM suppressed))
 ), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
     SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
@@ -127,12 +135,14 @@ WITH prior AS (
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''), coalesce(r.address, ''),
        r.due_at, r.state, u.kind, u.window_start, u.subject, u.body,
-       coalesce(u.escalation_email, ''),
+       coalesce(u.escalation_email, ''), coalesce(u.template_id, ''), u.template_data,
+       coalesce(r.subscriber_name, ''), coalesce(r.time_zone, ''), coalesce(r.locale, ''),
        EXISTS (SELECT 1 FROM disabled_endpoints d
                 WHERE d.url_sha256 = encode(sha256(convert_to(r.webhook_url, 'UTF8')), 'hex')),
        (SELECT attempts FROM claim),
        (SELECT maybe_sent_at FROM claim),
        EXISTS (SELECT 1 FROM refused),
+       EXISTS (SELECT 1 FROM suppressed),
        coalesce((SELECT status FROM prior) = 'sending' AND EXISTS (SELECT 1 FROM claim), false)
   FROM reminders r
   JOIN updates u USING (tenant, shipment_id, update_id)
@@ -188,6 +198,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		attempts    *int
 		maybeSent   *time.Time
 		refused     bool
+		suppressed  bool
 		tookLapsed  bool
 	)
 	r.ID = c.ReminderID
@@ -196,7 +207,8 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret, &r.Address,
 		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
-		&t.EscalationEmail, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &tookLapsed)
+		&t.EscalationEmail, &t.Message.TemplateID, &t.Message.TemplateData,
+		&r.Name, &r.TimeZone, &r.Locale, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &suppressed, &tookLapsed)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
 		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}
@@ -209,6 +221,11 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 	}
 	if windowStart != nil {
 		t.WindowStart = *windowStart
+	}
+	if suppressed {
+		if t.State, err = s.suppress(ctx, c.ReminderID); err != nil {
+			return ClaimResult{}, err
+		}
 	}
 	if refused {
 		res.Verdict = Refused
@@ -485,3 +502,19 @@ SELECT reminder_id, 'delivery_failed',
 }
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// suppress finishes a pending reminder whose address is suppressed: it
+// becomes suppressed, with the event that says so. It returns the state
+// the row is in after, which another path may have finished first.
+func (s *Store) suppress(ctx context.Context, reminderID string) (reminder.State, error) {
+	err := s.TransitionFrom(ctx, reminderID, reminder.PendingStates, reminder.Suppressed, string(reminder.Suppressed),
+		map[string]any{"reason": "the address is suppressed for its tenant: it unsubscribed or reported spam"})
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		return refused.State, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return reminder.Suppressed, nil
+}

@@ -17,7 +17,7 @@ import (
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
-// The status outbox (migration 00020): the status events the database
+// The status outbox (migration 00023): the status events the database
 // writes with each trail event, one row per endpoint of the reminder's
 // tenant that takes it, and the endpoints serve registers. The relay
 // (internal/statusevents) claims rows, posts them and records here what

@@ -55,7 +55,7 @@ var endpoints = []mirror.StatusEndpoint{
 	{Name: "acme", Tenant: "acme", Events: reminder.StatusTypes, URL: "https://acme.example/hooks"},
 }
 
-// The SQL twin of the status events' vocabulary (migration 00020) agrees
+// The SQL twin of the status events' vocabulary (migration 00023) agrees
 // with reminder.StatusOf on every trail event type the mirror writes (and
 // a few it does not), with every detail that matters, in every state.
 func TestTheSQLStatusEventsAreTheDomains(t *testing.T) {

@@ -62,7 +62,8 @@ type DeliveredReminder struct {
 
 // outcomeRow is a reminder's outcome columns, locked while a batch applies.
 type outcomeRow struct {
-	id, deliveryKey           string
+	id, deliveryKey, tenant   string
+	email                     string
 	state                     reminder.State
 	channel                   reminder.Channel
 	dueAt                     time.Time
@@ -227,14 +228,14 @@ func lockOutcomeRows(ctx context.Context, tx pgx.Tx, events []ProviderEvent, kno
 	ids = slices.Compact(ids)
 	rows, _ := tx.Query(ctx, `
 SELECT id, state, channel, delivery_key, due_at, provider_outcome, provider_outcome_at,
-       delivered_at, undeliverable_at, awaiting_outcome_since
+       delivered_at, undeliverable_at, awaiting_outcome_since, tenant, coalesce(email, '')
   FROM reminders WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	out := map[string]*outcomeRow{}
 	for rows.Next() {
 		r := &outcomeRow{}
 		var state, channel string
 		if err := rows.Scan(&r.id, &state, &channel, &r.deliveryKey, &r.dueAt, &r.outcome, &r.outcomeAt,
-			&r.deliveredAt, &r.undeliverableAt, &r.awaiting); err != nil {
+			&r.deliveredAt, &r.undeliverableAt, &r.awaiting, &r.tenant, &r.email); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("error reading reminders: %w", err)
 		}
@@ -257,6 +258,8 @@ type outcomeWrites struct {
 	escReminder, escReason, escDetail []string
 	escDue                            []time.Time
 	settle                            []string
+	// Suppressions: the addresses that opted out, by their reminder.
+	supReminder, supReason, supEvent []string
 }
 
 func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
@@ -272,6 +275,12 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 	}
 	w.evReminder, w.evType = append(w.evReminder, k.reminderID), append(w.evType, "provider_"+string(e.Outcome))
 	w.evDetail = append(w.evDetail, detail)
+	if e.Outcome.OptsOut(e.Reason) && k.purpose != reminder.PurposeEscalation && r.email != "" {
+		// The subscriber's own address (its reminder or its notice) opted
+		// out; an escalation goes to the tracker's contact instead.
+		w.supReminder, w.supEvent = append(w.supReminder, r.id), append(w.supEvent, e.ID)
+		w.supReason = append(w.supReason, string(e.Outcome))
+	}
 	if k.purpose != reminder.PurposeReminder || r.deliveryKey != e.DeliveryKey {
 		// Another delivery of the reminder (its escalation, its notice, or
 		// its own under an earlier due time): on the trail only.
@@ -283,7 +292,7 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 		o, at := string(e.Outcome), e.At
 		r.outcome, r.outcomeAt = &o, &at
 	}
-	effect := e.Outcome.Effect(r.reported(), r.state.Stands())
+	effect := e.Outcome.Effect(e.Reason, r.reported(), r.state.Stands())
 	if effect.Delivered || effect.Undeliverable {
 		at := e.At
 		if effect.Delivered {
@@ -306,6 +315,11 @@ func (w *outcomeWrites) apply(e ProviderEvent, k knownKey, r *outcomeRow) {
 	}
 	if r.reported().Final() {
 		r.awaiting = nil
+	}
+	if effect.Suppressed && r.state.CanBecome(reminder.Suppressed) && r.state.Handed() {
+		// Dropped because the address opted out: not a delivery failure.
+		detail["state"] = string(reminder.Suppressed)
+		r.state, r.awaiting = reminder.Suppressed, nil
 	}
 	if r.state.Handed() {
 		if to := reminder.StateAfterSend(r.channel, r.deliveredAt != nil, r.undeliverableAt != nil); to != r.state {
@@ -369,6 +383,23 @@ UPDATE outcome_escalations SET settled_at = now()
 			return 0, fmt.Errorf("error settling deferred escalations: %w", err)
 		}
 	}
+	if len(w.supReminder) > 0 {
+		// The first report of an opt-out is kept; one after a lift
+		// suppresses the address again.
+		_, err := tx.Exec(ctx, `
+INSERT INTO suppressions AS s (tenant, address_sha256, reason, reminder_id, event_id)
+SELECT DISTINCT ON (r.tenant, suppression_address(r.email)) r.tenant, suppression_address(r.email), o.reason, r.id, o.event_id
+  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS o(reminder_id, reason, event_id, n)
+  JOIN reminders r ON r.id = o.reminder_id
+ ORDER BY r.tenant, suppression_address(r.email), o.n
+ON CONFLICT (tenant, address_sha256) DO UPDATE
+   SET reason = excluded.reason, reminder_id = excluded.reminder_id, event_id = excluded.event_id,
+       suppressed_at = now(), lifted_at = NULL, lifted_by = NULL
+ WHERE s.lifted_at IS NOT NULL`, w.supReminder, w.supReason, w.supEvent)
+		if err != nil {
+			return 0, fmt.Errorf("error recording suppressions: %w", err)
+		}
+	}
 	if len(w.escReminder) == 0 {
 		return 0, nil
 	}
@@ -400,7 +431,7 @@ type OwedEscalation struct {
 // holds them (others pass them over), so two servers never start one
 // twice at once; start must be idempotent all the same (a crash after it
 // and before the commit starts it again). An escalation of a reminder
-// cancelled, failed or expired meanwhile is settled instead. It returns
+// cancelled, failed, expired or suppressed meanwhile is settled instead. It returns
 // how many it started and the error that stopped it: after a failed start
 // the rest stay owed for the next pass.
 func (s *Store) StartDueEscalations(ctx context.Context, limit int, start func(context.Context, OwedEscalation) error) (int, error) {
@@ -419,11 +450,10 @@ SELECT e.reminder_id, r.shipment_id, r.update_id, r.subscriber_id, e.reason, e.d
 		var o OwedEscalation
 		var state string
 		_, err := pgx.ForEachRow(rows, []any{&o.ReminderID, &o.ShipmentID, &o.UpdateID, &o.SubscriberID, &o.Reason, &o.Detail, &o.DueAt, &state}, func() error {
-			switch reminder.State(state) {
-			case reminder.Cancelled, reminder.Failed, reminder.Expired:
-				moot = append(moot, o)
-			default:
+			if reminder.State(state).Stands() {
 				owed = append(owed, o)
+			} else {
+				moot = append(moot, o)
 			}
 			return nil
 		})

@@ -66,8 +66,9 @@ func (r StoredReminder) NewReminder() NewReminder {
 }
 
 const insertUpdateRow = `
-INSERT INTO updates (shipment_id, update_id, kind, window_start, requested_window_start, subject, body, escalation_email, tenant)
-VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8)
+INSERT INTO updates (shipment_id, update_id, kind, window_start, requested_window_start, subject, body, escalation_email, tenant,
+                     template_id, template_data)
+VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT DO NOTHING
 RETURNING true`
 
@@ -77,15 +78,18 @@ const insertReminders = `
 WITH ins AS (
     INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email,
                            webhook_url, webhook_secret, address, due_at, requested_due_at, delivery_key, workflow_id,
-                           state, approval_timeout, approval_expire_after, tenant)
+                           state, approval_timeout, approval_expire_after, tenant,
+                           subscriber_name, time_zone, locale)
     SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret, r.address,
            r.due_at, r.due_at, r.delivery_key, r.workflow_id, r.state,
-           make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after), $16
+           make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after), $16,
+           r.subscriber_name, r.time_zone, r.locale
       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                   $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::float8[], $14::float8[],
-                  $15::text[])
+                  $15::text[], $17::text[], $18::text[], $19::text[])
            AS r(id, subscriber_id, channel, email, webhook_url, webhook_secret, due_at, delivery_key,
-                workflow_id, state, approval_timeout, approval_expire_after, address)
+                workflow_id, state, approval_timeout, approval_expire_after, address,
+                subscriber_name, time_zone, locale)
     RETURNING id, due_at, delivery_key, state
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
@@ -93,13 +97,15 @@ SELECT id, 'scheduled', jsonb_build_object('due_at', due_at, 'delivery_key', del
   FROM ins`
 
 const selectStoredUpdate = `
-SELECT kind, requested_window_start, subject, body, coalesce(escalation_email, '')
+SELECT kind, requested_window_start, subject, body, coalesce(escalation_email, ''),
+       coalesce(template_id, ''), template_data
   FROM updates WHERE tenant = $1 AND shipment_id = $2 AND update_id = $3`
 
 const selectStoredReminders = `
 SELECT id, subscriber_id, channel, coalesce(email, ''), coalesce(webhook_url, ''), coalesce(webhook_secret, ''),
        coalesce(address, ''), requested_due_at, approval_timeout, approval_expire_after,
-       workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL, created_at
+       workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL, created_at,
+       coalesce(subscriber_name, ''), coalesce(time_zone, ''), coalesce(locale, '')
   FROM reminders WHERE tenant = $1 AND shipment_id = $2 AND update_id = $3
  ORDER BY subscriber_id`
 
@@ -117,7 +123,8 @@ func (s *Store) ScheduleUpdate(ctx context.Context, u reminder.Update, rems []Ne
 			windowStart = &u.WindowStart
 		}
 		err := tx.QueryRow(ctx, insertUpdateRow, u.ShipmentID, u.UpdateID, u.Kind, windowStart,
-			u.Message.Subject, u.Message.Text, nullable(u.EscalationEmail), u.Tenant).Scan(&out.Inserted)
+			u.Message.Subject, u.Message.Text, nullable(u.EscalationEmail), u.Tenant,
+			nullable(u.Message.TemplateID), templateData(u.Message.TemplateData)).Scan(&out.Inserted)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -165,6 +172,7 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 	emails, urls, secrets, addresses := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	dues, keys, wfids := make([]time.Time, n), make([]string, n), make([]string, n)
 	states, timeouts, expires := make([]string, n), make([]*float64, n), make([]*float64, n)
+	names, zones, locales := make([]*string, n), make([]*string, n), make([]*string, n)
 	for i, r := range rems {
 		ids[i], subs[i], channels[i] = r.ID, r.SubscriberID, string(r.Channel)
 		secret, err := s.sealSecret(r.WebhookSecret, r.ID)
@@ -174,20 +182,22 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 		emails[i], urls[i], secrets[i], addresses[i] = nullable(r.Email), nullable(r.WebhookURL), nullable(secret), nullable(r.Address)
 		dues[i], keys[i], wfids[i] = r.DueAt, r.DeliveryKey(), r.WorkflowID
 		states[i] = string(r.InitialState())
+		names[i], zones[i], locales[i] = nullable(r.Name), nullable(r.TimeZone), nullable(r.Locale)
 		if r.Approval.Required {
 			t, x := r.Approval.Timeout.Seconds(), r.Approval.ExpireAfter.Seconds()
 			timeouts[i], expires[i] = &t, &x
 		}
 	}
 	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
-		states, timeouts, expires, addresses, u.Tenant}, nil
+		states, timeouts, expires, addresses, u.Tenant, names, zones, locales}, nil
 }
 
 func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
 	u := reminder.Update{Tenant: tenant, ShipmentID: shipmentID, UpdateID: updateID}
 	var windowStart *time.Time
 	err := tx.QueryRow(ctx, selectStoredUpdate, tenant, shipmentID, updateID).
-		Scan(&u.Kind, &windowStart, &u.Message.Subject, &u.Message.Text, &u.EscalationEmail)
+		Scan(&u.Kind, &windowStart, &u.Message.Subject, &u.Message.Text, &u.EscalationEmail,
+			&u.Message.TemplateID, &u.Message.TemplateData)
 	if err != nil {
 		return u, nil, err
 	}
@@ -202,7 +212,8 @@ func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, u
 		var channel, state string
 		var timeout, expire *time.Duration
 		err := row.Scan(&q.ID, &q.SubscriberID, &channel, &q.Email, &q.WebhookURL, &q.WebhookSecret,
-			&q.Address, &q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted, &r.CreatedAt)
+			&q.Address, &q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted, &r.CreatedAt,
+			&q.Name, &q.TimeZone, &q.Locale)
 		q.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 		q.Approval = approvalOf(timeout, expire)
 		return r, err
@@ -224,6 +235,15 @@ func approvalOf(timeout, expire *time.Duration) reminder.Approval {
 		return reminder.Approval{}
 	}
 	return reminder.Approval{Required: true, Timeout: *timeout, ExpireAfter: *expire}
+}
+
+// templateData is the caller's template data for its jsonb column: NULL
+// when there is none.
+func templateData(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
 }
 
 func nullable(s string) *string {

@@ -28,8 +28,7 @@ var FilterStates = append(slices.Clip(reminder.States), Pending)
 
 // FilterStatesText is FilterStates for a message: "scheduled, …, expired or pending".
 func FilterStatesText() string {
-	names := statesText(FilterStates)
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return reminder.OneOf(statesText(FilterStates))
 }
 
 var stateName = regexp.MustCompile(`^[a-z][a-z_]*$`)

@@ -25,6 +25,8 @@ func Changes(was Update, wasRems []Reminder, now Update, nowRems []Reminder) []s
 	diff(!was.WindowStart.Equal(now.WindowStart), "window_start")
 	diff(was.Message.Subject != now.Message.Subject, "message.subject")
 	diff(was.Message.Text != now.Message.Text, "message.text")
+	diff(was.Message.TemplateID != now.Message.TemplateID, "message.template_id")
+	diff(!sameJSON(was.Message.TemplateData, now.Message.TemplateData), "message.template_data")
 	diff(was.EscalationEmail != now.EscalationEmail, "escalation.email")
 
 	stored := make(map[string]Reminder, len(wasRems))
@@ -46,6 +48,9 @@ func Changes(was Update, wasRems []Reminder, now Update, nowRems []Reminder) []s
 		diff(s.WebhookSecret != r.WebhookSecret, field+".secret")
 		diff(s.Address != r.Address, field+".address")
 		diff(!s.DueAt.Equal(r.DueAt), field+".due_at")
+		diff(s.Name != r.Name, field+".name")
+		diff(s.TimeZone != r.TimeZone, field+".time_zone")
+		diff(s.Locale != r.Locale, field+".locale")
 		diff(s.Approval != r.Approval, field+".approval")
 	}
 	var missing []string

@@ -19,11 +19,13 @@ func planned(t *testing.T, u reminder.Update) []reminder.Reminder {
 func changesUpdate() reminder.Update {
 	return reminder.Update{
 		ShipmentID: "SHP-1", UpdateID: "window-1", Kind: "delivery_window",
-		WindowStart:     now.Add(96 * time.Hour),
-		Message:         reminder.Message{Subject: "Window opens soon", Text: "Dock 4."},
+		WindowStart: now.Add(96 * time.Hour),
+		Message: reminder.Message{Subject: "Window opens soon", Text: "Dock 4.",
+			TemplateID: "d-0123456789abcdef0123456789abcdef", TemplateData: []byte(`{"dock":"4","gate":"B"}`)},
 		EscalationEmail: "lead@shipper.example",
 		Subscribers: []reminder.Subscriber{
-			{ID: "ops", Channel: reminder.Email, Email: "ops@customer.example", RemindBefore: 72 * time.Hour},
+			{ID: "ops", Channel: reminder.Email, Email: "ops@customer.example", RemindBefore: 72 * time.Hour,
+				Name: "Ops desk", TimeZone: "Europe/Berlin", Locale: "de"},
 			{ID: "hook", Channel: reminder.Webhook, URL: "https://hooks.customer.example/in",
 				Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", DueAt: now.Add(time.Hour), RequiresApproval: true},
 		},
@@ -60,6 +62,12 @@ func TestChangesNameWhatDiffers(t *testing.T) {
 			u.Subscribers = append(u.Subscribers, reminder.Subscriber{ID: "late", Channel: reminder.Email, Email: "late@customer.example", DueAt: now})
 		}, []string{"subscribers[2] (new subscriber late)"}},
 		{"left out", func(u *reminder.Update) { u.Subscribers = u.Subscribers[1:] }, []string{"subscriber ops (left out)"}},
+		{"template", func(u *reminder.Update) { u.Message.TemplateID = "d-ffffffffffffffffffffffffffffffff" }, []string{"message.template_id"}},
+		{"template data", func(u *reminder.Update) { u.Message.TemplateData = []byte(`{"dock":"5","gate":"B"}`) }, []string{"message.template_data"}},
+		{"template data spelled otherwise", func(u *reminder.Update) { u.Message.TemplateData = []byte(`{ "gate": "B", "dock": "4" }`) }, nil},
+		{"name", func(u *reminder.Update) { u.Subscribers[0].Name = "Rita" }, []string{"subscribers[0].name"}},
+		{"time zone", func(u *reminder.Update) { u.Subscribers[0].TimeZone = "Europe/Vienna" }, []string{"subscribers[0].time_zone"}},
+		{"locale", func(u *reminder.Update) { u.Subscribers[0].Locale = "de-AT" }, []string{"subscribers[0].locale"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -45,6 +45,7 @@ var fixedMoves = map[string]fixedMove{
 	"sent":          {into: Sent},
 	"delivered":     {into: Delivered},
 	"undeliverable": {into: Undeliverable},
+	"suppressed":    {into: Suppressed},
 }
 
 // NoteEvents are the event types the mirror writes that record no move:

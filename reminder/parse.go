@@ -47,6 +47,9 @@ type subscriberJSON struct {
 	DueAt            string `json:"due_at"`
 	RemindBefore     string `json:"remind_before"`
 	RequiresApproval bool   `json:"requires_approval"`
+	Name             string `json:"name"`
+	TimeZone         string `json:"time_zone"`
+	Locale           string `json:"locale"`
 }
 
 // ParseUpdate reads one update document. It rejects malformed JSON, unknown
@@ -220,6 +223,9 @@ func (w updateJSON) toUpdate() (Update, error) {
 	if err := decodeStrict(w.Message, &u.Message, "message"); err != nil {
 		return Update{}, err
 	}
+	if string(u.Message.TemplateData) == "null" {
+		u.Message.TemplateData = nil
+	}
 	if len(w.Approval) > 0 && string(w.Approval) != "null" {
 		var a approvalJSON
 		if err := decodeStrict(w.Approval, &a, "approval"); err != nil {
@@ -255,7 +261,7 @@ func (w updateJSON) toUpdate() (Update, error) {
 			return Update{}, err
 		}
 		sub := Subscriber{ID: s.ID, Channel: Channel(s.Channel), Email: s.Email, URL: s.URL, Secret: s.Secret,
-			Address: s.Address, RequiresApproval: s.RequiresApproval}
+			Address: s.Address, RequiresApproval: s.RequiresApproval, Name: s.Name, TimeZone: s.TimeZone, Locale: s.Locale}
 		if s.DueAt != "" {
 			t, err := parseTime(s.DueAt)
 			if err != nil {

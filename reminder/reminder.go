@@ -41,7 +41,19 @@ func channelsText(extra map[Channel]CheckAddress) string {
 	for i, c := range all {
 		quoted[i] = strconv.Quote(string(c))
 	}
-	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+	return OneOf(quoted)
+}
+
+// OneOf is a list of choices for a message: "a, b or c".
+func OneOf[T ~string](items []T) string {
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = string(it)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // Purpose is what a delivery is for. Each purpose has its own delivery keys,
@@ -77,7 +89,11 @@ type Reminder struct {
 	// Address is set for a channel beyond Channels (PlanOptions.Channels):
 	// its subscriber's address, as the channel's sender reads it.
 	Address string
-	DueAt   time.Time
+	// Name is how the subscriber is greeted ("" greets no one by name);
+	// TimeZone (IANA) and Locale (BCP 47) are how its email states times
+	// and which language it is in ("" for UTC and English).
+	Name, TimeZone, Locale string
+	DueAt                  time.Time
 	// Approval.Required makes the reminder wait for an operator's decision.
 	Approval Approval
 }

@@ -1,6 +1,9 @@
 package reminder
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // This file is the reminder's state machine: its states, which are final,
 // the moves between them, and the rules that decide a move from what the
@@ -24,12 +27,17 @@ const (
 	Failed        State = "failed"
 	Cancelled     State = "cancelled"
 	Expired       State = "expired"
+	// Suppressed: the subscriber's address unsubscribed or reported spam
+	// to this tracker's mail (a suppression), so the reminder was never
+	// sent, or the provider dropped it for that reason. Not a delivery
+	// failure: nothing escalates.
+	Suppressed State = "suppressed"
 )
 
 // States is every state, in the order a reminder's life meets them: the
 // mirror's CHECK constraint, the API's State enum and the CLI's --state
 // hold the same list.
-var States = []State{Scheduled, AwaitingApproval, Sent, Delivered, Undeliverable, Failed, Cancelled, Expired}
+var States = []State{Scheduled, AwaitingApproval, Sent, Delivered, Undeliverable, Failed, Cancelled, Expired, Suppressed}
 
 // PendingStates are those a reminder waits in before its send: the ones
 // a reschedule, a decision, an expiry or a cancel may leave.
@@ -45,11 +53,13 @@ var HandedStates = statesWhere(State.Handed)
 // other state its workflow, an operator or a repair gives it (approved:
 // awaiting_approval → scheduled; never back). A sent reminder moves only
 // on its provider's report, and an undeliverable one stays: a bounce is
-// the last word, even after a delivered report.
+// the last word, even after a delivered report. A sent reminder the
+// provider dropped because its address opted out is suppressed, not
+// undeliverable.
 var moves = map[State][]State{
-	Scheduled:        {Sent, Delivered, Undeliverable, Failed, Cancelled, Expired},
-	AwaitingApproval: {Scheduled, Sent, Delivered, Undeliverable, Failed, Cancelled, Expired},
-	Sent:             {Delivered, Undeliverable},
+	Scheduled:        {Sent, Delivered, Undeliverable, Failed, Cancelled, Expired, Suppressed},
+	AwaitingApproval: {Scheduled, Sent, Delivered, Undeliverable, Failed, Cancelled, Expired, Suppressed},
+	Sent:             {Delivered, Undeliverable, Suppressed},
 	Delivered:        {Undeliverable},
 }
 
@@ -79,12 +89,12 @@ func (s State) Handed() bool { return s == Sent || s == Delivered || s == Undeli
 
 // Stands reports whether the reminder still stands: pending, or handed
 // to its provider. One that another path finished before its send
-// (cancelled, expired, failed) owes nothing more.
+// (cancelled, expired, failed, suppressed) owes nothing more.
 func (s State) Stands() bool { return s.Pending() || s.Handed() }
 
 // RefusesSend is the rule that a finished reminder is never sent: its own
-// delivery under key is refused when the reminder was cancelled, expired
-// or failed, or when it was handed under another key (an earlier due
+// delivery under key is refused when the reminder was cancelled, expired,
+// failed or suppressed, or when it was handed under another key (an earlier due
 // time). A handed reminder's own key may be claimed again: a retry that
 // finds it sent is answered from its record.
 func (s State) RefusesSend(sameKey bool) bool {
@@ -144,6 +154,24 @@ func (o ProviderOutcome) Rank() int {
 // Hard reports whether the outcome means the subscriber will not get it.
 func (o ProviderOutcome) Hard() bool { return o == OutcomeBounce || o == OutcomeDropped }
 
+// optOutDrops are SendGrid's drop reasons that mean the address opted out:
+// it is on the account's unsubscribe or spam report list.
+var optOutDrops = []string{"unsubscribed address", "spam reporting address"}
+
+// OptsOut reports whether the outcome, with its reason code, says the
+// address does not want the tracker's mail: an unsubscribe, a spam
+// report, or a drop because of one. Future reminders to the address are
+// suppressed (Suppressed), and a drop for it is no delivery failure.
+func (o ProviderOutcome) OptsOut(reason string) bool {
+	switch o {
+	case OutcomeUnsubscribe, OutcomeSpamReport:
+		return true
+	case OutcomeDropped:
+		return slices.Contains(optOutDrops, strings.ToLower(strings.TrimSpace(reason)))
+	}
+	return false
+}
+
 // Escalation reasons a provider's outcome gives.
 const (
 	// ReasonUndeliverable: the provider bounced or dropped the reminder;
@@ -169,6 +197,12 @@ type OutcomeEffect struct {
 	// Delivered and Undeliverable: the outcome is the first of its kind,
 	// and the reminder records it.
 	Delivered, Undeliverable bool
+	// Suppressed: a drop because the address opted out; the reminder is
+	// suppressed, not undeliverable, and nothing escalates.
+	Suppressed bool
+	// Suppresses: the address opted out; its future reminders of this
+	// tracker are suppressed.
+	Suppresses bool
 	// Settles: an escalation owed for a deferral is owed no more.
 	Settles bool
 	// Escalation is the reason of an escalation newly owed ("" none).
@@ -176,14 +210,19 @@ type OutcomeEffect struct {
 }
 
 // Effect is the post-send rule: where a bounce becomes an escalation. A
-// first delivery settles a pending deferral. A first bounce or drop makes
-// the reminder undeliverable, settles any deferral and owes an
+// first delivery settles a pending deferral. A drop because the address
+// opted out (reason, OptsOut) suppresses the reminder before its last
+// word, settles any deferral and owes nothing. Any other first bounce or
+// drop makes the reminder undeliverable, settles any deferral and owes an
 // undeliverable escalation. A deferral before the last word owes a
 // deferred one. A reminder that no longer stands (another path finished it
-// before its send) records the outcome and owes nothing.
-func (o ProviderOutcome) Effect(so Reported, stands bool) OutcomeEffect {
-	var e OutcomeEffect
+// before its send) records the outcome and owes nothing. An unsubscribe,
+// a spam report or an opt-out drop also suppresses the address.
+func (o ProviderOutcome) Effect(reason string, so Reported, stands bool) OutcomeEffect {
+	e := OutcomeEffect{Suppresses: o.OptsOut(reason)}
 	switch {
+	case o == OutcomeDropped && e.Suppresses:
+		e.Suppressed, e.Settles = !so.Final() && stands, !so.Final()
 	case o == OutcomeDelivered && !so.Delivered:
 		e.Delivered, e.Settles = true, !so.Final()
 	case o.Hard() && !so.Undeliverable:

@@ -5,7 +5,7 @@ package reminder
 // Standard Webhooks and read back by GET /v1/reminders?updated_since=.
 // Each status event is one event of the audit trail (events.go) seen from
 // the tracker's side: the database writes it with the trail event, in the
-// transaction that wrote the trail event (migration 00020), so a state
+// transaction that wrote the trail event (migration 00023), so a state
 // change and its status event are committed together or not at all.
 // reminder_status_event is the SQL twin, tested against StatusOf.
 
@@ -33,6 +33,10 @@ const (
 	StatusCancelled StatusType = "cancelled"
 	// StatusExpired: no decision came before its approval ran out.
 	StatusExpired StatusType = "expired"
+	// StatusSuppressed: it was not sent, or no longer counts, because its
+	// address opted out of the tenant's mail (SendGrid's unsubscribe or
+	// spam report, or a drop for one).
+	StatusSuppressed StatusType = "suppressed"
 	// StatusApproved and StatusRejected: the approval decision.
 	StatusApproved StatusType = "approved"
 	StatusRejected StatusType = "rejected"
@@ -47,7 +51,7 @@ const (
 // gives them in.
 var StatusTypes = []StatusType{
 	StatusScheduled, StatusSent, StatusDelivered, StatusUndeliverable, StatusFailed, StatusCancelled,
-	StatusExpired, StatusApproved, StatusRejected, StatusRescheduled, StatusEscalated,
+	StatusExpired, StatusSuppressed, StatusApproved, StatusRejected, StatusRescheduled, StatusEscalated,
 }
 
 // Status is the status event a trail event makes.
@@ -74,7 +78,7 @@ const (
 //
 //   - A move makes the event of what it did: scheduled, approved and
 //     rejected by name, the others by the state they reach (sent,
-//     delivered, undeliverable, failed, cancelled, expired; a provider's
+//     delivered, undeliverable, failed, cancelled, expired, suppressed; a provider's
 //     report that moved the reminder, and a reconcile --verify repair,
 //     too: a repair into scheduled is an approval, the one move there).
 //   - rescheduled is rescheduled, and escalation_sent escalated.

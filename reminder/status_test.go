@@ -37,6 +37,8 @@ func TestEveryStatusEventIsMadeByItsTrailEvent(t *testing.T) {
 		{"cancelled_late", nil, reminder.Sent, reminder.StatusCancelled, false},
 		{"cancellation_sent", nil, reminder.Delivered, reminder.StatusCancelled, true},
 		{"expired", nil, reminder.Expired, reminder.StatusExpired, false},
+		{"suppressed", nil, reminder.Suppressed, reminder.StatusSuppressed, false},
+		{"provider_dropped", map[string]any{"state": "suppressed"}, reminder.Suppressed, reminder.StatusSuppressed, false},
 		{"rescheduled", nil, reminder.Scheduled, reminder.StatusRescheduled, false},
 		{"escalation_sent", map[string]any{"reason": "approval_timeout"}, reminder.AwaitingApproval, reminder.StatusEscalated, false},
 		{"repaired", map[string]any{"from": "scheduled", "to": "sent"}, reminder.Sent, reminder.StatusSent, false},
@@ -64,7 +66,7 @@ func TestEveryStatusEventIsMadeByItsTrailEvent(t *testing.T) {
 		_, ok := reminder.StatusOf(tc.typ, tc.detail, tc.state)
 		require.False(t, ok, "%s %v in %s", tc.typ, tc.detail, tc.state)
 	}
-	require.Len(t, reminder.StatusTypes, 11)
+	require.Len(t, reminder.StatusTypes, 12)
 	for _, st := range reminder.StatusTypes {
 		require.Equal(t, 1, len(slices.DeleteFunc(slices.Clone(reminder.StatusTypes), func(x reminder.StatusType) bool { return x != st })), st)
 	}

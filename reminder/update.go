@@ -2,6 +2,7 @@ package reminder
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -83,6 +84,11 @@ const (
 type Message struct {
 	Subject string `json:"subject"`
 	Text    string `json:"text"`
+	// TemplateID names a SendGrid dynamic template the email subscribers'
+	// reminders are sent with instead of shipnotify's own; TemplateData is
+	// the caller's part of its data, a JSON object (template.go).
+	TemplateID   string          `json:"template_id,omitempty"`
+	TemplateData json.RawMessage `json:"template_data,omitempty"`
 }
 
 // Subscriber is one receiver of an update and when it wants its reminder:
@@ -99,6 +105,8 @@ type Subscriber struct {
 	RemindBefore time.Duration
 	// RequiresApproval makes this subscriber's reminder wait for approval.
 	RequiresApproval bool
+	// Name, TimeZone and Locale shape the subscriber's email (Reminder).
+	Name, TimeZone, Locale string
 }
 
 // FieldError names the input field that is wrong and why. It never repeats
@@ -199,6 +207,9 @@ func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
 		if err := s.checkChannel(field, opts, &r); err != nil {
 			return nil, err
 		}
+		if err := s.checkPresentation(field, &r); err != nil {
+			return nil, err
+		}
 		due, err := s.due(field, u.WindowStart, opts.Now)
 		if err != nil {
 			return nil, err
@@ -275,7 +286,10 @@ func (m Message) check() error {
 	if len(m.Text) > MaxTextBytes {
 		return fieldErr("message.text", "is %d bytes; at most %d", len(m.Text), MaxTextBytes)
 	}
-	return checkRunes("message.text", m.Text, true)
+	if err := checkRunes("message.text", m.Text, true); err != nil {
+		return err
+	}
+	return m.checkTemplate()
 }
 
 // checkRunes refuses a character that text we pass on to people and their

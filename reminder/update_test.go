@@ -53,6 +53,37 @@ func TestPlanValidUpdate(t *testing.T) {
 	require.Equal(t, "https://hooks.consignee.example/in", rems[2].WebhookURL)
 }
 
+// A subscriber's name, time zone and locale, and the update's dynamic
+// template, reach the reminders as given.
+func TestPlanKeepsHowTheEmailLooks(t *testing.T) {
+	t.Parallel()
+	u := testenv.ValidUpdate(now)
+	u["message"].(map[string]any)["template_id"] = testenv.TemplateID
+	u["message"].(map[string]any)["template_data"] = map[string]any{"dock": "4", "gates": []any{"A", "B"}}
+	s := u["subscribers"].([]any)[0].(map[string]any)
+	s["name"], s["time_zone"], s["locale"] = "Rita Ops", "Europe/Berlin", "de-DE"
+	b, err := json.Marshal(u)
+	require.NoError(t, err)
+	parsed, err := reminder.ParseUpdate(bytes.NewReader(b))
+	require.NoError(t, err)
+	require.Equal(t, testenv.TemplateID, parsed.Message.TemplateID)
+	require.JSONEq(t, `{"dock":"4","gates":["A","B"]}`, string(parsed.Message.TemplateData))
+	rems, err := plan(t, string(b))
+	require.NoError(t, err)
+	require.Equal(t, "Rita Ops", rems[0].Name)
+	require.Equal(t, "Europe/Berlin", rems[0].TimeZone)
+	require.Equal(t, "de-DE", rems[0].Locale)
+	require.Empty(t, rems[1].Name+rems[1].TimeZone+rems[1].Locale, "unset stays unset")
+	for _, ok := range []string{"UTC", "America/Argentina/Buenos_Aires", "Etc/GMT+5", "Asia/Kolkata"} {
+		_, err := reminder.LoadTimeZone(ok)
+		require.NoError(t, err, ok)
+	}
+	for _, ok := range []string{"en", "de", "de-CH-1901", "pt-BR", "zh-Hant-TW", "en-US-u-hc-h23"} {
+		_, err := reminder.ParseLocale(ok)
+		require.NoError(t, err, ok)
+	}
+}
+
 // The seed article's key: sha256 over "reminder id|subscriber id|due time in
 // RFC3339Nano UTC", hex. The vector was computed with sha256sum.
 func TestDeliveryKeyIsTheSeedsKey(t *testing.T) {

@@ -103,7 +103,7 @@ func (s *Starter) cancelOne(ctx context.Context, row mirror.Row, who Actor) (Out
 	case reminder.Cancelled:
 		out.Status = StatusAlreadyCancelled
 		return out, nil
-	case reminder.Failed, reminder.Expired:
+	case reminder.Failed, reminder.Expired, reminder.Suppressed:
 		out.Status = StatusNothingToCancel
 		return out, nil
 	case reminder.Sent, reminder.Delivered, reminder.Undeliverable:
@@ -172,7 +172,7 @@ func (s *Starter) cancelWorkflow(ctx context.Context, reminderID, workflowID str
 	switch {
 	case workflowGone(err):
 		return s.cancelGone(ctx, reminderID, who)
-	case wctx.Err() == nil || ctx.Err() != nil:
+	case !waitedOut(ctx, wctx, err):
 		return out, err
 	}
 	if !accepted {
@@ -466,10 +466,23 @@ func (s *Starter) update(ctx context.Context, workflowID, name string, arg, resu
 	if err == nil {
 		err = h.Get(wctx, result)
 	}
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+	if waitedOut(ctx, wctx, err) {
 		return ErrNoAnswer
 	}
 	return err
+}
+
+// waitedOut reports whether err ended the wait wctx bounds, not the
+// caller's ctx: wctx's deadline passed, or the server answered with that
+// deadline a moment before the client's clock reached it (it counts the
+// deadline from its own side of the call).
+func waitedOut(ctx, wctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	var deadline *serviceerror.DeadlineExceeded
+	var timedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
+	return wctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline) || errors.As(err, &timedOut)
 }
 
 // requestDeadline is when a change sent now must have reached its workflow:

@@ -16,16 +16,19 @@ import (
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
-// Email addresses, webhook URLs, secrets and message text never show in
-// plain text in a Temporal history, nor in the logs of an end-to-end run,
+// Email addresses, webhook URLs, secrets, message text, dynamic template
+// data and subscribers' names never show in plain text in a Temporal history, nor in the logs of an end-to-end run,
 // nor decoded in what the Web UI shows of a workflow (its summary, details
 // and current details).
 func TestPersonalDataStaysOutOfHistoriesAndLogs(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	u := s.Update(t, time.Now().Add(time.Second), reminder.Email, reminder.Email, reminder.Webhook)
-	u.Message = reminder.Message{Subject: "Dock 4 slot for Ms Privacy", Text: "Gate code 4711, ask for Ms Privacy at the ramp."}
+	u := s.Update(t, time.Now().Add(time.Second), reminder.Email, reminder.Email, reminder.Webhook, reminder.Email)
+	u.Message = reminder.Message{Subject: "Dock 4 slot for Ms Privacy", Text: "Gate code 4711, ask for Ms Privacy at the ramp.",
+		TemplateID: testenv.TemplateID, TemplateData: []byte(`{"door":"Door code 5521 for Mr Secret"}`)}
+	// The fourth is sent with the template, its data kept in the mirror.
+	u.Subscribers[3].Name, u.Subscribers[3].TimeZone, u.Subscribers[3].Locale = "Mr Secret Reader", "Europe/Berlin", "de"
 	u.EscalationEmail = "escalations.private@shipper.example"
 	u.Subscribers[1].RequiresApproval = true
 	u.Subscribers[1].DueAt = time.Now().Add(-time.Minute)
@@ -41,18 +44,30 @@ func TestPersonalDataStaysOutOfHistoriesAndLogs(t *testing.T) {
 	for _, r := range results {
 		states[waitFor(t, s, r.WorkflowID).State]++
 	}
-	require.Equal(t, map[reminder.State]int{reminder.Failed: 1, reminder.Expired: 1, reminder.Sent: 1}, states)
+	require.Equal(t, map[reminder.State]int{reminder.Failed: 1, reminder.Expired: 1, reminder.Sent: 2}, states)
 	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "privacy test"})
 	require.NoError(t, err)
-	require.Len(t, outs, 3)
+	require.Len(t, outs, 4)
 	waitFor(t, s, workflows.CancellationNoticeWorkflowID(results[2].ReminderID))
+	waitFor(t, s, workflows.CancellationNoticeWorkflowID(results[3].ReminderID))
+	templated := 0
+	for _, m := range s.Mail.Mails() {
+		if m.TemplateID != "" {
+			templated++
+			require.Equal(t, "Door code 5521 for Mr Secret", m.TemplateData["door"], "the data reached SendGrid")
+			require.Equal(t, "Mr Secret Reader", m.TemplateData["subscriber_name"])
+		}
+	}
+	require.Equal(t, 1, templated)
 
 	personal := []string{
 		u.Subscribers[0].Email, u.Subscribers[1].Email, u.EscalationEmail,
 		u.Subscribers[2].URL, "tenant-9931", "token-cafebabe", s.HookSecret,
 		strings.TrimPrefix(s.HookSecret, "whsec_"), u.Message.Subject, u.Message.Text, "Ms Privacy", "Gate code",
+		u.Subscribers[3].Email, "Door code", "5521", "Mr Secret",
 	}
-	workflowIDs := []string{workflows.CancellationNoticeWorkflowID(results[2].ReminderID)}
+	workflowIDs := []string{workflows.CancellationNoticeWorkflowID(results[2].ReminderID),
+		workflows.CancellationNoticeWorkflowID(results[3].ReminderID)}
 	for _, r := range results {
 		workflowIDs = append(workflowIDs, r.WorkflowID)
 	}

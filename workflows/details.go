@@ -134,6 +134,11 @@ func (r *run) showSending(ctx workflow.Context) {
 // showDone: the reminder reached its end, r.state.
 func (r *run) showDone(ctx workflow.Context) {
 	at := displayTime(workflow.Now(ctx))
+	if r.state == reminder.Suppressed {
+		// The notify activity found the address suppressed and wrote it.
+		show(ctx, "Done: suppressed at %s: the subscriber's address opted out of this tracker's mail; nothing sent", at)
+		return
+	}
 	if r.endedByMirror {
 		show(ctx, "Done: already %s in the mirror (by another path) at %s; nothing sent", r.state, at)
 		return

@@ -84,6 +84,9 @@ func TestCurrentDetailsSayHowTheReminderEnded(t *testing.T) {
 		{"finished in the mirror", func(h *harness) {
 			h.fail = temporal.NewNonRetryableApplicationError("finished", activities.ErrTypeReminderFinished, nil, reminder.Cancelled)
 		}, input(t0), "Done: already cancelled in the mirror (by another path) at 2026-11-30 09:00 UTC; nothing sent"},
+		{"suppressed", func(h *harness) {
+			h.fail = temporal.NewNonRetryableApplicationError("suppressed", activities.ErrTypeReminderFinished, nil, reminder.Suppressed)
+		}, input(t0), "Done: suppressed at 2026-11-30 09:00 UTC: the subscriber's address opted out of this tracker's mail; nothing sent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

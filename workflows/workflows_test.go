@@ -678,6 +678,20 @@ func TestReminderFinishedInTheMirrorEndsAsTheMirrorSays(t *testing.T) {
 	require.Empty(t, h.transitions, "the mirror says so already")
 }
 
+// A reminder whose address is suppressed (its notify found it so and wrote
+// suppressed to the mirror) ends suppressed, with no escalation: not a
+// delivery failure.
+func TestASuppressedAddressEndsTheReminderSuppressed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.fail = temporal.NewNonRetryableApplicationError("the reminder is suppressed in the mirror", activities.ErrTypeReminderFinished, nil, reminder.Suppressed)
+	res := h.run(input(t0.Add(time.Hour)))
+	require.Equal(t, reminder.Suppressed, res.State)
+	require.Len(t, h.sends(""), 1)
+	require.Empty(t, h.sends(reminder.PurposeEscalation), "not a failure: no escalation")
+	require.Empty(t, h.transitions, "the activity wrote it with its refusal")
+}
+
 // A cancel of the workflow itself (Web UI, temporal CLI) is recorded as a
 // cancel; the workflow ends cancelled.
 func TestWorkflowCancellationIsRecorded(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/codec"
+	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/migrations"
@@ -101,6 +102,8 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		} else {
 			defer front.stop()
 			acts.Links = front.signer
+			// One-click unsubscribe headers, to this run's serve.
+			acts.Unsubscribe = func(id string) email.Unsubscribe { return email.Unsubscribe{OneClick: front.signer.UnsubscribeURL(id)} }
 		}
 	}
 	stopOutcomes, err := startDemoOutcomes(ctx, d, st, mails, out)
@@ -189,8 +192,11 @@ func sampleUpdate(now time.Time, hookURL, secret string) reminder.Update {
 			Text:    "Shipment SHP-1001 is due at the consignee's dock when the window opens. Reply to reschedule.",
 		},
 		Subscribers: []reminder.Subscriber{
-			{ID: "shipper-ops", Channel: reminder.Email, Email: "ops@shipper.example", RemindBefore: 72 * time.Hour},
-			{ID: "consignee-inbox", Channel: reminder.Email, Email: "inbox@consignee.example", DueAt: now.Add(6 * time.Second)},
+			// Each email states times in its subscriber's zone and language.
+			{ID: "shipper-ops", Channel: reminder.Email, Email: "ops@shipper.example", RemindBefore: 72 * time.Hour,
+				Name: "Shipper Ops", TimeZone: "America/New_York"},
+			{ID: "consignee-inbox", Channel: reminder.Email, Email: "inbox@consignee.example", DueAt: now.Add(6 * time.Second),
+				Name: "Anna Weber", TimeZone: "Europe/Berlin", Locale: "de-DE"},
 			{ID: "internal-watcher", Channel: reminder.Email, Email: "watch@shipnotify.example", DueAt: now.Add(7 * time.Second)},
 			{ID: "consignee-hook", Channel: reminder.Webhook, URL: hookURL, Secret: secret, DueAt: now.Add(8 * time.Second)},
 			// The mail sink bounces this address, as SendGrid would a mailbox that is gone.

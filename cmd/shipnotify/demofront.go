@@ -14,6 +14,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/internal/links"
+	"github.com/shipnotify/shipnotify/internal/unsubscribe"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -68,6 +69,7 @@ func startDemoFront(d *cli.Deps, st *starter.Starter, addr string) (*demoFront, 
 	mux.Handle(console.Path, console.New(console.Options{
 		Starter: st, Mirror: st.Mirror, Links: f.signer, SessionKeys: sessionKeys, Approvers: approvers, Now: time.Now, Logger: d.Logger,
 	}))
+	mux.Handle(unsubscribe.Path, unsubscribe.New(linkKeys, st.Mirror, d.Logger))
 	srv := api.NewServer(mux, api.DefaultRequestTimeout)
 	go func() { _ = srv.Serve(ln) }()
 	f.stop = func() { _ = srv.Close() }

@@ -51,10 +51,8 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 	}
 	return cli.WithMirror(ctx, e, 2, func(d *cli.Deps, store *mirror.Store) error {
 		var err error
-		if f.AnyTenant = tenantName == ""; !f.AnyTenant {
-			if f.Tenant, err = tenantOf(d, tenantName); err != nil {
-				return err
-			}
+		if f.Tenant, f.AnyTenant, err = tenantsOf(d, tenantName); err != nil {
+			return err
 		}
 		rows, err := store.List(ctx, f)
 		if err != nil {

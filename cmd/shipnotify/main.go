@@ -4,6 +4,9 @@ package main
 
 import (
 	"context"
+	// Subscribers' time zones are checked and stated from the binary's own
+	// copy of the IANA database: a distroless image has none.
+	_ "time/tzdata"
 
 	"github.com/shipnotify/shipnotify/internal/cli"
 )

@@ -52,6 +52,16 @@ func tenantOf(d *cli.Deps, name string) (string, error) {
 	return tenant, nil
 }
 
+// tenantsOf reads a listing's --tenant: every tenant when it names none
+// (the operator's view), else that one.
+func tenantsOf(d *cli.Deps, name string) (tenant string, anyTenant bool, err error) {
+	if name == "" {
+		return "", true, nil
+	}
+	tenant, err = tenantOf(d, name)
+	return tenant, false, err
+}
+
 // printOutcomes writes one JSON line per reminder and fails when any
 // reminder refused the change, could not record it, or could not be
 // compensated, so a script notices.

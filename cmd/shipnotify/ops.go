@@ -167,11 +167,9 @@ func runExport(ctx context.Context, e cli.Env, args []string) error {
 		return cli.Usagef("--format: %v", err)
 	}
 	return cli.WithMirror(ctx, e, 2, func(d *cli.Deps, store *mirror.Store) error {
-		if f.AnyTenant = *tenantName == ""; !f.AnyTenant {
-			var err error
-			if f.Tenant, err = tenantOf(d, *tenantName); err != nil {
-				return err
-			}
+		var err error
+		if f.Tenant, f.AnyTenant, err = tenantsOf(d, *tenantName); err != nil {
+			return err
 		}
 		if err := store.Export(ctx, f, w.Write); err != nil {
 			return err

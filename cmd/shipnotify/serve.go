@@ -20,6 +20,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/statusevents"
+	"github.com/shipnotify/shipnotify/internal/unsubscribe"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
@@ -100,6 +101,12 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 			return err
 		}
 		mux.Handle(console.Path, consoleHandler)
+	}
+	if !d.Cfg.LinkKeys.Empty() {
+		// One-click unsubscribes (SHIPNOTIFY_UNSUBSCRIBE=one-click), kept
+		// while the key that signed them is: links already sent still work
+		// after the mode changes.
+		mux.Handle(unsubscribe.Path, unsubscribe.New(d.Cfg.LinkKeys, st.Mirror, d.Logger))
 	}
 	if d.Cfg.APIKeysFile == "" {
 		d.Logger.Info("the API's keys come from SHIPNOTIFY_API_KEYS: a change needs a restart (SHIPNOTIFY_API_KEYS_FILE is re-read on SIGHUP and when it changes)")

@@ -18,7 +18,9 @@ import (
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/console"
+	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
 )
 
 // `shipnotify api-key` prints a key and its line; `shipnotify serve` with
@@ -100,6 +102,20 @@ func TestServe(t *testing.T) {
 	})
 	code, _ = get("http://" + apiAddr + "/v1/reminders")
 	require.Equal(t, http.StatusUnauthorized, code)
+
+	// serve takes the one-click unsubscribes a worker's List-Unsubscribe
+	// headers point to, checked with the link key.
+	linkKeys, err := links.ParseKeys(c.env["SHIPNOTIFY_LINK_KEY"])
+	require.NoError(t, err)
+	resp, err = http.PostForm("http://"+apiAddr+links.UnsubscribePath+linkKeys.UnsubscribeToken(shipment+"/window-1/shipper-ops"),
+		url.Values{"List-Unsubscribe": {"One-Click"}})
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	suppressed, err := s.Mirror.Suppressions(context.Background(), mirror.SuppressionFilter{AnyTenant: true})
+	require.NoError(t, err)
+	require.Len(t, suppressed, 1)
+	require.Equal(t, "one_click", suppressed[0].Reason)
 
 	code, body = get("http://" + opsAddr + "/metrics")
 	require.Equal(t, http.StatusOK, code)

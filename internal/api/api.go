@@ -175,9 +175,14 @@ func (a *API) routes() {
 func (a *API) SetKeys(keys []Key) {
 	a.setKeys.Lock()
 	defer a.setKeys.Unlock()
-	ring := &keyring{keys: slices.Clone(keys), limiters: map[string]*rate.Limiter{}}
+	ring := &keyring{keys: slices.Clone(keys), limiters: map[string]*rate.Limiter{}, tenants: map[string]string{}}
 	old := a.keys.Load()
 	for _, k := range keys {
+		// A tenant that is no id has no entry: its key acts for no tenant
+		// (ParseKeys and New refuse one; callerOf fails closed).
+		if tenant, err := reminder.ParseTenant("tenant", k.Tenant, a.defaultTenant); err == nil {
+			ring.tenants[k.Name] = tenant
+		}
 		if old != nil && old.limiters[k.Name] != nil {
 			ring.limiters[k.Name] = old.limiters[k.Name]
 		} else {
@@ -217,10 +222,7 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		}
 		var c *caller
 		if p == nil {
-			c, p = a.callerOf(r, k)
-		}
-		if c != nil {
-			c.ring = ring
+			c, p = a.callerOf(r, ring, k)
 		}
 		if p != nil {
 			a.fail(w, r, k, p)

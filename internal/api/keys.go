@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shipnotify/shipnotify/reminder"
 	"golang.org/x/time/rate"
 )
 
@@ -35,15 +36,6 @@ const (
 
 // Scopes lists every scope, in the order the documentation gives them.
 var Scopes = []Scope{ScopeSchedule, ScopeOperate, ScopeApprove, ScopeRead, ScopeAdmin}
-
-// scopeList is Scopes as an error message gives them: "a, b or c".
-func scopeList() string {
-	names := make([]string, len(Scopes))
-	for i, s := range Scopes {
-		names[i] = string(s)
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
 
 // KeyPrefix starts every key NewKey makes, so a key that leaks into a
 // repository or a log is recognisable for secret scanners.
@@ -164,9 +156,10 @@ func FormatExpiry(t time.Time) string {
 // Expired reports whether an expiry (zero: never) has come at now.
 func Expired(expires, now time.Time) bool { return !expires.IsZero() && !now.Before(expires) }
 
-// ParseTenant checks a tenant's name: the pattern of key names.
+// ParseTenant checks a tenant's name as a line writes it: an id, as key
+// names are.
 func ParseTenant(s string) (string, error) {
-	if !keyNamePattern.MatchString(s) {
+	if !reminder.IsID(s) {
 		return "", errors.New("want letters, digits, '.', '_' or '-', at most 64")
 	}
 	return s, nil
@@ -202,10 +195,8 @@ func NewKey(name string, scopes []Scope) (string, Key, error) {
 	return secret, k, nil
 }
 
-var keyNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 func (k *Key) check() error {
-	if !keyNamePattern.MatchString(k.Name) {
+	if !reminder.IsID(k.Name) {
 		return fmt.Errorf("key name %q: want letters, digits, '.', '_' or '-', at most 64", k.Name)
 	}
 	if len(k.Scopes) == 0 {
@@ -218,7 +209,7 @@ func (k *Key) check() error {
 	}
 	for i, s := range k.Scopes {
 		if !slices.Contains(Scopes, s) {
-			return fmt.Errorf("key %s: unknown scope %q (want %s)", k.Name, s, scopeList())
+			return fmt.Errorf("key %s: unknown scope %q (want %s)", k.Name, s, reminder.OneOf(Scopes))
 		}
 		if slices.Contains(k.Scopes[:i], s) {
 			return fmt.Errorf("key %s: scope %s given twice", k.Name, s)
@@ -307,6 +298,9 @@ func parseKey(entry string) (Key, error) {
 type keyring struct {
 	keys     []Key
 	limiters map[string]*rate.Limiter
+	// tenants are the keys' tenants by name ("" the default), resolved
+	// once against the default tenant's name.
+	tenants map[string]string
 }
 
 // find returns the key whose hash is presented's, or nil. Every stored hash

@@ -87,7 +87,7 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 	if q.Has("updated_since") {
 		return a.listChanges(w, r, c, q)
 	}
-	f := mirror.Filter{Tenant: c.tenant, AnyTenant: c.anyTenant, ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
+	f := mirror.Filter{Tenant: c.tenant, AnyTenant: c.anyTenant(), ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
 	for _, name := range []string{"shipment", "update"} {
 		if v := q.Get(name); v != "" && !reminder.IsID(v) {
 			return invalidParameter(name, "not an id (letters, digits, '.', '_', '-', at most 64)")
@@ -202,7 +202,7 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request, c *caller, q u
 			return invalidParameter(name, "not with updated_since (the change feed takes limit and tenant only)")
 		}
 	}
-	f := mirror.ChangeFilter{Tenant: c.tenant, AnyTenant: c.anyTenant}
+	f := mirror.ChangeFilter{Tenant: c.tenant, AnyTenant: c.anyTenant()}
 	var p *Problem
 	if f.Limit, p = parseLimit(q.Get("limit")); p != nil {
 		return p

@@ -20,26 +20,29 @@ type caller struct {
 	key *Key
 	// tenant is the tenant the request acts for ("" is the default).
 	tenant string
-	// anyTenant: an admin's list without ?tenant= covers every tenant.
-	anyTenant bool
+	// named: the request named its tenant (?tenant=).
+	named bool
 	// ring is the keys in force when the request came, with the key's
 	// rate limiter.
 	ring *keyring
 }
 
+// anyTenant reports whether a list covers every tenant: an admin's that
+// names none.
+func (c *caller) anyTenant() bool { return c.key.Allows(ScopeAdmin) && !c.named }
+
 // callerOf resolves the request's tenant for k: a key's own, or, for an
 // admin, the ?tenant= it names. A key without admin that names another
 // tenant is refused with 403, whether or not that tenant exists.
-func (a *API) callerOf(r *http.Request, k *Key) (*caller, *Problem) {
-	own, err := reminder.ParseTenant("tenant", k.Tenant, a.defaultTenant)
-	if err != nil {
+func (a *API) callerOf(r *http.Request, ring *keyring, k *Key) (*caller, *Problem) {
+	own, ok := ring.tenants[k.Name]
+	if !ok {
 		// ParseKeys and New refuse such a key; fail closed all the same.
 		return nil, problem(http.StatusForbidden, fmt.Sprintf("the API key %s names no valid tenant", k.Name))
 	}
-	c := &caller{key: k, tenant: own}
+	c := &caller{key: k, tenant: own, ring: ring}
 	named, ok := r.URL.Query()["tenant"]
 	if !ok {
-		c.anyTenant = k.Allows(ScopeAdmin) && r.Method == http.MethodGet && r.Pattern == "GET /v1/reminders"
 		return c, nil
 	}
 	if len(named) != 1 {
@@ -54,6 +57,6 @@ func (a *API) callerOf(r *http.Request, k *Key) (*caller, *Problem) {
 		p.header = http.Header{"Www-Authenticate": {fmt.Sprintf(`Bearer realm="shipnotify", error="insufficient_scope", scope="%s"`, ScopeAdmin)}}
 		return nil, p
 	}
-	c.tenant = tenant
+	c.tenant, c.named = tenant, true
 	return c, nil
 }

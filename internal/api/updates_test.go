@@ -69,6 +69,34 @@ func TestScheduleUpdate(t *testing.T) {
 	require.Equal(t, before, e.mirrorCount(t), "a changed resubmission writes nothing")
 }
 
+// An update may name a dynamic template and its data, and a subscriber its
+// name, time zone and locale: the document takes them (the contract test
+// holds them to openapi.json), a resubmission with other ones is a change,
+// and a bad zone is refused naming the field.
+func TestScheduleUpdateWithTemplateZoneAndLocale(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	u := e.update(t)
+	u["message"].(map[string]any)["template_id"] = testenv.TemplateID
+	u["message"].(map[string]any)["template_data"] = map[string]any{"dock": "4"}
+	sub := u["subscribers"].([]any)[0].(map[string]any)
+	sub["name"], sub["time_zone"], sub["locale"] = "Rita Ops", "Europe/Berlin", "de-DE"
+	resp := e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+
+	sub["time_zone"] = "Europe/Vienna"
+	u["message"].(map[string]any)["template_data"] = map[string]any{"dock": "5"}
+	resp = e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusConflict, resp.status, "%s", resp.body)
+	require.Equal(t, []string{"message.template_data", "subscribers[0].time_zone"}, resp.problem(t).Fields)
+
+	u["update_id"] = "window-2"
+	sub["time_zone"] = "Mars/Olympus_Mons"
+	resp = e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.status, "%s", resp.body)
+	require.Equal(t, "subscribers[0].time_zone", resp.problem(t).Field)
+}
+
 // Bodies: at most 1 MiB (413, with or without a Content-Length), JSON only
 // (415); neither writes anything.
 func TestUpdateBodyLimits(t *testing.T) {

@@ -155,7 +155,7 @@ func ServeWorker(ctx context.Context, d *Deps, o worker.Options, ready func(), t
 		ready()
 	}
 	d.Logger.Info("worker started", "task_queue", d.Cfg.TaskQueue, "namespace", d.Cfg.Temporal.Namespace,
-		"decision_links", acts.Links != nil)
+		"decision_links", acts.Links != nil, "unsubscribe", d.Cfg.UnsubscribeMode)
 	<-ctx.Done()
 	w.Stop()
 	d.Logger.Info("worker stopped")
@@ -179,5 +179,6 @@ func NewActivities(cfg config.Config, store *mirror.Store) *activities.Activitie
 	if l := cfg.Links(time.Now); l != nil {
 		acts.Links = l
 	}
+	acts.Unsubscribe = cfg.Unsubscribe()
 	return acts
 }

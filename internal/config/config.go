@@ -111,6 +111,9 @@ type Config struct {
 	LinkTTL time.Duration
 	// ConsoleKeysFile names the console's approvers and their key hashes.
 	ConsoleKeysFile string
+	// UnsubscribeMode is how a subscriber's email lets them opt out:
+	// UnsubscribeOneClick, UnsubscribeSendGrid or UnsubscribeOff.
+	UnsubscribeMode string
 
 	// APIAddr is where `shipnotify serve` listens.
 	APIAddr string
@@ -346,6 +349,16 @@ func (c *Config) loadLinks(get func(key string) string) error {
 		}
 		c.SessionKeys = k
 	}
+	switch c.UnsubscribeMode = get("SHIPNOTIFY_UNSUBSCRIBE"); c.UnsubscribeMode {
+	case UnsubscribeOneClick:
+		if c.PublicURL == nil || c.LinkKeys.Empty() {
+			return fmt.Errorf("SHIPNOTIFY_UNSUBSCRIBE: one-click needs SHIPNOTIFY_PUBLIC_URL and SHIPNOTIFY_LINK_KEY " +
+				"(the link points under the one and is signed with the other)")
+		}
+	case UnsubscribeSendGrid, UnsubscribeOff:
+	default:
+		return fmt.Errorf("SHIPNOTIFY_UNSUBSCRIBE: want one-click, sendgrid or off")
+	}
 	ttl, err := time.ParseDuration(get("SHIPNOTIFY_LINK_TTL"))
 	if err != nil || ttl < time.Minute || ttl > 30*24*time.Hour {
 		return fmt.Errorf("SHIPNOTIFY_LINK_TTL: want a duration from 1m to 720h, like 72h")
@@ -393,6 +406,31 @@ func (c Config) Links(now func() time.Time) *links.Signer {
 		return nil
 	}
 	return &links.Signer{Keys: c.LinkKeys, BaseURL: c.PublicURL, TTL: c.LinkTTL, Now: now}
+}
+
+// The ways a subscriber's email lets them opt out (SHIPNOTIFY_UNSUBSCRIBE).
+const (
+	// UnsubscribeOneClick: List-Unsubscribe and List-Unsubscribe-Post
+	// (RFC 8058) headers, to serve's signed one-click link.
+	UnsubscribeOneClick = "one-click"
+	// UnsubscribeSendGrid: SendGrid's subscription tracking, which adds its
+	// own link and headers and reports to the Event Webhook.
+	UnsubscribeSendGrid = "sendgrid"
+	// UnsubscribeOff: neither; the SendGrid account's settings apply.
+	UnsubscribeOff = "off"
+)
+
+// Unsubscribe returns how a subscriber's email lets them opt out, by
+// reminder, as UnsubscribeMode says; nil when off.
+func (c Config) Unsubscribe() func(reminderID string) email.Unsubscribe {
+	switch c.UnsubscribeMode {
+	case UnsubscribeOneClick:
+		signer := &links.Signer{Keys: c.LinkKeys, BaseURL: c.PublicURL}
+		return func(id string) email.Unsubscribe { return email.Unsubscribe{OneClick: signer.UnsubscribeURL(id)} }
+	case UnsubscribeSendGrid:
+		return func(string) email.Unsubscribe { return email.Unsubscribe{SendGrid: true} }
+	}
+	return nil
 }
 
 // RequireConsole checks what the approval console needs: the link keys

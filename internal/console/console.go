@@ -88,12 +88,11 @@ var staticFS embed.FS
 
 // console serves the pages.
 type console struct {
-	o             Options
-	defaultTenant string
-	sessions      links.Keys
-	pages         map[string]*template.Template
-	log           *slog.Logger
-	logins        *throttle
+	o        Options
+	sessions links.Keys
+	pages    map[string]*template.Template
+	log      *slog.Logger
+	logins   *throttle
 }
 
 // Handler is the console, to be mounted at Path.
@@ -147,7 +146,7 @@ func New(o Options) *Handler {
 			panic("console: " + err.Error())
 		}
 	}
-	c := &console{o: o, defaultTenant: o.DefaultTenant, sessions: o.SessionKeys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
+	c := &console{o: o, sessions: o.SessionKeys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

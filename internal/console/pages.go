@@ -57,7 +57,7 @@ func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
 
 // tenantOf is the tenant an approver acts for.
 func (c *console) tenantOf(a Approver) string {
-	tenant, err := reminder.ParseTenant("tenant", a.Tenant, c.defaultTenant)
+	tenant, err := reminder.ParseTenant("tenant", a.Tenant, c.o.DefaultTenant)
 	if err != nil {
 		// ParseApprovers refuses such a name; fail closed all the same:
 		// no tenant is named so, and no row is found.

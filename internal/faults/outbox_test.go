@@ -18,7 +18,7 @@ import (
 // PostgreSQL killed between a state change and the status event it owes
 // the tracker leaves neither, and killed just after they commit keeps
 // both: the event is written in the change's transaction (migration
-// 00020), so no crash can part them.
+// 00023), so no crash can part them.
 func TestPostgresKilledBetweenAChangeAndItsStatusEvent(t *testing.T) {
 	t.Parallel()
 	pg := testenv.StartCluster(t)

@@ -35,7 +35,10 @@ type rig struct {
 	s       *testenv.Stack
 	key     *sink.EventKey
 	url     string
-	metrics *prometheus.Registry
+	metrics *prometheus.Registry // serve's
+	// worker is the worker's: a send whose delivered event came before
+	// the send was recorded is delivered, and observed, there.
+	worker *prometheus.Registry
 }
 
 // deferAfter is the tests' deferral escalation time: short, and longer
@@ -44,7 +47,15 @@ const deferAfter = 3 * time.Second
 
 func newRig(t *testing.T, emit sink.EventOptions) *rig {
 	t.Helper()
-	s := testenv.NewStack(t)
+	return newRigWith(t, emit, testenv.StackOptions{})
+}
+
+// newRigWith is newRig on a stack made with o.
+func newRigWith(t *testing.T, emit sink.EventOptions, o testenv.StackOptions) *rig {
+	t.Helper()
+	worker := prometheus.NewRegistry()
+	o.Metrics = metrics.New(worker)
+	s := testenv.NewStackWith(t, o)
 	key, err := sink.NewEventKey()
 	require.NoError(t, err)
 	pub, err := sendgridevents.ParseVerificationKey(key.PublicKey())
@@ -64,7 +75,7 @@ func newRig(t *testing.T, emit sink.EventOptions) *rig {
 	t.Cleanup(srv.Close)
 	emit.URL, emit.Key = srv.URL, key
 	s.Mail.EmitEvents(emit)
-	return &rig{s: s, key: key, url: srv.URL, metrics: reg}
+	return &rig{s: s, key: key, url: srv.URL, metrics: reg, worker: worker}
 }
 
 // schedule starts one email reminder to addr, due now, from an update
@@ -166,9 +177,14 @@ func TestDeliveredEventMakesTheReminderDelivered(t *testing.T) {
 	require.NotNil(t, got.DeliveredAt)
 	require.Contains(t, r.trail(t, res.ReminderID), "provider_delivered")
 	require.Contains(t, r.trail(t, res.ReminderID), "provider_processed")
-	// The handler counts once it has answered the commit.
-	require.Eventually(t, func() bool { return sampleCount(t, r.metrics, "shipnotify_delivery_slo_seconds") == 1 },
-		10*time.Second, 10*time.Millisecond, "one observation of the delivery SLO")
+	// Once, by whichever wrote delivered: serve's handler once it has
+	// answered the commit, or the worker recording a send whose event
+	// came first (the sink posts as soon as it has answered the send).
+	observed := func() uint64 {
+		return sampleCount(t, r.metrics, "shipnotify_delivery_slo_seconds") + sampleCount(t, r.worker, "shipnotify_delivery_slo_seconds")
+	}
+	require.Eventually(t, func() bool { return observed() > 0 }, 10*time.Second, 10*time.Millisecond, "an observation of the delivery SLO")
+	require.Equal(t, uint64(1), observed(), "one observation of the delivery SLO")
 }
 
 func TestBounceEscalatesOnceEvenWhenTheEventArrivesTwice(t *testing.T) {
@@ -255,6 +271,12 @@ func TestReplayedBatchChangesNothing(t *testing.T) {
 	r := newRig(t, sink.EventOptions{})
 	res := r.schedule(t, "ops@customer.example")
 	r.waitState(t, res.ReminderID, reminder.Delivered)
+	// The sink records a post once its answer is back, which may be after
+	// the batch it carried is applied.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := r.s.Mail.WaitPosted(ctx, func(b []sink.PostedBatch) bool { return len(b) > 0 })
+	require.NoError(t, err)
 	before := r.trail(t, res.ReminderID)
 	status, err := r.s.Mail.Replay(context.Background())
 	require.NoError(t, err)

@@ -20,6 +20,13 @@ type EventOptions struct {
 	Key *EventKey
 	// Bounce, Drop and Defer are recipient addresses.
 	Bounce, Drop, Defer []string
+	// DropUnsubscribed are addresses on the account's unsubscribe list:
+	// their mail is dropped with the reason "Unsubscribed Address".
+	DropUnsubscribed []string
+	// Unsubscribe and SpamReport are addresses whose recipient, once the
+	// mail is delivered, unsubscribes (SendGrid's subscription tracking or
+	// the List-Unsubscribe header) or reports it as spam.
+	Unsubscribe, SpamReport []string
 	// DeliverAfterDefer follows a deferral with a delivery.
 	DeliverAfterDefer bool
 	// FlushEvery is how often accumulated events are posted, and how long
@@ -50,6 +57,7 @@ const (
 	bounceReason   = "550 5.1.1 The email account that you tried to reach does not exist."
 	bounceStatus   = "5.1.1"
 	dropReason     = "Bounced Address"
+	dropOptedOut   = "Unsubscribed Address"
 	dropStatus     = "5.0.0"
 	deferResponse  = "421 4.7.0 Try again later"
 	deliveredReply = "250 OK"
@@ -66,6 +74,7 @@ type emitter struct {
 	mu                     sync.Mutex
 	opts                   EventOptions
 	bounce, drop, deferred map[string]bool
+	dropOptOut, optOut     map[string]string
 	pending                []Event
 	cancel                 context.CancelFunc
 	done                   chan struct{}
@@ -87,11 +96,23 @@ func (s *MailSink) EmitEvents(o EventOptions) {
 	}
 	// Copies, so the caller's slices can change without a race.
 	o.Bounce, o.Drop, o.Defer = slices.Clone(o.Bounce), slices.Clone(o.Drop), slices.Clone(o.Defer)
+	o.DropUnsubscribed = slices.Clone(o.DropUnsubscribed)
+	o.Unsubscribe, o.SpamReport = slices.Clone(o.Unsubscribe), slices.Clone(o.SpamReport)
 	e := s.events
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.opts = o
 	e.bounce, e.drop, e.deferred = addressSet(o.Bounce), addressSet(o.Drop), addressSet(o.Defer)
+	e.dropOptOut, e.optOut = map[string]string{}, map[string]string{}
+	for _, a := range o.DropUnsubscribed {
+		e.dropOptOut[a] = dropOptedOut
+	}
+	for _, a := range o.SpamReport {
+		e.optOut[a] = EventSpamReport
+	}
+	for _, a := range o.Unsubscribe {
+		e.optOut[a] = EventUnsubscribe
+	}
 	if e.cancel != nil || e.stopped {
 		return
 	}
@@ -151,9 +172,12 @@ func (e *emitter) queue(m Mail) {
 		}
 		// SendGrid drops a message to a suppressed address before
 		// processing it, so a drop comes alone.
-		if e.drop[to] {
+		if reason, opted := e.dropOptOut[to]; e.drop[to] || opted {
 			d := ev(EventDropped)
 			d.Reason, d.Status = dropReason, dropStatus
+			if opted {
+				d.Reason = reason
+			}
 			e.pending = append(e.pending, d)
 			continue
 		}
@@ -176,6 +200,9 @@ func (e *emitter) queue(m Mail) {
 			d := ev(EventDelivered)
 			d.Response = deliveredReply
 			e.pending = append(e.pending, d)
+			if kind, ok := e.optOut[to]; ok {
+				e.pending = append(e.pending, ev(kind))
+			}
 		}
 	}
 }

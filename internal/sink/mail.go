@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/mail"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,13 +18,24 @@ import (
 
 // Mail is one message the mail sink accepted.
 type Mail struct {
-	MessageID  string
-	From       string
-	To         []string
-	Subject    string
-	Text       string
-	CustomArgs map[string]string
-	Received   time.Time
+	MessageID string
+	From      string
+	To        []string
+	Subject   string
+	Text      string
+	// HTML is the text/html part ("" when none was sent).
+	HTML string
+	// TemplateID and TemplateData are the dynamic template the mail names
+	// and its personalization's dynamic_template_data, as sent.
+	TemplateID   string
+	TemplateData map[string]any
+	CustomArgs   map[string]string
+	// Headers are the message's own headers (List-Unsubscribe, ...).
+	Headers map[string]string
+	// SubscriptionTracking is the message's tracking_settings
+	// subscription_tracking.enable (nil: not set, the account's default).
+	SubscriptionTracking *bool
+	Received             time.Time
 }
 
 // MailSink is a local mail API speaking SendGrid's v3 /v3/mail/send: it
@@ -158,6 +170,7 @@ func StartMail(addr, apiKey string) (*MailSink, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v3/mail/send", s.send)
 	mux.HandleFunc("GET /mailbox", s.mailbox)
+	mux.HandleFunc("GET /mailbox/{id}/html", s.mailboxHTML)
 	srv, err := listen(addr, mux)
 	if err != nil {
 		return nil, fmt.Errorf("error starting mail sink: %w", err)
@@ -202,15 +215,23 @@ type sgAddress struct {
 type sgBody struct {
 	From             *sgAddress `json:"from"`
 	Subject          string     `json:"subject"`
+	TemplateID       string     `json:"template_id"`
 	Personalizations []struct {
-		To      []sgAddress `json:"to"`
-		Subject string      `json:"subject"`
+		To                  []sgAddress    `json:"to"`
+		Subject             string         `json:"subject"`
+		DynamicTemplateData map[string]any `json:"dynamic_template_data"`
 	} `json:"personalizations"`
 	Content []struct {
 		Type  string `json:"type"`
 		Value string `json:"value"`
 	} `json:"content"`
-	CustomArgs map[string]string `json:"custom_args"`
+	CustomArgs       map[string]string `json:"custom_args"`
+	Headers          map[string]string `json:"headers"`
+	TrackingSettings *struct {
+		SubscriptionTracking *struct {
+			Enable *bool `json:"enable"`
+		} `json:"subscription_tracking"`
+	} `json:"tracking_settings"`
 }
 
 // Requests is how many calls reached the sink, accepted or not.
@@ -284,7 +305,10 @@ func (b sgBody) check() (Mail, string, string) {
 	if len(b.Personalizations) == 0 {
 		return Mail{}, "personalizations", "The personalizations field is required and must have at least one personalization."
 	}
-	m := Mail{From: b.From.Email, Subject: b.Subject, CustomArgs: b.CustomArgs}
+	m := Mail{From: b.From.Email, Subject: b.Subject, CustomArgs: b.CustomArgs, TemplateID: b.TemplateID, Headers: b.Headers}
+	if t := b.TrackingSettings; t != nil && t.SubscriptionTracking != nil {
+		m.SubscriptionTracking = t.SubscriptionTracking.Enable
+	}
 	for i, p := range b.Personalizations {
 		if len(p.To) == 0 {
 			return Mail{}, fmt.Sprintf("personalizations.%d.to", i), "The to array is required for all personalization objects."
@@ -298,23 +322,39 @@ func (b sgBody) check() (Mail, string, string) {
 		if p.Subject != "" {
 			m.Subject = p.Subject
 		}
+		if p.DynamicTemplateData != nil {
+			m.TemplateData = p.DynamicTemplateData
+		}
 	}
-	if strings.TrimSpace(m.Subject) == "" {
+	if m.TemplateID != "" && !dynamicTemplateID.MatchString(m.TemplateID) {
+		return Mail{}, "template_id", "The template_id must be a valid template ID."
+	}
+	// A template brings its own subject and body.
+	if m.TemplateID == "" && strings.TrimSpace(m.Subject) == "" {
 		return Mail{}, "subject", "The subject is required."
 	}
-	if len(b.Content) == 0 {
+	if len(b.Content) == 0 && m.TemplateID == "" {
 		return Mail{}, "content", "Unless a valid template_id is provided, the content parameter is required."
 	}
-	for _, c := range b.Content {
+	for i, c := range b.Content {
 		if c.Type == "" || c.Value == "" {
 			return Mail{}, "content", "The content value must be a string at least one character in length."
 		}
-		if c.Type == "text/plain" {
+		switch {
+		case c.Type == "text/plain" && i == 0:
 			m.Text = c.Value
+		case c.Type == "text/html" && i <= 1:
+			m.HTML = c.Value
+		case c.Type == "text/plain", c.Type == "text/html":
+			return Mail{}, fmt.Sprintf("content.%d.type", i), "If present, text/plain and text/html may only be provided in the order of plain first, then html."
 		}
 	}
 	return m, "", ""
 }
+
+// dynamicTemplateID is the shape of a template's id: a dynamic template's,
+// or a legacy template's UUID.
+var dynamicTemplateID = regexp.MustCompile(`^(d-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
 
 func validAddress(s string) bool {
 	a, err := mail.ParseAddress(s)

@@ -78,3 +78,28 @@ func TestMailboxShowsLinks(t *testing.T) {
 	require.Contains(t, page.String(), "&lt;b&gt;x&lt;/b&gt; done")
 	require.Contains(t, page.String(), `data-purpose="escalation"`)
 }
+
+// The sink refuses what SendGrid refuses about a body: no content without
+// a template, parts out of order, a template id of no known shape.
+func TestTheSinkChecksContentAndTemplatesAsSendGridDoes(t *testing.T) {
+	t.Parallel()
+	s, err := StartMail("", "SG.k")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	head := `{"from":{"email":"a@b.example"},"personalizations":[{"to":[{"email":"c@d.example"}]}],`
+	for body, want := range map[string]int{
+		head + `"subject":"s","content":[{"type":"text/plain","value":"t"},{"type":"text/html","value":"<p>t</p>"}]}`: http.StatusAccepted,
+		head + `"template_id":"d-0123456789abcdef0123456789abcdef"}`:                                                  http.StatusAccepted,
+		head + `"subject":"s"}`: http.StatusBadRequest,
+		head + `"subject":"s","content":[{"type":"text/html","value":"<p>t</p>"},{"type":"text/plain","value":"t"}]}`: http.StatusBadRequest,
+		head + `"template_id":"welcome"}`: http.StatusBadRequest,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/v3/mail/send", bytes.NewBufferString(body))
+		req.Header.Set("Authorization", "Bearer SG.k")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, body)
+	}
+	require.Len(t, s.Mails(), 2)
+}

@@ -2,7 +2,7 @@
 // endpoints it registers (SHIPNOTIFY_STATUS_ENDPOINTS_FILE) and the relay,
 // run by serve, that posts the status outbox's rows to them as signed
 // Standard Webhooks. The rows themselves are written by the database, in
-// the transaction of the state change each reports (migration 00020).
+// the transaction of the state change each reports (migration 00023).
 package statusevents
 
 import (

@@ -17,6 +17,7 @@ import (
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
@@ -94,6 +95,10 @@ type StackOptions struct {
 	// stack's workers then wait EventsEvidenceWait for it. Without it they
 	// wait for none (no event would come).
 	Events bool
+	// Metrics is what the stack's workers record (the delivery SLO of a
+	// send the provider's event reached first, among others); nil records
+	// nothing.
+	Metrics *metrics.Metrics
 }
 
 // EventsEvidenceWait is how long a stack's workers wait for the provider's
@@ -146,6 +151,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 			APIKey: MailAPIKey, BaseURL: s.Mail.URL(), FromEmail: "reminders@shipnotify.example",
 		}),
 		Webhook: webhook.NewSender(webhook.Options{Guard: webhook.Guard{AllowLoopback: true}}),
+		Metrics: o.Metrics,
 	}
 	if o.Events {
 		s.EvidenceWait = EventsEvidenceWait

@@ -58,6 +58,15 @@ func BadUpdates(now time.Time) []BadUpdate {
 	text := func(v string) string {
 		return mut(func(u map[string]any) { u["message"].(map[string]any)["text"] = v })
 	}
+	message := func(key string, v any) string {
+		return mut(func(u map[string]any) { u["message"].(map[string]any)[key] = v })
+	}
+	templated := func(data any) string {
+		return mut(func(u map[string]any) {
+			u["message"].(map[string]any)["template_id"] = TemplateID
+			u["message"].(map[string]any)["template_data"] = data
+		})
+	}
 	// edit changes the valid document's text: for what a map cannot hold.
 	edit := func(old, new string) string { return strings.Replace(valid, old, new, 1) }
 	hook := `"url":"https://hooks.consignee.example/in"`
@@ -148,5 +157,27 @@ func BadUpdates(now time.Time) []BadUpdate {
 			set("approval", map[string]any{"required": true, "expire_after": "90d"})},
 		{"unknown approval field", "approval.requried", set("approval", map[string]any{"requried": true})},
 		{"invalid escalation email", "escalation.email", set("escalation", map[string]any{"email": "lead at shipper"})},
+		{"template id of another shape", "message.template_id", message("template_id", "welcome-mail")},
+		{"legacy template id", "message.template_id", message("template_id", "0b5b1ba4-95a6-4d2f-a3cb-c2c3b5e8d7a1")},
+		{"template id in capitals", "message.template_id", message("template_id", "d-0123456789ABCDEF0123456789ABCDEF")},
+		{"template data without a template", "message.template_data", message("template_data", map[string]any{"dock": "4"})},
+		{"template data not an object", "message.template_data", templated([]any{"dock", 4})},
+		{"oversized template data", "message.template_data", templated(map[string]any{"notes": strings.Repeat("x", 9<<10)})},
+		{"template data with a key shipnotify sets", "message.template_data.shipment_id", templated(map[string]any{"shipment_id": "SHP-2"})},
+		{"template data with a key given twice", "message.template_data", edit(`"text":`,
+			`"template_id":"`+TemplateID+`","template_data":{"dock":"4","dock":"5"},"text":`)},
+		{"unknown time zone", "subscribers[0].time_zone", subSet(0, "time_zone", "Mars/Olympus_Mons")},
+		{"the worker's own time zone", "subscribers[0].time_zone", subSet(0, "time_zone", "Local")},
+		{"time zone that is a path", "subscribers[0].time_zone", subSet(0, "time_zone", "../../etc/passwd")},
+		{"time zone as an offset", "subscribers[0].time_zone", subSet(0, "time_zone", "+01:00")},
+		{"locale that is not a tag", "subscribers[0].locale", subSet(0, "locale", "German please")},
+		{"locale with an underscore", "subscribers[0].locale", subSet(0, "locale", "de_DE")},
+		{"locale of an unknown language", "subscribers[1].locale", subSet(1, "locale", "xq-DE")},
+		{"name too long", "subscribers[0].name", subSet(0, "name", strings.Repeat("n", 101))},
+		{"name on two lines", "subscribers[0].name", subSet(0, "name", "Ops\nBcc: x")},
+		{"webhook subscriber with a locale", "subscribers[2]", subSet(2, "locale", "de")},
 	}
 }
+
+// TemplateID is a well-formed SendGrid dynamic template id.
+const TemplateID = "d-0123456789abcdef0123456789abcdef"

@@ -56,7 +56,7 @@ SELECT CASE
     WHEN type = 'cancellation_sent' THEN 'cancelled'
     WHEN type = 'cancelled_late' THEN CASE WHEN state IN ('sent', 'delivered', 'undeliverable') THEN 'cancelled' END
     WHEN reminder_event_into(type, detail) = 'scheduled' THEN 'approved'
-    WHEN reminder_event_into(type, detail) IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired')
+    WHEN reminder_event_into(type, detail) IN ('sent', 'delivered', 'undeliverable', 'failed', 'cancelled', 'expired', 'suppressed')
         THEN reminder_event_into(type, detail)
 END
 $$;

@@ -1,0 +1,105 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Suppression is an address that opted out of one tenant's mail: its
+// reminders end suppressed, unsent, until an operator lifts it. The
+// mirror keeps the address's SHA-256 only (lower-cased and trimmed), so a
+// suppression outlives its reminders without keeping the address.
+type Suppression struct {
+	Tenant        string `json:"tenant"`
+	AddressSHA256 string `json:"address_sha256"`
+	// Reason is unsubscribe, spamreport, dropped (an opt-out drop) or
+	// one_click (the List-Unsubscribe link).
+	Reason       string     `json:"reason"`
+	ReminderID   string     `json:"reminder_id"`
+	EventID      string     `json:"event_id,omitempty"`
+	SuppressedAt time.Time  `json:"suppressed_at"`
+	LiftedAt     *time.Time `json:"lifted_at,omitempty"`
+	LiftedBy     string     `json:"lifted_by,omitempty"`
+}
+
+// SuppressionFilter selects suppressions: one tenant's ("" the default
+// tenant's) unless AnyTenant, and lifted ones only with Lifted.
+type SuppressionFilter struct {
+	Tenant    string
+	AnyTenant bool
+	// Address, when set, selects that address's suppression.
+	Address string
+	Lifted  bool
+	Limit   int
+}
+
+// Suppressions lists suppressions, newest first.
+func (s *Store) Suppressions(ctx context.Context, f SuppressionFilter) ([]Suppression, error) {
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	rows, _ := s.pool.Query(ctx, `
+SELECT tenant, address_sha256, reason, reminder_id, coalesce(event_id, ''), suppressed_at, lifted_at, coalesce(lifted_by, '')
+  FROM suppressions
+ WHERE ($1 OR tenant = $2) AND ($3 = '' OR address_sha256 = suppression_address($3))
+   AND ($4 OR lifted_at IS NULL)
+ ORDER BY suppressed_at DESC, tenant, address_sha256
+ LIMIT $5`, f.AnyTenant, f.Tenant, f.Address, f.Lifted, f.Limit)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Suppression, error) {
+		var x Suppression
+		err := row.Scan(&x.Tenant, &x.AddressSHA256, &x.Reason, &x.ReminderID, &x.EventID, &x.SuppressedAt, &x.LiftedAt, &x.LiftedBy)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing suppressions: %w", err)
+	}
+	return out, nil
+}
+
+// ErrNotSuppressed is returned when lifting an address no suppression holds.
+var ErrNotSuppressed = errors.New("the address is not suppressed")
+
+// LiftSuppression lifts the suppression of address for tenant, recording
+// who lifted it; the next reminder to it is sent. The row stays, lifted,
+// so the mirror still shows that the address once opted out. A later
+// opt-out suppresses it again.
+func (s *Store) LiftSuppression(ctx context.Context, tenant, address, by string) error {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE suppressions SET lifted_at = now(), lifted_by = $3
+ WHERE tenant = $1 AND address_sha256 = suppression_address($2) AND lifted_at IS NULL`, tenant, address, by)
+	if err != nil {
+		return fmt.Errorf("error lifting suppression: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotSuppressed
+	}
+	return nil
+}
+
+// SuppressAddressOf suppresses, for its tenant, the email address of a
+// reminder (the one-click List-Unsubscribe link names the reminder, never
+// the address). It reports false when the reminder is not an email one in
+// the mirror; an address already suppressed stays as it was.
+func (s *Store) SuppressAddressOf(ctx context.Context, reminderID, reason string) (bool, error) {
+	var found bool
+	err := s.pool.QueryRow(ctx, `
+WITH r AS (
+    SELECT id, tenant, email FROM reminders WHERE id = $1 AND channel = 'email' AND email IS NOT NULL
+), ins AS (
+    INSERT INTO suppressions AS s (tenant, address_sha256, reason, reminder_id)
+    SELECT tenant, suppression_address(email), $2, id FROM r
+    ON CONFLICT (tenant, address_sha256) DO UPDATE
+       SET reason = excluded.reason, reminder_id = excluded.reminder_id, event_id = NULL,
+           suppressed_at = now(), lifted_at = NULL, lifted_by = NULL
+     WHERE s.lifted_at IS NOT NULL
+)
+SELECT EXISTS (SELECT 1 FROM r)`, reminderID, reason).Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("error suppressing address: %w", err)
+	}
+	return found, nil
+}
