@@ -42,8 +42,9 @@ type served map[string]map[string]map[string]bool
 // the worker's (its registry with a mirror holding one overdue reminder,
 // after one delivery of each outcome an alert names, a retry and a
 // webhook's delivery) and serve's (after one provider event of every
-// outcome with each result, an email's delivery and an escalation). A
-// labelled metric is served only once it has a value.
+// outcome with each result, an email's delivery and an escalation, with a
+// status endpoint owed an event and a post of each result). A labelled
+// metric is served only once it has a value.
 func ours(t *testing.T) served {
 	t.Helper()
 	ctx := context.Background()
@@ -54,6 +55,9 @@ func ours(t *testing.T) served {
 		Subscribers: []reminder.Subscriber{{ID: "a", Channel: reminder.Email, Email: "a@b.example", DueAt: now.Add(-time.Minute)}}}
 	rems, err := u.Plan(reminder.PlanOptions{Now: now})
 	require.NoError(t, err)
+	// A tracker's endpoint, owed the reminder's scheduled event.
+	require.NoError(t, store.RegisterStatusEndpoints(ctx, []mirror.StatusEndpoint{
+		{Name: "tracker", Events: reminder.StatusTypes, URL: "https://tracker.example/status"}}))
 	_, err = store.ScheduleUpdate(ctx, u, []mirror.NewReminder{{Reminder: rems[0], WorkflowID: "reminder/SHP-1/u-1/a"}})
 	require.NoError(t, err)
 
@@ -77,6 +81,12 @@ func ours(t *testing.T) served {
 	}
 	o.Delivered("email", 3*time.Minute)
 	o.EscalationStarted(reminder.ReasonUndeliverable)
+	metrics.WatchOutbox(t.Context(), serve, store, metrics.MirrorOptions{})
+	relay := metrics.NewStatusEvents(serve)
+	for _, result := range []string{"delivered", "refused", "failed", "gone"} {
+		relay.Posted("tracker", result)
+	}
+	relay.GivenUp(1)
 
 	s := served{}
 	scrape(t, worker, s)
@@ -203,7 +213,8 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"ShipnotifySchedulingLagHigh", "ShipnotifyOldestOverdueReminder", "ShipnotifyDeliveryFailureRate",
-		"ShipnotifyProviderCredentialsRefused", "ShipnotifyDeliverySLOBreached", "ShipnotifyOldestUnconfirmedEmail", "ShipnotifyBounceRateHigh"} {
+		"ShipnotifyProviderCredentialsRefused", "ShipnotifyDeliverySLOBreached", "ShipnotifyOldestUnconfirmedEmail", "ShipnotifyBounceRateHigh",
+		"ShipnotifyStatusEventsStuck", "ShipnotifyStatusEndpointDisabled"} {
 		require.True(t, slices.Contains(alerts, want), want)
 	}
 }
@@ -279,7 +290,8 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"shipnotify_scheduling_lag_seconds", "shipnotify_oldest_overdue_undelivered_seconds", "shipnotify_delivery_duration_seconds",
-		"shipnotify_delivery_slo_seconds", "shipnotify_oldest_unconfirmed_seconds", "shipnotify_provider_events_total", "shipnotify_reminders"} {
+		"shipnotify_delivery_slo_seconds", "shipnotify_oldest_unconfirmed_seconds", "shipnotify_provider_events_total", "shipnotify_reminders",
+		"shipnotify_status_outbox_oldest_pending_seconds", "shipnotify_status_outbox_pending"} {
 		require.True(t, seen[m], "the dashboard shows %s", m)
 	}
 	require.Equal(t, row["shipnotify_scheduling_lag_seconds"], row["shipnotify_delivery_slo_seconds"], "the two SLOs side by side")

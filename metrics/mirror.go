@@ -46,6 +46,14 @@ type MirrorOptions struct {
 // connection, once a period. It reads once before returning, then in the
 // background until ctx ends.
 func WatchMirror(ctx context.Context, reg prometheus.Registerer, src GaugeReader, o MirrorOptions) {
+	o = o.withDefaults()
+	c := &mirrorCollector{src: src, o: o}
+	refreshEvery(ctx, o.Every, c.refresh)
+	reg.MustRegister(c)
+}
+
+// withDefaults is o with its zero fields set.
+func (o MirrorOptions) withDefaults() MirrorOptions {
 	if o.Every <= 0 {
 		o.Every = DefaultMirrorRefresh
 	}
@@ -58,18 +66,22 @@ func WatchMirror(ctx context.Context, reg prometheus.Registerer, src GaugeReader
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &mirrorCollector{src: src, o: o}
-	c.refresh(ctx)
-	reg.MustRegister(c)
+	return o
+}
+
+// refreshEvery runs refresh once, then every period in the background
+// until ctx ends: one read at a time, never from a scrape.
+func refreshEvery(ctx context.Context, every time.Duration, refresh func(context.Context)) {
+	refresh(ctx)
 	go func() {
-		tick := time.NewTicker(o.Every)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				c.refresh(ctx)
+				refresh(ctx)
 			}
 		}
 	}()

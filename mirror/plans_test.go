@@ -11,6 +11,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // explain is the plan PostgreSQL picks for q, as one string.
@@ -72,4 +73,44 @@ SELECT 'S/u/' || g, 'S', 'u', g::text, 'email', 'a@b.example', now() + g * inter
 	require.Contains(t, plan, "Index Only Scan using reminders_awaiting_outcome_idx", plan)
 	require.Contains(t, plan, "Limit", plan)
 	require.NotContains(t, plan, "Aggregate", plan)
+}
+
+// The relay's claim, the operator's and the gauges' reads of the outbox,
+// and a page of the change feed read their indexes, not the tables: the
+// outbox keeps every delivered event until prune, and the feed has a row
+// for every reminder.
+func TestTheOutboxAndTheFeedUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	store := mirror.New(db.Pool)
+	require.NoError(t, store.RegisterStatusEndpoints(ctx, []mirror.StatusEndpoint{
+		{Name: "tracker", Events: reminder.StatusTypes, URL: "https://tracker.example/status"}}))
+	_, err := db.Pool.Exec(ctx, `
+INSERT INTO updates (shipment_id, update_id, kind, subject, body) VALUES ('S', 'u', 'k', 's', 'b');
+INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email, due_at, requested_due_at, state, delivery_key, workflow_id)
+SELECT 'S/u/' || g, 'S', 'u', g::text, 'email', 'a@b.example', now(), now(), 'scheduled', md5(g::text), 'reminder/S/u/' || g
+  FROM generate_series(1, 5000) g;
+INSERT INTO reminder_events (reminder_id, type) SELECT id, 'scheduled' FROM reminders;
+UPDATE status_outbox SET status = 'delivered' WHERE id % 50 <> 0;
+UPDATE status_outbox SET status = 'given_up' WHERE id % 100 = 0`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `VACUUM ANALYZE status_outbox, reminder_changes, reminders`)
+	require.NoError(t, err)
+
+	plan := explain(t, db, mirror.ClaimStatusEventsQuery, "tracker", "relay", 45.0, 100)
+	require.Contains(t, plan, "status_outbox_pending_idx", plan)
+	require.NotContains(t, plan, "Seq Scan on status_outbox", plan)
+	plan = explain(t, db, mirror.StatusEndpointsQuery)
+	require.Contains(t, plan, "status_outbox_pending_idx", plan)
+	require.Contains(t, plan, "status_outbox_given_up_idx", plan)
+	require.NotContains(t, plan, "Seq Scan on status_outbox", plan)
+
+	for _, f := range []mirror.ChangeFilter{{After: mirror.Position{Xact: 1, Event: 2500}, Limit: 100}, {AnyTenant: true, Limit: 100}} {
+		q, args := mirror.ChangesQuery(f)
+		plan = explain(t, db, q, args...)
+		require.Regexp(t, `Index Scan using reminder_changes_(tenant_)?position_idx`, plan)
+		require.NotContains(t, plan, "Sort", "the position is the index's key: %s", plan)
+		require.NotContains(t, plan, "Seq Scan", plan)
+	}
 }

@@ -59,6 +59,9 @@ type PruneStats struct {
 	ByState    map[reminder.State]int64 `json:"by_state"`
 	Events     int64                    `json:"events"`
 	Deliveries int64                    `json:"deliveries"`
+	// StatusEvents are the status outbox's rows: delivered to the
+	// tracker's endpoints, or given up.
+	StatusEvents int64 `json:"status_events"`
 	// Updates are update rows left with no reminder, removed with their
 	// last when asked (a dry run does not count them).
 	Updates int64 `json:"updates"`
@@ -71,7 +74,9 @@ type PruneStats struct {
 }
 
 // Rows is every row removed, over all tables.
-func (s PruneStats) Rows() int64 { return s.Reminders + s.Events + s.Deliveries + s.Updates }
+func (s PruneStats) Rows() int64 {
+	return s.Reminders + s.Events + s.Deliveries + s.StatusEvents + s.Updates
+}
 
 // Prune's statements. A candidate is finished, due and unchanged for the
 // age ($1, seconds), and its trail holds an event that records its move
@@ -100,9 +105,11 @@ SELECT id, due_at FROM reminders r
 	// so none added meanwhile is missed. A reminder keeps its rows while a
 	// delivery is 'sending' (however old: its send may not be recorded),
 	// while anything of it is younger than the age, while it names a
-	// disabled webhook endpoint (that row would lose its reason), and while
+	// disabled webhook endpoint (that row would lose its reason), while
 	// a provider's outcome owes an escalation not yet started or started
-	// within the age (its notice may not have claimed its key yet).
+	// within the age (its notice may not have claimed its key yet), and
+	// while a status event of it waits to be posted to a tracker's endpoint
+	// (the relay gives one up after statusevents.GiveUpAfter, under the age).
 	pruneDoomed = `
 SELECT ` + rowColumns + ` FROM reminders r
  WHERE r.id = ANY($2)
@@ -116,7 +123,8 @@ SELECT ` + rowColumns + ` FROM reminders r
    AND NOT EXISTS (SELECT 1 FROM disabled_endpoints x WHERE x.reminder_id = r.id)
    AND NOT EXISTS (SELECT 1 FROM outcome_escalations o WHERE o.reminder_id = r.id
                       AND ((o.started_at IS NULL AND o.settled_at IS NULL)
-                           OR o.started_at >= now() - make_interval(secs => $1)))`
+                           OR o.started_at >= now() - make_interval(secs => $1)))
+   AND NOT EXISTS (SELECT 1 FROM status_outbox s WHERE s.reminder_id = r.id AND s.status = 'pending')`
 	// The update rows the batch leaves without a reminder. One another
 	// transaction holds (a resubmission of the update, say) is waited for,
 	// up to pruneLockTimeout.
@@ -247,6 +255,7 @@ func (s *PruneStats) add(b PruneStats) {
 	s.Reminders += b.Reminders
 	s.Events += b.Events
 	s.Deliveries += b.Deliveries
+	s.StatusEvents += b.StatusEvents
 	s.Updates += b.Updates
 	s.Skipped += b.Skipped
 	for st, n := range b.ByState {
@@ -281,6 +290,12 @@ func deleteDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, updates bool, st
 	if _, err = tx.Exec(ctx, `DELETE FROM outcome_escalations WHERE reminder_id = ANY($1)`, ids); err != nil {
 		return fmt.Errorf("error pruning escalations: %w", err)
 	}
+	// The status events posted (or given up); the reminders' places in
+	// the change feed go with them (ON DELETE CASCADE).
+	if tag, err = tx.Exec(ctx, `DELETE FROM status_outbox WHERE reminder_id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("error pruning status events: %w", err)
+	}
+	stats.StatusEvents = tag.RowsAffected()
 	rows, _ := tx.Query(ctx, `DELETE FROM reminders WHERE id = ANY($1) RETURNING state`, ids)
 	var state string
 	if _, err := pgx.ForEachRow(rows, []any{&state}, func() error {
@@ -310,7 +325,8 @@ func countDoomed(ctx context.Context, tx pgx.Tx, doomed []Row, stats *PruneStats
 	var events, deliveries int64
 	err := tx.QueryRow(ctx, `
 SELECT (SELECT count(*) FROM reminder_events WHERE reminder_id = ANY($1)),
-       (SELECT count(*) FROM deliveries WHERE reminder_id = ANY($1))`, ids).Scan(&events, &deliveries)
+       (SELECT count(*) FROM deliveries WHERE reminder_id = ANY($1)),
+       (SELECT count(*) FROM status_outbox WHERE reminder_id = ANY($1))`, ids).Scan(&events, &deliveries, &stats.StatusEvents)
 	if err != nil {
 		return fmt.Errorf("error counting what prune would remove: %w", err)
 	}

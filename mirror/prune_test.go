@@ -280,3 +280,41 @@ VALUES ('p-bounced', 'undeliverable', now() - interval '100 days', now() - inter
 	require.Equal(t, 2, countRows(t, db.Pool, "provider_events"))
 	require.Equal(t, 2, countRows(t, db.Pool, "outcome_escalations"))
 }
+
+// A reminder goes with its status events once they were delivered or
+// given up, and its place in the change feed; one whose event still waits
+// for the tracker's endpoint stays until that event is done with.
+func TestPruneTakesDeliveredStatusEventsAlong(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	store := mirror.New(db.Pool)
+	require.NoError(t, store.RegisterStatusEndpoints(ctx, []mirror.StatusEndpoint{
+		{Name: "tracker", Events: reminder.StatusTypes, URL: "https://tracker.example/status"}}))
+	seedAged(t, db.Pool, old("p-told", "u1", "sent"), old("p-given-up", "u1", "delivered"), old("k-owed", "u1", "sent"))
+	_, err := db.Pool.Exec(ctx, `
+UPDATE status_outbox SET status = 'delivered' WHERE reminder_id = 'p-told';
+UPDATE status_outbox SET status = 'given_up' WHERE reminder_id = 'p-given-up';
+UPDATE status_outbox SET status = 'delivered' WHERE reminder_id = 'k-owed' AND seq = 1`)
+	require.NoError(t, err)
+	require.Equal(t, 6, countRows(t, db.Pool, "status_outbox"), "two events each")
+	require.Equal(t, 3, countRows(t, db.Pool, "reminder_changes"))
+
+	dry, err := store.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day, DryRun: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 4, dry.StatusEvents, "a dry run counts them")
+	stats, err := store.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, stats.Reminders)
+	require.EqualValues(t, 4, stats.StatusEvents)
+	require.Equal(t, []string{"k-owed"}, remaining(t, db.Pool), "an event still owed keeps its reminder")
+	require.Equal(t, 2, countRows(t, db.Pool, "status_outbox"))
+	require.Equal(t, 1, countRows(t, db.Pool, "reminder_changes"), "places in the feed go with their reminders")
+
+	_, err = db.Pool.Exec(ctx, `UPDATE status_outbox SET status = 'given_up' WHERE status = 'pending'`)
+	require.NoError(t, err)
+	stats, err = store.Prune(ctx, mirror.PruneOptions{OlderThan: 90 * day})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, stats.Reminders, "once given up, it goes")
+	require.Zero(t, countRows(t, db.Pool, "status_outbox"))
+}

@@ -45,6 +45,9 @@ type Row struct {
 	// DeliveredAt is when the subscriber got it: the provider's delivered
 	// report, or the webhook receiver's 2xx.
 	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+	// LastChange is the reminder's latest status event: the change that
+	// put it in a page of the change feed (Store.Changes); nil elsewhere.
+	LastChange *LastChange `json:"last_change,omitempty"`
 }
 
 // rowColumns are Row's columns. List's due window reads them all from the
@@ -56,16 +59,23 @@ const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, 
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
 	var r Row
+	err := scanRowAnd(row, &r)
+	return r, err
+}
+
+// scanRowAnd scans rowColumns into r, then the columns after them into
+// more.
+func scanRowAnd(row pgx.Row, r *Row, more ...any) error {
 	var channel, state string
 	var outcome *string
-	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.RequestedDueAt, &state,
+	err := row.Scan(append([]any{&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.RequestedDueAt, &state,
 		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt,
-		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt, &r.Tenant)
+		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt, &r.Tenant}, more...)...)
 	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 	if outcome != nil {
 		r.ProviderOutcome = reminder.ProviderOutcome(*outcome)
 	}
-	return r, err
+	return err
 }
 
 // Get returns one reminder.

@@ -152,6 +152,14 @@ func (g Guard) CheckURLs(ctx context.Context, raws []string) []error {
 	return verdicts
 }
 
+// CheckSyntax checks what a URL says, without looking its host up: the
+// scheme, the port and a literal address, as CheckURL would. A
+// configuration is checked with it, before anything connects.
+func (g Guard) CheckSyntax(raw string) error {
+	_, err := g.checkSyntax(raw)
+	return err
+}
+
 // Hosts are the host names CheckURLs would look up for raws, each once,
 // without looking anything up: a caller charges the lookups before they
 // are made. A URL its syntax decides (a literal address, localhost, a

@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	register("demo", "run the product end to end against local stand-ins for SendGrid and a webhook receiver", runDemo)
+	register("demo", "run the product end to end against local stand-ins for SendGrid, a webhook receiver and a tracker hearing back", runDemo)
 }
 
 // demoTaskQueue keeps the demo's work away from any real worker, which
@@ -111,6 +111,11 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	defer stopOutcomes()
+	tracker, err := startDemoTracker(ctx, d, store, out, start)
+	if err != nil {
+		return err
+	}
+	defer tracker.stop()
 	w := worker.New(tc, *taskQueue, acts, worker.Options{})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("error starting worker: %w", err)
@@ -156,11 +161,13 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	if err := waitDemoOutcomes(ctx, store, results, out); err != nil {
 		return err
 	}
+	tracker.caughtUp(ctx, out)
 	out.printf("\nInspect them: shipnotify list --shipment %s; shipnotify show %s\n", u.ShipmentID, results[len(results)-1].ReminderID)
 	if front != nil {
 		out.printf("\nApproval console: %s/console/ (log in with the key %s)\n", front.url, front.approverKey)
 		out.printf("Schedule an update that needs approval through the API, then approve it in the console:\n  %s\n",
 			front.curlSchedule(time.Now()))
+		out.printf("Poll what changed, as a tracker may instead of hearing back:\n  %s\n", front.curlFeed())
 		out.printf("The API's contract: %s/v1/openapi.json\n", front.url)
 	}
 	if *exitWhenDone {

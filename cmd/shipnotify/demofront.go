@@ -99,3 +99,8 @@ func (f *demoFront) curlSchedule(now time.Time) string {
 	return fmt.Sprintf("curl -sS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' --data '%s' %s/v1/updates",
 		f.trackerKey, doc, f.url)
 }
+
+// curlFeed is a curl command that reads the change feed from its start.
+func (f *demoFront) curlFeed() string {
+	return fmt.Sprintf("curl -sS -H 'Authorization: Bearer %s' '%s/v1/reminders?updated_since=0'", f.trackerKey, f.url)
+}

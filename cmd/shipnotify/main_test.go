@@ -295,6 +295,15 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	require.Equal(t, 4, strings.Count(stdout, " delivered\n"), stdout)
 	require.Regexp(t, `consignee-old-inbox\s+undeliverable  bounced: the update's escalation contact was told, once`, stdout)
 	require.Contains(t, stdout, "[shipnotify] Reminder SHP-1001")
+	// The tracker hears back: each reminder scheduled and sent, four
+	// delivered, one undeliverable and its escalation, every one signed.
+	require.Equal(t, 5, strings.Count(stdout, "reminder.scheduled "), stdout)
+	require.Equal(t, 5, strings.Count(stdout, "reminder.sent "), stdout)
+	require.Equal(t, 4, strings.Count(stdout, "reminder.delivered "), stdout)
+	require.Equal(t, 1, strings.Count(stdout, "reminder.undeliverable "), stdout)
+	require.Equal(t, 1, strings.Count(stdout, "reminder.escalated "), stdout)
+	require.Contains(t, stdout, "The tracker's endpoint got 16 status events")
+	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' 'http://127\.0\.0\.1:\d+/v1/reminders\?updated_since=0'`, stdout)
 	require.Contains(t, stdout, "http://localhost:8233/namespaces/default/workflows?query=")
 	require.Regexp(t, `Approval console: http://127\.0\.0\.1:\d+/console/ \(log in with the key snk_`, stdout)
 	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' -H 'Content-Type: application/json' --data '\{.*"approval":\{"required":true\}.*\}' http://127\.0\.0\.1:\d+/v1/updates`, stdout)

@@ -19,9 +19,12 @@ import (
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
+	"github.com/shipnotify/shipnotify/internal/statusevents"
 	"github.com/shipnotify/shipnotify/internal/unsubscribe"
 	"github.com/shipnotify/shipnotify/metrics"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/webhook"
 )
 
 func init() {
@@ -115,6 +118,13 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	if err := serveOutcomes(ctx, d, mux, st, reg); err != nil {
 		return err
 	}
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	defer stopRelay()
+	relayed, err := serveStatusEvents(relayCtx, d, st.Mirror, reg, d.Cfg.StatusEndpoints)
+	if err != nil {
+		return err
+	}
+	defer func() { stopRelay(); <-relayed }()
 	srv := api.NewServer(mux, d.Cfg.APIRequestTimeout)
 	d.Logger.Info("serving the API", "address", ln.Addr().String(), "keys", len(d.Cfg.APIKeys))
 	err = api.Serve(ctx, srv, ln, d.Cfg.APIRequestTimeout+shutdownMargin)
@@ -160,6 +170,46 @@ func mountProviderEvents(ctx context.Context, d *cli.Deps, mux *http.ServeMux, s
 	}
 	mux.Handle(sendgridevents.Path, h)
 	return nil
+}
+
+// serveStatusEvents registers the tracker's status endpoints (retiring
+// any no longer configured) and, when there are any, runs the relay that
+// posts their events until ctx ends; the channel closes when it has
+// stopped. The outbox's gauges are served on reg either way.
+func serveStatusEvents(ctx context.Context, d *cli.Deps, store *mirror.Store, reg prometheus.Registerer, eps []statusevents.Endpoint) (<-chan struct{}, error) {
+	done := make(chan struct{})
+	urls := make([]string, len(eps))
+	regs := make([]mirror.StatusEndpoint, len(eps))
+	for i, e := range eps {
+		urls[i], regs[i] = e.URL, e.Registration()
+	}
+	// The configuration checked each URL's form; its host is checked now,
+	// as a subscriber's is when scheduled (and every connection after).
+	for i, err := range d.Cfg.Webhooks.CheckURLs(ctx, urls) {
+		if err != nil {
+			return nil, cli.Usagef("SHIPNOTIFY_STATUS_ENDPOINTS_FILE: endpoint %s: url: %v", eps[i].Name, err)
+		}
+	}
+	if err := store.RegisterStatusEndpoints(ctx, regs); err != nil {
+		return nil, err
+	}
+	if d.Cfg.MetricsAddr != "" {
+		metrics.WatchOutbox(ctx, reg, store, metrics.MirrorOptions{Every: d.Cfg.MetricsRefresh, Logger: d.Logger})
+	}
+	if len(eps) == 0 {
+		close(done)
+		return done, nil
+	}
+	relay := &statusevents.Relay{
+		Store: store, Endpoints: eps, Sender: webhook.NewSender(webhook.Options{Guard: d.Cfg.Webhooks}),
+		Metrics: metrics.NewStatusEvents(reg), Logger: d.Logger,
+	}
+	go func() {
+		defer close(done)
+		relay.Run(ctx)
+	}()
+	d.Logger.Info("relaying status events", "endpoints", len(eps))
+	return done, nil
 }
 
 func runAPIKey(_ context.Context, e cli.Env, args []string) error {

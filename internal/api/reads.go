@@ -61,7 +61,12 @@ func parseCursor(s string) (cursor, bool) {
 	return c, true
 }
 
-var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "cursor", "limit", "tenant"}
+var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "cursor", "limit", "tenant", "updated_since"}
+
+// changeParams are the parameters the change feed takes beside
+// updated_since: the others select by what a reminder is, not by when it
+// changed, and would leave holes in the feed.
+var changeParams = []string{"updated_since", "limit", "tenant"}
 
 // listReminders answers GET /v1/reminders: by shipment (and update), by
 // state, due between two times, a page at a time. Unknown or repeated
@@ -78,6 +83,9 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 		if len(vs) > 1 {
 			return invalidParameter(name, "given more than once")
 		}
+	}
+	if q.Has("updated_since") {
+		return a.listChanges(w, r, c, q)
 	}
 	f := mirror.Filter{Tenant: c.tenant, AnyTenant: c.anyTenant(), ShipmentID: q.Get("shipment"), UpdateID: q.Get("update"), Limit: DefaultPageSize}
 	for _, name := range []string{"shipment", "update"} {
@@ -101,12 +109,8 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 	if !f.DueFrom.IsZero() && !f.DueTo.IsZero() && !f.DueTo.After(f.DueFrom) {
 		return invalidParameter("due_to", "must be after due_from")
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPageSize {
-			return invalidParameter("limit", fmt.Sprintf("want a number from 1 to %d", MaxPageSize))
-		}
-		f.Limit = n
+	if f.Limit, p = parseLimit(q.Get("limit")); p != nil {
+		return p
 	}
 	if s := q.Get("cursor"); s != "" {
 		c, ok := parseCursor(s)
@@ -132,6 +136,102 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 		page.Reminders = []mirror.Row{}
 	}
 	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// parseLimit reads a page size (DefaultPageSize when absent).
+func parseLimit(s string) (int, *Problem) {
+	if s == "" {
+		return DefaultPageSize, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxPageSize {
+		return 0, invalidParameter("limit", fmt.Sprintf("want a number from 1 to %d", MaxPageSize))
+	}
+	return n, nil
+}
+
+// changeCursor is a place in the change feed (mirror.Position), opaque as
+// the list's cursor is.
+type changeCursor struct {
+	Xact  uint64 `json:"x"`
+	Event int64  `json:"e"`
+}
+
+func (c changeCursor) String() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// The two places a feed may start from without a cursor.
+const (
+	// ChangesFromStart is every reminder, in the order of its latest change.
+	ChangesFromStart = "0"
+	// ChangesFromNow is only the changes still to come.
+	ChangesFromNow = "now"
+)
+
+// parseChangeCursor reads updated_since: a cursor this API gave out, or
+// ChangesFromStart; now is the caller's to resolve.
+func parseChangeCursor(s string) (mirror.Position, bool) {
+	if s == ChangesFromStart {
+		return mirror.Position{}, true
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return mirror.Position{}, false
+	}
+	var c changeCursor
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil || c.Xact == 0 {
+		return mirror.Position{}, false
+	}
+	return mirror.Position{Xact: c.Xact, Event: c.Event}, true
+}
+
+// listChanges answers GET /v1/reminders?updated_since=: the reminders
+// whose state changed after the cursor (each status event is a change),
+// in the order of their latest change, a page at a time. next_cursor is
+// always given: the next page, or, on a page shorter than limit, where to
+// poll from. A reminder that changes again comes again, later in the
+// feed, in its new state, with last_change saying what changed.
+func (a *API) listChanges(w http.ResponseWriter, r *http.Request, c *caller, q url.Values) error {
+	for name := range q {
+		if !slices.Contains(changeParams, name) {
+			return invalidParameter(name, "not with updated_since (the change feed takes limit and tenant only)")
+		}
+	}
+	f := mirror.ChangeFilter{Tenant: c.tenant, AnyTenant: c.anyTenant()}
+	var p *Problem
+	if f.Limit, p = parseLimit(q.Get("limit")); p != nil {
+		return p
+	}
+	since := q.Get("updated_since")
+	if since == ChangesFromNow {
+		head, err := a.st.Mirror.ChangesHead(r.Context())
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, Page{Reminders: []mirror.Row{}, NextCursor: changeCursor(head).String()})
+		return nil
+	}
+	var ok bool
+	if f.After, ok = parseChangeCursor(since); !ok {
+		return invalidParameter("updated_since", "not a cursor this API gave out (or 0 for the start, now for what is to come)")
+	}
+	rows, last, err := a.st.Mirror.Changes(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if rows == nil {
+		rows = []mirror.Row{}
+	}
+	next := changeCursor(last).String()
+	if last == (mirror.Position{}) {
+		next = ChangesFromStart
+	}
+	writeJSON(w, http.StatusOK, Page{Reminders: rows, NextCursor: next})
 	return nil
 }
 

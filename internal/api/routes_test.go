@@ -68,6 +68,12 @@ func TestTheDocumentsEnumsAreTheDomains(t *testing.T) {
 	require.Equal(t, names(reminder.ProviderOutcomes), schema("ProviderOutcome").Enum)
 	require.Equal(t, names(reminder.Channels), schema("Subscriber").Properties["channel"].Enum)
 	require.Equal(t, names(reminder.Channels), schema("Reminder").Properties["channel"].Enum)
+	require.Equal(t, names(reminder.StatusTypes), schema("StatusType").Enum)
+	var prefixed []string
+	for _, st := range reminder.StatusTypes {
+		prefixed = append(prefixed, "reminder."+string(st))
+	}
+	require.Equal(t, prefixed, schema("StatusEvent").Properties["type"].Enum, "a status event's type is reminder. and its StatusType")
 
 	type param struct {
 		Name   string `json:"name"`

@@ -28,6 +28,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
+	"github.com/shipnotify/shipnotify/internal/statusevents"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
 )
@@ -140,6 +141,11 @@ type Config struct {
 	// OutcomeGrace: the oldest-unconfirmed gauge counts only emails
 	// accepted longer ago than this.
 	OutcomeGrace time.Duration
+
+	// StatusEndpoints are the tracker's endpoints serve posts status
+	// events to, read from StatusEndpointsFile ("" none).
+	StatusEndpoints     []statusevents.Endpoint
+	StatusEndpointsFile string
 }
 
 // MinAPIRequestTimeout is the shortest request deadline the API accepts:
@@ -244,7 +250,23 @@ func Load(lookup Lookup) (Config, error) {
 	if err := c.loadAPI(get); err != nil {
 		return Config{}, err
 	}
+	if c.StatusEndpointsFile = get("SHIPNOTIFY_STATUS_ENDPOINTS_FILE"); c.StatusEndpointsFile != "" {
+		if c.StatusEndpoints, err = ReadStatusEndpoints(c.StatusEndpointsFile, c.Webhooks, c.DefaultTenant); err != nil {
+			return Config{}, fmt.Errorf("SHIPNOTIFY_STATUS_ENDPOINTS_FILE: %w", err)
+		}
+	}
 	return c, nil
+}
+
+// ReadStatusEndpoints reads a status endpoints file
+// (statusevents.ParseEndpoints's format), checking each URL with guard; an
+// error names the line and the field, never a secret or a URL.
+func ReadStatusEndpoints(path string, guard webhook.Guard, defaultTenant string) ([]statusevents.Endpoint, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return statusevents.ParseEndpoints(bytes.NewReader(b), statusevents.ParseOptions{Guard: guard, DefaultTenant: defaultTenant})
 }
 
 // loadAPI reads the tracker API's settings and keys.

@@ -76,6 +76,7 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE":     "1s",
 		"SHIPNOTIFY_DEFERRED_ESCALATE_AFTER":      "0s",
 		"SHIPNOTIFY_OUTCOME_GRACE":                "soon",
+		"SHIPNOTIFY_STATUS_ENDPOINTS_FILE":        "/nonexistent/status-endpoints",
 	} {
 		_, err := config.Load(lookup(map[string]string{name: value, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
 		require.Error(t, err, name)

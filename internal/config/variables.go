@@ -80,6 +80,7 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE", Default: "5m", Meaning: "how far an event batch's signed timestamp may be from serve's clock (10s to 24h); older or newer batches are refused as replays (a replay within it changes nothing either: event ids are kept)"},
 	{Name: "SHIPNOTIFY_DEFERRED_ESCALATE_AFTER", Default: "4h", Meaning: "a reminder SendGrid deferred and has not delivered this long after escalates once (1s to 72h)"},
 	{Name: "SHIPNOTIFY_OUTCOME_GRACE", Default: "1h", Meaning: "the worker's gauge of the oldest email accepted without a final outcome (delivered, bounce, dropped) counts only those older than this"},
+	{Name: "SHIPNOTIFY_STATUS_ENDPOINTS_FILE", Meaning: "the tracker's endpoints serve posts status events to (signed Standard Webhooks: scheduled, sent, delivered, …), one `name url secret [events=type,…] [tenant=…]` a line (# comments); it holds the signing secrets, so keep it private; read when serve starts; none: no events are posted (GET /v1/reminders?updated_since= still works)"},
 	{Name: "SHIPNOTIFY_API_REQUEST_TIMEOUT", Default: "90s", Meaning: "deadline of one API request; at least 65s, above the 60 s a reschedule or decision may wait for its workflow"},
 }
 

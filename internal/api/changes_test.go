@@ -1,0 +1,177 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/workflows"
+)
+
+// scheduleInMirror writes n reminders of tenant's update (their scheduled
+// events with them) straight into the mirror, no workflow started: the
+// feed reads the mirror alone.
+func (e *testEnv) scheduleInMirror(t *testing.T, tenant, shipment string, n int) []string {
+	t.Helper()
+	u := reminder.Update{Tenant: tenant, ShipmentID: shipment, UpdateID: "u-1", Kind: "eta_changed",
+		Message: reminder.Message{Subject: "s", Text: "t"}}
+	for i := range n {
+		u.Subscribers = append(u.Subscribers, reminder.Subscriber{ID: fmt.Sprintf("s%04d", i), Channel: reminder.Email,
+			Email: "a@customer.example", DueAt: time.Now().Add(48 * time.Hour)})
+	}
+	rems, err := u.Plan(reminder.PlanOptions{Now: time.Now()})
+	require.NoError(t, err)
+	rows := make([]mirror.NewReminder, len(rems))
+	ids := make([]string, len(rems))
+	for i, r := range rems {
+		rows[i], ids[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID)}, r.ID
+	}
+	_, err = e.Mirror.ScheduleUpdate(context.Background(), u, rows)
+	require.NoError(t, err)
+	return ids
+}
+
+// feed reads one page of the change feed as key.
+func (e *testEnv) feed(t *testing.T, key string, q url.Values) api.Page {
+	t.Helper()
+	resp := e.do(t, "GET", "/v1/reminders?"+q.Encode(), key, nil)
+	require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+	var p api.Page
+	resp.decode(t, &p)
+	require.NotEmpty(t, p.NextCursor, "the feed always says where to go on from")
+	return p
+}
+
+// drain follows the feed from cursor, a page of limit at a time, until
+// want changes came (or a minute passed), and returns them and the cursor
+// it stopped at.
+func (e *testEnv) drain(t *testing.T, key, cursor string, limit, want int) ([]mirror.Row, string) {
+	t.Helper()
+	var got []mirror.Row
+	deadline := time.Now().Add(time.Minute)
+	for len(got) < want && time.Now().Before(deadline) {
+		p := e.feed(t, key, url.Values{"updated_since": {cursor}, "limit": {fmt.Sprint(limit)}})
+		got, cursor = append(got, p.Reminders...), p.NextCursor
+		if len(p.Reminders) < limit {
+			<-time.After(20 * time.Millisecond) // caught up: poll again in a while
+		}
+	}
+	require.Equal(t, want, len(got), "the feed gave %d of %d changes in a minute", len(got), want)
+	return got, cursor
+}
+
+// GET /v1/reminders?updated_since= sees every change once while 1,000
+// changes land concurrently, each in a transaction of its own that
+// commits in no particular order (an id taken early may commit late):
+// page after page, every reminder comes once, in its new state, and no
+// change is missed or repeated.
+func TestTheChangeFeedSeesEveryChangeOnceWhileChangesLand(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	const n = 1000
+	var ids []string
+	for u := range 10 {
+		ids = append(ids, e.scheduleInMirror(t, "", fmt.Sprintf("SHP-feed-%d", u), n/10)...)
+	}
+	scheduled, cursor := e.drain(t, "reader", api.ChangesFromStart, 100, n)
+	for _, r := range scheduled {
+		require.Equal(t, reminder.StatusScheduled, r.LastChange.Type)
+	}
+
+	var wg sync.WaitGroup
+	work := make(chan string)
+	for range 16 {
+		wg.Go(func() {
+			for id := range work {
+				tx, err := e.DB.Pool.Begin(context.Background())
+				if !assertNoError(t, err) {
+					continue
+				}
+				_, err = tx.Exec(context.Background(), `UPDATE reminders SET state = 'cancelled', updated_at = now() WHERE id = $1`, id)
+				assertNoError(t, err)
+				_, err = tx.Exec(context.Background(), `INSERT INTO reminder_events (reminder_id, type, detail) VALUES ($1, 'cancelled', '{"by": "feed test"}')`, id)
+				assertNoError(t, err)
+				// Commit at a random moment after the ids were taken.
+				_, err = tx.Exec(context.Background(), `SELECT pg_sleep($1)`, rand.Float64()*0.03)
+				assertNoError(t, err)
+				assertNoError(t, tx.Commit(context.Background()))
+			}
+		})
+	}
+	go func() {
+		for _, id := range ids {
+			work <- id
+		}
+		close(work)
+	}()
+	got, _ := e.drain(t, "reader", cursor, 37, n)
+	wg.Wait()
+	seen := map[string]int{}
+	for _, r := range got {
+		seen[r.ID]++
+		require.Equal(t, 1, seen[r.ID], "reminder %s came twice", r.ID)
+		require.Equal(t, reminder.Cancelled, r.State, r.ID)
+		require.Equal(t, reminder.StatusCancelled, r.LastChange.Type, r.ID)
+		require.Equal(t, 2, r.LastChange.Sequence, r.ID)
+	}
+	require.Len(t, seen, n, "every change, once")
+	p := e.feed(t, "reader", url.Values{"updated_since": {cursor}, "limit": {"1000"}})
+	require.Len(t, p.Reminders, n, "and read again from where it was, the same thousand")
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// The feed keeps tenants apart as the list does: a key sees its own
+// tenant's changes, an admin every tenant's, or one it names. It starts at
+// 0 or now, takes limit and tenant beside its cursor and nothing else, and
+// refuses a cursor it did not give.
+func TestTheChangeFeedKeepsTenantsApartAndItsParameters(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	mine := e.scheduleInMirror(t, "", "SHP-feed-mine", 2)
+	acme := e.scheduleInMirror(t, "acme", "SHP-feed-acme", 3)
+	rows, _ := e.drain(t, "reader", api.ChangesFromStart, 10, 2)
+	require.ElementsMatch(t, mine, ids(rows))
+	rows, _ = e.drain(t, "acme", api.ChangesFromStart, 10, 3)
+	require.ElementsMatch(t, acme, ids(rows))
+	rows, _ = e.drain(t, "admin", api.ChangesFromStart, 10, 5)
+	require.ElementsMatch(t, append(mine, acme...), ids(rows), "an admin without ?tenant= sees every tenant's")
+	p := e.feed(t, "admin", url.Values{"updated_since": {"0"}, "tenant": {"acme"}, "limit": {"10"}})
+	require.ElementsMatch(t, acme, ids(p.Reminders))
+
+	now := e.feed(t, "acme", url.Values{"updated_since": {api.ChangesFromNow}})
+	require.Empty(t, now.Reminders, "now: only what is to come")
+	_, err := e.Mirror.Cancel(context.Background(), acme[1], "cancelled", nil)
+	require.NoError(t, err)
+	rows, _ = e.drain(t, "acme", now.NextCursor, 10, 1)
+	require.Equal(t, acme[1], rows[0].ID)
+	require.Equal(t, reminder.StatusCancelled, rows[0].LastChange.Type)
+
+	for q, param := range map[string]string{
+		"updated_since=0&state=sent":       "state",
+		"updated_since=0&cursor=x":         "cursor",
+		"updated_since=bogus":              "updated_since",
+		"updated_since=eyJ4IjowLCJlIjoxfQ": "updated_since",
+		"updated_since=0&limit=1001":       "limit",
+	} {
+		resp := e.send(t, request{method: "GET", path: "/v1/reminders?" + q, key: "reader", expect: malformed})
+		require.Equal(t, http.StatusBadRequest, resp.status, q)
+		require.Equal(t, param, resp.problem(t).Field, q)
+	}
+}
