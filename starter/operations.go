@@ -54,6 +54,10 @@ const (
 	StatusRejected = "rejected"
 	// StatusRefused: the reminder refused the change; Error says why.
 	StatusRefused = "refused"
+	// StatusNoAnswer: the reminder's workflow did not answer in time (no
+	// worker running, or one far behind); nothing was changed, and
+	// repeating the operation is safe.
+	StatusNoAnswer = "no_answer"
 )
 
 // Outcome is what an operation did to one reminder.
@@ -361,7 +365,8 @@ func (s *Starter) RescheduleReminder(ctx context.Context, tenant, reminderID str
 	if err != nil {
 		return Outcome{}, err
 	}
-	return s.rescheduleOne(ctx, row, due, who)
+	out, err := s.rescheduleOne(ctx, row, due, who)
+	return unanswered(out, err), err
 }
 
 func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Time, who Actor) (Outcome, error) {
@@ -538,11 +543,29 @@ func refused(err error, out *Outcome) bool {
 func (s *Starter) each(ctx context.Context, rows []mirror.Row, fn func(context.Context, mirror.Row) (Outcome, error)) ([]Outcome, error) {
 	outs, errs := parallel(ctx, s.concurrency(), rows, fn)
 	for i, err := range errs {
-		if err != nil {
-			errs[i] = fmt.Errorf("reminder %s: %w", rows[i].ID, err)
+		if err == nil {
+			continue
 		}
+		outs[i] = unanswered(outs[i], err)
+		errs[i] = fmt.Errorf("reminder %s: %w", rows[i].ID, err)
 	}
 	return outs, errors.Join(errs...)
+}
+
+// unanswered is the outcome of a reminder an operation reached, and did
+// not change, when err stopped it: no_answer when its workflow did not
+// answer in time, failed otherwise. (The error's own text may name
+// servers: the caller logs it; the outcome does not carry it.)
+func unanswered(out Outcome, err error) Outcome {
+	if err == nil || out.ReminderID == "" || out.Status != "" {
+		return out
+	}
+	if errors.Is(err, ErrNoAnswer) {
+		out.Status, out.Error = StatusNoAnswer, ErrNoAnswer.Error()
+	} else {
+		out.Status, out.Error = StatusFailed, "the change could not be confirmed; repeating it is safe"
+	}
+	return out
 }
 
 func (s *Starter) concurrency() int {

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -230,4 +231,37 @@ func TestAByThatImitatesAKeyStaysWords(t *testing.T) {
 		"rescheduled": {words, "operator"},
 		"cancelled":   {words, "admin"},
 	}, got, fmt.Sprintf("%+v", events))
+}
+
+// With no worker on the task queue, a decision and a reschedule answer
+// 504, each reminder's outcome no_answer (the document's status, which
+// the contract check holds the answer to), and nothing changes.
+func TestAChangeNoWorkflowAnswersIs504NoAnswer(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	e.Starter.UpdateWait = 2 * time.Second
+	shipment := testenv.ID(t, "SHP")
+	window := time.Now().Add(96 * time.Hour).UTC().Truncate(time.Second)
+	resp := e.do(t, "POST", "/v1/updates", "tracker", approvalUpdate(t, shipment, window))
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	base := "/v1/shipments/" + shipment + "/updates/window-1"
+	for _, tc := range []struct {
+		path, key string
+		body      any
+	}{
+		{base + "/reminders/a/approve", "approver", nil},
+		{base + "/approve", "approver", nil},
+		{base + "/reminders/a/reschedule", "operator", map[string]any{"due_at": window.Add(-48 * time.Hour).Format(time.RFC3339)}},
+	} {
+		resp := e.do(t, "POST", tc.path, tc.key, tc.body)
+		require.Equal(t, http.StatusGatewayTimeout, resp.status, "%s: %s", tc.path, resp.body)
+		p := resp.problem(t)
+		require.NotEmpty(t, p.Outcomes, tc.path)
+		for _, o := range p.Outcomes {
+			require.Equal(t, starter.StatusNoAnswer, o.Status, "%s: %+v", tc.path, o)
+		}
+	}
+	row, err := e.Mirror.Get(context.Background(), reminder.ID("", shipment, "window-1", "a"))
+	require.NoError(t, err)
+	require.Equal(t, reminder.AwaitingApproval, row.State, "nothing changed")
 }
