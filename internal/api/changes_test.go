@@ -13,33 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
-	"github.com/shipnotify/shipnotify/workflows"
 )
-
-// scheduleInMirror writes n reminders of tenant's update (their scheduled
-// events with them) straight into the mirror, no workflow started: the
-// feed reads the mirror alone.
-func (e *testEnv) scheduleInMirror(t *testing.T, tenant, shipment string, n int) []string {
-	t.Helper()
-	u := reminder.Update{Tenant: tenant, ShipmentID: shipment, UpdateID: "u-1", Kind: "eta_changed",
-		Message: reminder.Message{Subject: "s", Text: "t"}}
-	for i := range n {
-		u.Subscribers = append(u.Subscribers, reminder.Subscriber{ID: fmt.Sprintf("s%04d", i), Channel: reminder.Email,
-			Email: "a@customer.example", DueAt: time.Now().Add(48 * time.Hour)})
-	}
-	rems, err := u.Plan(reminder.PlanOptions{Now: time.Now()})
-	require.NoError(t, err)
-	rows := make([]mirror.NewReminder, len(rems))
-	ids := make([]string, len(rems))
-	for i, r := range rems {
-		rows[i], ids[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID)}, r.ID
-	}
-	_, err = e.Mirror.ScheduleUpdate(context.Background(), u, rows)
-	require.NoError(t, err)
-	return ids
-}
 
 // feed reads one page of the change feed as key.
 func (e *testEnv) feed(t *testing.T, key string, q url.Values) api.Page {
@@ -81,7 +58,7 @@ func TestTheChangeFeedSeesEveryChangeOnceWhileChangesLand(t *testing.T) {
 	const n = 1000
 	var ids []string
 	for u := range 10 {
-		ids = append(ids, e.scheduleInMirror(t, "", fmt.Sprintf("SHP-feed-%d", u), n/10)...)
+		ids = append(ids, testenv.ScheduleInMirror(t, e.Mirror, "", fmt.Sprintf("SHP-feed-%d", u), n/10)...)
 	}
 	scheduled, cursor := e.drain(t, "reader", api.ChangesFromStart, 100, n)
 	for _, r := range scheduled {
@@ -144,8 +121,8 @@ func assertNoError(t *testing.T, err error) bool {
 func TestTheChangeFeedKeepsTenantsApartAndItsParameters(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withoutWorker)
-	mine := e.scheduleInMirror(t, "", "SHP-feed-mine", 2)
-	acme := e.scheduleInMirror(t, "acme", "SHP-feed-acme", 3)
+	mine := testenv.ScheduleInMirror(t, e.Mirror, "", "SHP-feed-mine", 2)
+	acme := testenv.ScheduleInMirror(t, e.Mirror, "acme", "SHP-feed-acme", 3)
 	rows, _ := e.drain(t, "reader", api.ChangesFromStart, 10, 2)
 	require.ElementsMatch(t, mine, ids(rows))
 	rows, _ = e.drain(t, "acme", api.ChangesFromStart, 10, 3)

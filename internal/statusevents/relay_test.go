@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -24,7 +23,6 @@ import (
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
-	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // tracker is a test's tracker: a private schema, a receiver that verifies
@@ -75,27 +73,6 @@ func run(t *testing.T, r *statusevents.Relay) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-// schedule writes n reminders of one update (n scheduled events) and
-// returns their ids.
-func (tr *tracker) schedule(t *testing.T, shipment string, n int) []string {
-	t.Helper()
-	u := reminder.Update{ShipmentID: shipment, UpdateID: "u-1", Kind: "delivery_window", Message: reminder.Message{Subject: "s", Text: "t"}}
-	for i := range n {
-		u.Subscribers = append(u.Subscribers, reminder.Subscriber{ID: fmt.Sprintf("sub-%04d", i), Channel: reminder.Email,
-			Email: "x@y.example", DueAt: time.Now().Add(time.Hour)})
-	}
-	rems, err := u.Plan(reminder.PlanOptions{Now: time.Now()})
-	require.NoError(t, err)
-	rows := make([]mirror.NewReminder, len(rems))
-	ids := make([]string, len(rems))
-	for i, r := range rems {
-		rows[i], ids[i] = mirror.NewReminder{Reminder: r, WorkflowID: workflows.ReminderWorkflowID(r.ID)}, r.ID
-	}
-	_, err = tr.store.ScheduleUpdate(context.Background(), u, rows)
-	require.NoError(t, err)
-	return ids
 }
 
 // changeAll writes each reminder's rescheduled and cancelled events.
@@ -226,7 +203,7 @@ func pendingRows(t *testing.T, tr *tracker) int {
 func TestTwoRelaysDeliverEachEventOnce(t *testing.T) {
 	t.Parallel()
 	tr := newTracker(t)
-	ids := tr.schedule(t, "SHP-two-relays", 150)
+	ids := testenv.ScheduleInMirror(t, tr.store, "", "SHP-two-relays", 150)
 	tr.receiver.SetLatency(2 * time.Millisecond)
 	small := func(r *statusevents.Relay) { r.Batch, r.Concurrency = 10, 4 }
 	run(t, tr.relay(t, small))
@@ -250,7 +227,7 @@ func TestAReceiverDownForAWhileGetsEverythingInOrder(t *testing.T) {
 	tr := newTracker(t)
 	addr := strings.TrimPrefix(tr.receiver.URL(), "http://")
 	require.NoError(t, tr.receiver.Close())
-	ids := tr.schedule(t, "SHP-down", 40)
+	ids := testenv.ScheduleInMirror(t, tr.store, "", "SHP-down", 40)
 	run(t, tr.relay(t))
 	tr.changeAll(t, ids)
 	require.Eventually(t, func() bool {
@@ -279,7 +256,7 @@ func TestAReceiverDownForAWhileGetsEverythingInOrder(t *testing.T) {
 func TestAReplayedEventKeepsItsID(t *testing.T) {
 	t.Parallel()
 	tr := newTracker(t)
-	tr.schedule(t, "SHP-replay", 1)
+	testenv.ScheduleInMirror(t, tr.store, "", "SHP-replay", 1)
 	release := tr.receiver.Hold()
 	lease := func(r *statusevents.Relay) { r.Lease = time.Second }
 	first := tr.relay(t, lease)
@@ -320,7 +297,7 @@ func TestAReplayedEventKeepsItsID(t *testing.T) {
 func TestA410DisablesTheEndpoint(t *testing.T) {
 	t.Parallel()
 	tr := newTracker(t)
-	ids := tr.schedule(t, "SHP-gone", 3)
+	ids := testenv.ScheduleInMirror(t, tr.store, "", "SHP-gone", 3)
 	gone := sink.Answer{Status: 410}
 	tr.receiver.Fail(gone, gone, gone)
 	r := tr.relay(t)
@@ -354,7 +331,7 @@ func TestA410DisablesTheEndpoint(t *testing.T) {
 func TestRetryAfterHoldsTheEndpointBack(t *testing.T) {
 	t.Parallel()
 	tr := newTracker(t)
-	tr.schedule(t, "SHP-retry-after", 1)
+	testenv.ScheduleInMirror(t, tr.store, "", "SHP-retry-after", 1)
 	tr.receiver.Fail(sink.Answer{Status: 429, Headers: map[string]string{"Retry-After": "3"}})
 	r := tr.relay(t)
 	_, err := r.Pass(context.Background(), tr.endpoint)
@@ -376,7 +353,7 @@ func TestRetryAfterHoldsTheEndpointBack(t *testing.T) {
 func TestARefusedEventHoldsBackOnlyItsReminder(t *testing.T) {
 	t.Parallel()
 	tr := newTracker(t)
-	ids := tr.schedule(t, "SHP-refused", 5)
+	ids := testenv.ScheduleInMirror(t, tr.store, "", "SHP-refused", 5)
 	tr.receiver.Fail(sink.Answer{Status: 422})
 	run(t, tr.relay(t, func(r *statusevents.Relay) { r.Concurrency = 1; r.BaseBackoff = time.Second }))
 	got := tr.waitFor(t, 4, 10*time.Second)
@@ -396,7 +373,7 @@ func TestARefusedEventHoldsBackOnlyItsReminder(t *testing.T) {
 func TestTheRelayGoesThroughTheGuard(t *testing.T) {
 	t.Parallel()
 	tr := newTracker(t)
-	tr.schedule(t, "SHP-guard", 1)
+	testenv.ScheduleInMirror(t, tr.store, "", "SHP-guard", 1)
 	r := tr.relay(t, func(r *statusevents.Relay) {
 		r.Sender = webhook.NewSender(webhook.Options{Guard: webhook.Guard{}})
 	})
