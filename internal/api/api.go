@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -229,10 +230,11 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 			return
 		}
 		for _, name := range ids {
-			// Outside the ids' charset a path names nothing: never
-			// asked of the mirror (a NUL or invalid UTF-8 is its error).
+			// Outside the ids' charset a path names nothing: 400,
+			// naming the parameter, and never asked of the mirror (a
+			// NUL or invalid UTF-8 is its error).
 			if !reminder.IsID(r.PathValue(name)) {
-				a.fail(w, r, k, problem(http.StatusNotFound, "no such "+name+": not an id (letters, digits, '.', '_', '-', at most 64)"))
+				a.fail(w, r, k, invalidParameter(name, "not an id (letters, digits, '.', '_', '-', at most 64)"))
 				return
 			}
 		}
@@ -268,7 +270,12 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	if _, pattern := a.mux.Handler(r); pattern == "" {
+	if p := r.URL.Path; p != cleanPath(p) {
+		// The mux would redirect it to its clean form, in HTML; a client
+		// that built such a path has a bug to hear of, not a redirect.
+		writeProblem(sw, problem(http.StatusNotFound,
+			"no such route: the path is not in its clean form (a doubled '/', or a '.' or '..' segment); the routes are in /v1/openapi.json"))
+	} else if _, pattern := a.mux.Handler(r); pattern == "" {
 		a.unmatched(sw, r)
 	} else {
 		a.mux.ServeHTTP(sw, r)
@@ -280,6 +287,19 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		a.metrics.observe(route, sw.status(), time.Since(start))
 	}
+}
+
+// cleanPath is p as the mux cleans it before matching: rooted, with no
+// doubled '/' and no '.' or '..' segment, and its trailing '/' kept.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // unmatched answers a request no route takes with the mux's status (404,

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -261,24 +262,47 @@ func TestReadsCarryTheProviderOutcome(t *testing.T) {
 	require.Equal(t, "undeliverable", v.Events[2].Detail["state"])
 }
 
-// A path id outside the ids' charset (invalid UTF-8, a NUL) names nothing:
-// every route answers 404 without asking the mirror, and nothing is
-// logged as an error. (They reached PostgreSQL, and came back as 500 and
-// 503 with an ERROR in the log.)
+// A path id outside the ids' charset (invalid UTF-8, a NUL, too long)
+// names nothing: every route answers 400 naming the parameter, as a bad
+// query parameter is, without asking the mirror, and nothing is logged as
+// an error. (They reached PostgreSQL, and came back as 500 and 503 with an
+// ERROR in the log.)
 func TestAPathIDThatIsNoIDNamesNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withoutWorker)
 	before := e.mirrorCount(t)
-	for _, rq := range []request{
-		{method: http.MethodGet, path: "/v1/shipments/S/updates/U/reminders/%ff", key: "reader"},
-		{method: http.MethodPost, path: "/v1/shipments/x%00/cancel", key: "operator", body: map[string]any{"reason": "r"}},
-		{method: http.MethodPost, path: "/v1/shipments/S/updates/%00/approve", key: "approver", body: map[string]any{}},
+	for field, rq := range map[string]request{
+		"subscriber": {method: http.MethodGet, path: "/v1/shipments/S/updates/U/reminders/%ff", key: "reader"},
+		"shipment":   {method: http.MethodPost, path: "/v1/shipments/x%00/cancel", key: "operator", body: map[string]any{"reason": "r"}},
+		"update":     {method: http.MethodPost, path: "/v1/shipments/S/updates/%00/approve", key: "approver", body: map[string]any{}},
 	} {
 		rq.expect = violating
 		resp := e.send(t, rq)
-		require.Equal(t, http.StatusNotFound, resp.status, "%s %s: %s", rq.method, rq.path, resp.body)
-		require.Contains(t, string(resp.body), "not an id", rq.path)
+		require.Equal(t, http.StatusBadRequest, resp.status, "%s %s: %s", rq.method, rq.path, resp.body)
+		p := resp.problem(t)
+		require.Equal(t, field, p.Field, rq.path)
+		require.Contains(t, p.Detail, "not an id", rq.path)
 	}
 	require.Equal(t, before, e.mirrorCount(t), "nothing written")
 	require.NotContains(t, e.logs.String(), `"level":"ERROR"`)
+}
+
+// A path not in its clean form is a client's bug: a problem, not the
+// mux's redirect in HTML.
+func TestAPathNotInItsCleanFormIsAProblemNotARedirect(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	raw := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"/v1//reminders", "/v1/./reminders", "/v1/shipments/S/../S/cancel"} {
+		req, err := http.NewRequest(http.MethodGet, e.server.URL+p, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+e.keys["reader"])
+		resp, err := raw.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s: %s", p, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), p)
+		require.Empty(t, resp.Header.Get("Location"), p)
+	}
 }
