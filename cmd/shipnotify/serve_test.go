@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/api"
@@ -198,14 +199,17 @@ func TestServeReloadsKeyFilesOnSIGHUP(t *testing.T) {
 		"SHIPNOTIFY_SESSION_KEY=c2VydmUtdGVzdC1zZXNzaW9uLWtleS1zZXJ2ZS10ZXN0LXNlc3Npb24ta2V5"),
 		testenv.Binary(t), "serve")
 	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var lastRead string // what the last read came to, for a failure's message
 	read := func(key string) int {
 		req, err := http.NewRequest("GET", "http://"+addr+"/v1/reminders", nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := client.Do(req)
 		if err != nil {
+			lastRead = err.Error()
 			return 0
 		}
+		lastRead = resp.Status
 		resp.Body.Close()
 		return resp.StatusCode
 	}
@@ -233,8 +237,9 @@ func TestServeReloadsKeyFilesOnSIGHUP(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	require.Eventually(t, func() bool { return read(trackerA) == http.StatusOK }, time.Minute, 50*time.Millisecond,
-		"serve never answered; its log:\n%s", serve.Log())
+	if !assert.Eventually(t, func() bool { return read(trackerA) == http.StatusOK }, time.Minute, 50*time.Millisecond) {
+		t.Fatalf("serve never answered 200 (last: %s); its log:\n%s", lastRead, serve.Log())
+	}
 	require.Equal(t, http.StatusUnauthorized, read(trackerB))
 	code, aliceSession := login(alice)
 	require.Equal(t, http.StatusSeeOther, code)
