@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"path"
 	"regexp"
@@ -219,7 +220,7 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		ring := a.keys.Load()
 		k, p := a.authenticate(r, ring, scope)
 		if p == nil {
-			p = a.allow(ring, k)
+			p = a.allow(w, ring, k)
 		}
 		var c *caller
 		if p == nil {
@@ -365,21 +366,50 @@ func (a *API) authenticate(r *http.Request, ring *keyring, scope Scope) (*Key, *
 
 // allow spends one of the key's tokens, or answers 429 with Retry-After:
 // the whole seconds until a token is back.
-func (a *API) allow(ring *keyring, k *Key) *Problem {
+// Every answer to a limited key says where it stands (rateLimitHeaders).
+func (a *API) allow(w http.ResponseWriter, ring *keyring, k *Key) *Problem {
 	l := ring.limiters[k.Name]
 	if l == nil {
 		return nil
 	}
-	res := l.Reserve()
-	delay := res.Delay()
+	now := a.now()
+	res := l.ReserveN(now, 1)
+	delay := res.DelayFrom(now)
 	if res.OK() && delay == 0 {
+		rateLimitHeaders(w.Header(), l, now)
 		return nil
 	}
-	res.Cancel()
+	res.CancelAt(now)
 	if !res.OK() {
 		delay = 0
 	}
+	rateLimitHeaders(w.Header(), l, now)
 	return overLimit(k, "", delay)
+}
+
+// rateLimitPolicy names the one policy in the RateLimit fields.
+const rateLimitPolicy = `"per-key"`
+
+// rateLimitHeaders writes the IETF draft's RateLimit-Policy and RateLimit
+// fields (draft-ietf-httpapi-ratelimit-headers) for a key's token bucket,
+// so a client can pace itself instead of meeting 429: the policy is the
+// bucket (q requests, refilled over w seconds), and RateLimit what is
+// left of it now (r) and the seconds until it is full again (t).
+func rateLimitHeaders(h http.Header, l *rate.Limiter, now time.Time) {
+	if l.Limit() == rate.Inf || l.Limit() <= 0 {
+		return
+	}
+	burst := l.Burst()
+	perSecond := float64(l.Limit())
+	window := int64(math.Ceil(float64(burst) / perSecond))
+	tokens := max(l.TokensAt(now), 0)
+	remaining := int64(math.Floor(tokens))
+	reset := int64(math.Ceil((float64(burst) - tokens) / perSecond))
+	if remaining == 0 {
+		reset = max(reset, 1)
+	}
+	h.Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", rateLimitPolicy, burst, max(window, 1)))
+	h.Set("RateLimit", fmt.Sprintf("%s;r=%d;t=%d", rateLimitPolicy, remaining, reset))
 }
 
 // allowLookups charges a schedule's webhook host lookups to the key before

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -127,17 +128,35 @@ func keyFor(t *testing.T, secret, name string, scopes []api.Scope) api.Key {
 
 // Each key has its own token bucket: past its burst a key gets 429 with
 // Retry-After (whole seconds until a token is back); another key is not
-// held back by it.
+// held back by it. Every answer says where the key stands, in the IETF
+// draft's RateLimit-Policy (the bucket: q requests over w seconds) and
+// RateLimit (r left now, t seconds until the bucket is full again).
 func TestRateLimitPerKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
 		o.Rate, o.Burst = rate.Every(time.Hour), 2
 	})
-	for range 2 {
-		require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "reader", nil).status)
+	// standing is what an answer's RateLimit says: r and t.
+	standing := func(resp response) (int, int) {
+		t.Helper()
+		require.Equal(t, `"per-key";q=2;w=7200`, resp.header.Get("RateLimit-Policy"))
+		var r, reset int
+		_, err := fmt.Sscanf(resp.header.Get("RateLimit"), `"per-key";r=%d;t=%d`, &r, &reset)
+		require.NoError(t, err, resp.header.Get("RateLimit"))
+		return r, reset
+	}
+	for want := range []int{1, 0} {
+		resp := e.do(t, "GET", "/v1/reminders", "reader", nil)
+		require.Equal(t, http.StatusOK, resp.status)
+		r, reset := standing(resp)
+		require.Equal(t, 1-want, r, "requests left")
+		require.InDelta(t, 3600*(want+1), reset, 5, "until the bucket is full")
 	}
 	resp := e.do(t, "GET", "/v1/reminders", "reader", nil)
 	require.Equal(t, http.StatusTooManyRequests, resp.status)
+	r, reset := standing(resp)
+	require.Zero(t, r)
+	require.InDelta(t, 7200, reset, 5)
 	retry, err := strconv.Atoi(resp.header.Get("Retry-After"))
 	require.NoError(t, err)
 	require.InDelta(t, 3600, retry, 5, "a token comes back in an hour")
