@@ -11,6 +11,8 @@ if [ -n "$unformatted" ]; then
 fi
 echo "== go vet"
 go vet ./...
+echo "== the OpenAPI document's lint"
+scripts/lint-openapi.sh
 echo "== workflowcheck"
 go tool workflowcheck ./...
 echo "== go test"

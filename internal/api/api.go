@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -102,6 +104,7 @@ type API struct {
 	// patterns are the routes, for the tests that hold them and the
 	// OpenAPI document in step.
 	patterns []string
+	scopes   map[string]Scope
 }
 
 // New returns the API over o.Starter.
@@ -151,6 +154,14 @@ func New(o Options) (*API, error) {
 
 func (a *API) routes() {
 	a.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		// It takes no parameter, and says so as every route does.
+		if q, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			writeProblem(w, typed(TypeInvalidParameter, http.StatusBadRequest, "Invalid parameter", "the query string is malformed"))
+			return
+		} else if len(q) > 0 {
+			writeProblem(w, invalidParameter(slices.Sorted(maps.Keys(q))[0], "unknown parameter"))
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
@@ -197,6 +208,10 @@ func (a *API) SetKeys(keys []Key) {
 // Patterns are the routes the API serves, as ServeMux patterns.
 func (a *API) Patterns() []string { return append([]string(nil), a.patterns...) }
 
+// RouteScopes is the scope each route's key needs, by pattern (the
+// document's one route without a key has none).
+func (a *API) RouteScopes() map[string]Scope { return maps.Clone(a.scopes) }
+
 // handlerFunc serves one route for an authenticated key; a returned error
 // becomes the problem answer (a *Problem as it is, anything else 500 or 504).
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
@@ -211,6 +226,10 @@ var wildcard = regexp.MustCompile(`\{(\w+)\}`)
 
 func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 	a.patterns = append(a.patterns, pattern)
+	if a.scopes == nil {
+		a.scopes = map[string]Scope{}
+	}
+	a.scopes[pattern] = scope
 	post := strings.HasPrefix(pattern, "POST ")
 	var ids []string // the pattern's path wildcards: each an id
 	for _, m := range wildcard.FindAllStringSubmatch(pattern, -1) {

@@ -237,4 +237,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	resp := e.do(t, "GET", "/v1/openapi.json", "", nil)
 	require.Equal(t, http.StatusOK, resp.status)
 	require.Equal(t, api.OpenAPI, resp.body)
+	// It takes no parameter: one given is refused, named, as on every route.
+	resp = e.send(t, request{method: "GET", path: "/v1/openapi.json?version=2", expect: violating})
+	require.Equal(t, http.StatusBadRequest, resp.status)
+	require.Equal(t, "version", resp.problem(t).Field)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,6 +42,32 @@ func TestTheDocumentNamesEveryRouteServed(t *testing.T) {
 	documented := slices.Sorted(maps.Keys(coverage))
 	coverageMu.Unlock()
 	require.Equal(t, documented, slices.Sorted(slices.Values(a.Patterns())))
+
+	// Each operation's x-scopes (where generated clients and linters see
+	// them) is the scope the route's key is checked for.
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	scopes := a.RouteScopes()
+	for path, item := range doc.Paths {
+		for method, raw := range item {
+			if !slices.Contains([]string{"get", "post", "put", "patch", "delete"}, method) {
+				continue // the path's own parameters
+			}
+			var op struct {
+				XScopes []api.Scope `json:"x-scopes"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &op))
+			pattern := strings.ToUpper(method) + " " + path
+			want, keyed := scopes[pattern]
+			if !keyed {
+				require.Empty(t, op.XScopes, pattern)
+				continue
+			}
+			require.Equal(t, []api.Scope{want}, op.XScopes, pattern)
+		}
+	}
 }
 
 // The document's enums are the domain's lists: a reminder's states (and
