@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Wire format of an update; times and durations stay strings here so that a
@@ -85,7 +86,7 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, prefix)
+		return jsonError(err, prefix, data)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fieldErr(prefix, "malformed JSON: unexpected data after the object")
@@ -174,13 +175,14 @@ func joinField(prefix, field string) string {
 	return prefix + "." + field
 }
 
-func jsonError(err error, prefix string) error {
+func jsonError(err error, prefix string, data []byte) error {
 	join := func(field string) string { return joinField(prefix, field) }
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax):
-		return fieldErr(prefix, "malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+		line, col := lineAndColumn(data, syntax.Offset)
+		return fieldErr(prefix, "malformed JSON at line %d, column %d (byte %d): %s", line, col, syntax.Offset, syntax.Error())
 	case errors.As(err, &typ):
 		field := join(typ.Field)
 		if field == "" {
@@ -194,6 +196,16 @@ func jsonError(err error, prefix string) error {
 		return fieldErr(join(keyName(name)), "unknown field")
 	}
 	return fieldErr(prefix, "malformed JSON: %s", err.Error())
+}
+
+// lineAndColumn is where byte offset of data is, both from 1: the
+// decoder's offset is just past the byte it stopped at, and a column
+// counts characters, not bytes.
+func lineAndColumn(data []byte, offset int64) (line, col int) {
+	before := data[:max(min(offset-1, int64(len(data))), 0)]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	col = 1 + utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return line, col
 }
 
 func jsonKind(goKind string) string {

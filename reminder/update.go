@@ -127,6 +127,67 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
+// MaxFieldErrors is how many problems Plan lists at most.
+const MaxFieldErrors = 50
+
+// FieldErrors are the problems Plan found in an update, in document order
+// (the first of each subscriber's, and each top-level field's). errors.As
+// finds the first as a *FieldError.
+type FieldErrors []*FieldError
+
+func (e FieldErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, fe := range e {
+		msgs[i] = fe.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap is the problems, each a *FieldError.
+func (e FieldErrors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, fe := range e {
+		out[i] = fe
+	}
+	return out
+}
+
+// collector gathers Plan's problems: a *FieldError is kept (up to
+// MaxFieldErrors), anything else ends the plan.
+type collector struct {
+	found FieldErrors
+	other error
+}
+
+// add keeps err's problem; it reports whether err was nil.
+func (c *collector) add(err error) bool {
+	var fe *FieldError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &fe):
+		if len(c.found) < MaxFieldErrors {
+			c.found = append(c.found, fe)
+		}
+	case c.other == nil:
+		c.other = err
+	}
+	return false
+}
+
+// err is what was gathered: nil, the one problem as it is, or them all.
+func (c *collector) err() error {
+	switch {
+	case c.other != nil:
+		return c.other
+	case len(c.found) == 0:
+		return nil
+	case len(c.found) == 1:
+		return c.found[0]
+	}
+	return c.found
+}
+
 // PlanOptions are the deployment's rules for what an update may ask for.
 type PlanOptions struct {
 	// Now is the time due times are checked against.
@@ -141,83 +202,102 @@ type PlanOptions struct {
 }
 
 // Plan checks an update and turns it into its reminders, one per subscriber,
-// in input order. The first problem found is returned as a *FieldError.
+// in input order. One problem is returned as a *FieldError, more as
+// FieldErrors: every top-level field's, and the first of each subscriber's
+// (at most MaxFieldErrors), in document order.
 func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
+	var c collector
 	if u.Tenant != "" && !IsID(u.Tenant) {
-		return nil, fieldErr("tenant", "is not an id")
+		c.add(fieldErr("tenant", "is not an id"))
 	}
-	if err := checkID("shipment_id", u.ShipmentID); err != nil {
-		return nil, err
+	c.add(checkID("shipment_id", u.ShipmentID))
+	c.add(checkID("update_id", u.UpdateID))
+	switch {
+	case u.Kind == "":
+		c.add(fieldErr("kind", "is required"))
+	case !kindPattern.MatchString(u.Kind):
+		c.add(fieldErr("kind", "must be lower-case letters, digits and '_', starting with a letter, at most 32"))
 	}
-	if err := checkID("update_id", u.UpdateID); err != nil {
-		return nil, err
-	}
-	if u.Kind == "" {
-		return nil, fieldErr("kind", "is required")
-	}
-	if !kindPattern.MatchString(u.Kind) {
-		return nil, fieldErr("kind", "must be lower-case letters, digits and '_', starting with a letter, at most 32")
-	}
-	if err := u.Message.check(); err != nil {
-		return nil, err
-	}
+	c.add(u.Message.check())
 	approval, err := u.approvalPolicy()
-	if err != nil {
-		return nil, err
-	}
+	c.add(err)
 	if u.EscalationEmail != "" {
-		if err := checkEmail("escalation.email", u.EscalationEmail); err != nil {
-			return nil, err
-		}
+		c.add(checkEmail("escalation.email", u.EscalationEmail))
 	}
-	if len(u.Subscribers) == 0 {
-		return nil, fieldErr("subscribers", "must list at least one subscriber")
-	}
-	if len(u.Subscribers) > MaxSubscribers {
-		return nil, fieldErr("subscribers", "lists %d subscribers; at most %d per update", len(u.Subscribers), MaxSubscribers)
+	switch {
+	case len(u.Subscribers) == 0:
+		c.add(fieldErr("subscribers", "must list at least one subscriber"))
+		return nil, c.err()
+	case len(u.Subscribers) > MaxSubscribers:
+		c.add(fieldErr("subscribers", "lists %d subscribers; at most %d per update", len(u.Subscribers), MaxSubscribers))
+		return nil, c.err()
 	}
 	seen := make(map[string]int, len(u.Subscribers))
 	out := make([]Reminder, 0, len(u.Subscribers))
+	needsContact := u.EscalationEmail == ""
 	for i, s := range u.Subscribers {
 		field := fmt.Sprintf("subscribers[%d]", i)
-		if err := checkID(field+".id", s.ID); err != nil {
-			return nil, err
+		if !c.add(checkSubscriberID(field, i, s.ID, seen)) {
+			continue
 		}
-		if j, dup := seen[s.ID]; dup {
-			return nil, fieldErr(field+".id", "duplicates subscribers[%d].id %q", j, s.ID)
+		if (s.RequiresApproval || approval.Required) && needsContact {
+			// Once, where the first reminder that needs it is.
+			needsContact = c.add(fieldErr("escalation.email", "is required when a reminder needs approval (overdue approvals escalate to it)"))
 		}
-		seen[s.ID] = i
-		if s.RequiresApproval || approval.Required {
-			if u.EscalationEmail == "" {
-				return nil, fieldErr("escalation.email", "is required when a reminder needs approval (overdue approvals escalate to it)")
-			}
+		r, err := u.plan(field, s, approval, opts)
+		if c.add(err) {
+			out = append(out, r)
 		}
-		r := Reminder{
-			ID:           ID(u.Tenant, u.ShipmentID, u.UpdateID, s.ID),
-			Tenant:       u.Tenant,
-			ShipmentID:   u.ShipmentID,
-			UpdateID:     u.UpdateID,
-			SubscriberID: s.ID,
-			Channel:      s.Channel,
+		if c.other != nil {
+			break
 		}
-		if s.RequiresApproval || approval.Required {
-			r.Approval = approval
-			r.Approval.Required = true
-		}
-		if err := s.checkChannel(field, opts, &r); err != nil {
-			return nil, err
-		}
-		if err := s.checkPresentation(field, &r); err != nil {
-			return nil, err
-		}
-		due, err := s.due(field, u.WindowStart, opts.Now)
-		if err != nil {
-			return nil, err
-		}
-		r.DueAt = due
-		out = append(out, r)
+	}
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// checkSubscriberID checks subscriber i's id, and that no subscriber
+// before it has it (seen).
+func checkSubscriberID(field string, i int, id string, seen map[string]int) error {
+	if err := checkID(field+".id", id); err != nil {
+		return err
+	}
+	if j, dup := seen[id]; dup {
+		return fieldErr(field+".id", "duplicates subscribers[%d].id %q", j, id)
+	}
+	seen[id] = i
+	return nil
+}
+
+// plan checks the rest of a subscriber (field) and makes its reminder: its
+// first problem, if any, as a *FieldError.
+func (u Update) plan(field string, s Subscriber, approval Approval, opts PlanOptions) (Reminder, error) {
+	r := Reminder{
+		ID:           ID(u.Tenant, u.ShipmentID, u.UpdateID, s.ID),
+		Tenant:       u.Tenant,
+		ShipmentID:   u.ShipmentID,
+		UpdateID:     u.UpdateID,
+		SubscriberID: s.ID,
+		Channel:      s.Channel,
+	}
+	if s.RequiresApproval || approval.Required {
+		r.Approval = approval
+		r.Approval.Required = true
+	}
+	if err := s.checkChannel(field, opts, &r); err != nil {
+		return Reminder{}, err
+	}
+	if err := s.checkPresentation(field, &r); err != nil {
+		return Reminder{}, err
+	}
+	due, err := s.due(field, u.WindowStart, opts.Now)
+	if err != nil {
+		return Reminder{}, err
+	}
+	r.DueAt = due
+	return r, nil
 }
 
 // approvalPolicy is the update's approval settings with defaults filled in.

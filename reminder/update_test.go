@@ -326,3 +326,51 @@ func TestIDsArePerTenant(t *testing.T) {
 	_, err = reminder.ParseTenant("tenant", "a/b", reminder.DefaultTenantName)
 	require.ErrorContains(t, err, "tenant")
 }
+
+// An update wrong in several places is refused with every problem, in
+// document order: each top-level field's and the first of each
+// subscriber's; errors.As still finds the first as a *FieldError.
+func TestPlanListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	u := testenv.ValidUpdate(now)
+	u["kind"] = "Not A Kind"
+	u["message"].(map[string]any)["subject"] = ""
+	subs := u["subscribers"].([]any)
+	subs[0].(map[string]any)["email"] = "not-an-address"
+	subs[0].(map[string]any)["time_zone"] = "Mars/Olympus" // the same subscriber's second: not listed
+	subs[2].(map[string]any)["url"] = "ftp://hooks.consignee.example/in"
+	b, err := json.Marshal(u)
+	require.NoError(t, err)
+	_, err = plan(t, string(b))
+	var all reminder.FieldErrors
+	require.ErrorAs(t, err, &all)
+	fields := make([]string, len(all))
+	for i, fe := range all {
+		fields[i] = fe.Field
+	}
+	require.Equal(t, []string{"kind", "message.subject", "subscribers[0].email", "subscribers[2].url"}, fields)
+	var first *reminder.FieldError
+	require.ErrorAs(t, err, &first)
+	require.Equal(t, "kind", first.Field)
+	require.Contains(t, err.Error(), "subscribers[2].url", "the message names them all")
+
+	// A great many are listed up to MaxFieldErrors.
+	many := testenv.ValidUpdate(now)
+	var list []any
+	for range 2 * reminder.MaxFieldErrors {
+		list = append(list, map[string]any{"id": "", "channel": "email", "email": "a@b.example", "remind_before": "1h"})
+	}
+	many["subscribers"] = list
+	b, err = json.Marshal(many)
+	require.NoError(t, err)
+	_, err = plan(t, string(b))
+	require.ErrorAs(t, err, &all)
+	require.Len(t, all, reminder.MaxFieldErrors)
+}
+
+// A JSON syntax error says where: line, column and byte.
+func TestMalformedJSONSaysWhere(t *testing.T) {
+	t.Parallel()
+	_, err := reminder.ParseUpdate(strings.NewReader("{\n  \"kind\": \"k\",\n  \"message\": {\"subject\": \"ä\" x}\n}"))
+	require.ErrorContains(t, err, "malformed JSON at line 3, column 30 (byte")
+}

@@ -57,6 +57,14 @@ func invalidUpdate(err error) (*Problem, bool) {
 	}
 	p := typed(TypeInvalidUpdate, http.StatusUnprocessableEntity, "Invalid update", fe.Error())
 	p.Field = fe.Field
+	all := reminder.FieldErrors{fe}
+	errors.As(err, &all)
+	for _, e := range all {
+		p.Errors = append(p.Errors, FieldProblem{Field: e.Field, Detail: e.Error()})
+	}
+	if len(all) > 1 {
+		p.Detail += fmt.Sprintf(" (and %d more problems: errors lists them all)", len(all)-1)
+	}
 	return p, true
 }
 

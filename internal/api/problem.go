@@ -23,6 +23,9 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 	// Fields are what differ in a changed resubmission (409).
 	Fields []string `json:"fields,omitempty"`
+	// Errors are every problem a 422 found in an update, in document
+	// order; Field and Detail are the first's.
+	Errors []FieldProblem `json:"errors,omitempty"`
 	// Results are the reminders an update reached before a failure (503).
 	Results []starter.Result `json:"results,omitempty"`
 	// Outcomes are what an operation did before a failure (503, 504).
@@ -35,6 +38,12 @@ type Problem struct {
 }
 
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+// FieldProblem is one problem of an update: the field and what is wrong.
+type FieldProblem struct {
+	Field  string `json:"field,omitempty"`
+	Detail string `json:"detail"`
+}
 
 // Problem types beyond the plain HTTP statuses (those are about:blank, whose
 // title is the status text). docs/api.md lists them.

@@ -97,6 +97,35 @@ func TestScheduleUpdateWithTemplateZoneAndLocale(t *testing.T) {
 	require.Equal(t, "subscribers[0].time_zone", resp.problem(t).Field)
 }
 
+// A 422 lists every problem it found (errors), field and detail the
+// first's; a JSON syntax error says where.
+func TestA422ListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	u := testenv.ValidUpdate(time.Now())
+	u["shipment_id"] = testenv.ID(t, "SHP")
+	u["kind"] = "Not A Kind"
+	subs := u["subscribers"].([]any)
+	subs[0].(map[string]any)["email"] = "not-an-address"
+	subs[2].(map[string]any)["url"] = "ftp://hooks.consignee.example/in"
+	resp := e.send(t, request{method: "POST", path: "/v1/updates", key: "tracker", body: u, expect: violating})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.status, "%s", resp.body)
+	p := resp.problem(t)
+	require.Equal(t, "kind", p.Field)
+	require.Len(t, p.Errors, 3, "%s", resp.body)
+	for i, field := range []string{"kind", "subscribers[0].email", "subscribers[2].url"} {
+		require.Equal(t, field, p.Errors[i].Field)
+		require.True(t, strings.HasPrefix(p.Errors[i].Detail, field+": "), p.Errors[i].Detail)
+	}
+	require.Contains(t, p.Detail, "and 2 more problems")
+	require.NotContains(t, string(resp.body), "not-an-address", "no value repeated")
+
+	resp = e.send(t, request{method: "POST", path: "/v1/updates", key: "tracker", body: "{\n\"kind\": x}", expect: malformed})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.status)
+	require.Contains(t, resp.problem(t).Detail, "line 2, column 9")
+	require.Zero(t, e.mirrorCount(t))
+}
+
 // Bodies: at most 1 MiB (413, with or without a Content-Length), JSON only
 // (415); neither writes anything.
 func TestUpdateBodyLimits(t *testing.T) {
