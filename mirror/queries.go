@@ -197,3 +197,35 @@ func (f Filter) sql() (string, []any) {
 	}
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
+
+// Decision is the approval decision a reminder's trail records.
+type Decision struct {
+	Approved bool
+	// By is who decided, as they said; Key the credential it came with.
+	By, Key string
+	At      time.Time
+}
+
+// Decisions are the latest approval decisions of the reminders ids that
+// have one, by reminder.
+func (s *Store) Decisions(ctx context.Context, ids []string) (map[string]Decision, error) {
+	out := map[string]Decision{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, _ := s.pool.Query(ctx, `
+SELECT DISTINCT ON (reminder_id) reminder_id, type = 'approved', coalesce(detail->>'by', ''), coalesce(detail->>'key', ''), at
+  FROM reminder_events
+ WHERE reminder_id = ANY($1) AND type IN ('approved', 'rejected')
+ ORDER BY reminder_id, id DESC`, ids)
+	var id string
+	var d Decision
+	_, err := pgx.ForEachRow(rows, []any{&id, &d.Approved, &d.By, &d.Key, &d.At}, func() error {
+		out[id] = d
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error reading decisions: %w", err)
+	}
+	return out, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -27,8 +28,8 @@ var ErrUnknownShipment = errors.New("the mirror has no reminders for this shipme
 var ErrNoWindow = errors.New("the update has no window_start; reschedule its reminders one by one")
 
 // ErrNothingToDecide is returned when a decision names an update none of
-// whose reminders awaits approval.
-var ErrNothingToDecide = errors.New("no reminder of the update is awaiting approval")
+// whose reminders awaits approval or had a decision.
+var ErrNothingToDecide = errors.New("no reminder of the update awaits approval or was ever decided")
 
 // What an operation did to one reminder.
 const (
@@ -54,6 +55,11 @@ const (
 	StatusRejected = "rejected"
 	// StatusRefused: the reminder refused the change; Error says why.
 	StatusRefused = "refused"
+	// StatusAlreadyApproved and StatusAlreadyRejected: the reminder was
+	// decided so before (DecidedBy says by whom): a retried decision whose
+	// answer was lost. Nothing changed.
+	StatusAlreadyApproved = "already_approved"
+	StatusAlreadyRejected = "already_rejected"
 	// StatusNoAnswer: the reminder's workflow did not answer in time (no
 	// worker running, or one far behind); nothing was changed, and
 	// repeating the operation is safe.
@@ -68,6 +74,9 @@ type Outcome struct {
 	DueAt       *time.Time     `json:"due_at,omitempty"`
 	DeliveryKey string         `json:"delivery_key,omitempty"`
 	Error       string         `json:"error,omitempty"`
+	// DecidedBy and DecidedAt, on a decision, are the one taken before.
+	DecidedBy string     `json:"decided_by,omitempty"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
 }
 
 // Actor is who asks for a change and why; all of it is recorded, each part
@@ -389,11 +398,32 @@ func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Ti
 }
 
 // Decide approves or rejects the reminders awaiting approval: one reminder,
-// or every one of an update (empty reminderID).
+// or every one of an update (empty reminderID). A reminder decided before
+// answers what it was decided, and by whom (already_approved or
+// already_rejected; refused if the other way), so a retry whose answer was
+// lost reads as done, not as someone else's. An update none of whose
+// reminders awaits or had a decision is ErrNothingToDecide.
 func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who Actor) ([]Outcome, error) {
-	rows, err := s.selectRows(ctx, sel, reminder.AwaitingApproval)
+	rows, err := s.selectRows(ctx, sel)
 	if err != nil {
 		return nil, err
+	}
+	ids := make([]string, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+	}
+	decided, err := s.Mirror.Decisions(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	if sel.ReminderID == "" {
+		rows = slices.DeleteFunc(rows, func(row mirror.Row) bool {
+			_, ok := decided[row.ID]
+			return row.State != reminder.AwaitingApproval && !ok
+		})
+		if len(rows) == 0 {
+			return nil, fmt.Errorf("update %s/%s: %w", sel.ShipmentID, sel.UpdateID, ErrNothingToDecide)
+		}
 	}
 	name, status := workflows.UpdateReject, StatusRejected
 	if approve {
@@ -401,10 +431,20 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 	}
 	return s.each(ctx, rows, func(ctx context.Context, row mirror.Row) (Outcome, error) {
 		out := Outcome{ReminderID: row.ID, State: row.State}
+		if d, ok := decided[row.ID]; ok && row.State != reminder.AwaitingApproval {
+			return decidedBefore(out, d, approve), nil
+		}
 		var res workflows.DecisionResult
 		err := s.update(ctx, row.WorkflowID, name,
 			workflows.Decision{By: who.By, Key: who.Key, Reason: who.Reason, Deadline: s.requestDeadline()}, &res)
 		if refused(err, &out) {
+			// Decided by another since the mirror was read?
+			if now, err := s.Mirror.Decisions(ctx, []string{row.ID}); err == nil {
+				if d, ok := now[row.ID]; ok {
+					out.Error = ""
+					return decidedBefore(out, d, approve), nil
+				}
+			}
 			return out, nil
 		}
 		if err != nil {
@@ -415,6 +455,23 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 	})
 }
 
+// decidedBefore is the outcome of a decision on a reminder decided d
+// before: already so, or refused when d went the other way.
+func decidedBefore(out Outcome, d mirror.Decision, approve bool) Outcome {
+	out.DecidedBy, out.DecidedAt = d.By, &d.At
+	switch {
+	case d.Approved && approve:
+		out.Status = StatusAlreadyApproved
+	case !d.Approved && !approve:
+		out.Status = StatusAlreadyRejected
+	case d.Approved:
+		out.Status, out.Error = StatusRefused, "approved already, by "+d.By+"; nothing was changed"
+	default:
+		out.Status, out.Error = StatusRefused, "rejected already, by "+d.By+"; nothing was changed"
+	}
+	return out
+}
+
 // Selection names reminders of a tenant: one by id, or all of an update.
 type Selection struct {
 	Tenant     string
@@ -423,9 +480,9 @@ type Selection struct {
 	UpdateID   string
 }
 
-// selectRows resolves a selection through the mirror; for an update, only
-// the reminders in state are chosen.
-func (s *Starter) selectRows(ctx context.Context, sel Selection, state reminder.State) ([]mirror.Row, error) {
+// selectRows resolves a selection through the mirror: one reminder, or
+// every one of an update (none is ErrNothingToDecide).
+func (s *Starter) selectRows(ctx context.Context, sel Selection) ([]mirror.Row, error) {
 	if sel.ReminderID != "" {
 		row, err := s.Get(ctx, sel.Tenant, sel.ReminderID)
 		if err != nil {
@@ -433,7 +490,7 @@ func (s *Starter) selectRows(ctx context.Context, sel Selection, state reminder.
 		}
 		return []mirror.Row{row}, nil
 	}
-	rows, err := s.Mirror.List(ctx, mirror.Filter{Tenant: sel.Tenant, ShipmentID: sel.ShipmentID, UpdateID: sel.UpdateID, State: state})
+	rows, err := s.Mirror.List(ctx, mirror.Filter{Tenant: sel.Tenant, ShipmentID: sel.ShipmentID, UpdateID: sel.UpdateID})
 	if err != nil {
 		return nil, err
 	}

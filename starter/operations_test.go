@@ -224,10 +224,26 @@ func TestApproveAndReject(t *testing.T) {
 	require.Equal(t, "customer confirmed", events[1].Detail["reason"])
 	require.Equal(t, reminder.Cancelled, row(t, s, rejected.ReminderID).State)
 
-	// A second decision is refused.
+	// A second decision the other way is refused, saying who decided; the
+	// same one again (a retry whose answer was lost) reads as done.
 	outs, err = s.Starter.Decide(ctx, starter.Selection{ReminderID: approved.ReminderID}, false, starter.Actor{By: "bob"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRefused, outs[0].Status)
+	require.Equal(t, "alice", outs[0].DecidedBy)
+	require.Contains(t, outs[0].Error, "approved already, by alice")
+	outs, err = s.Starter.Decide(ctx, starter.Selection{ReminderID: approved.ReminderID}, true, starter.Actor{By: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusAlreadyApproved, outs[0].Status)
+	require.Equal(t, "alice", outs[0].DecidedBy)
+	require.NotNil(t, outs[0].DecidedAt)
+	outs, err = s.Starter.Decide(ctx, starter.Selection{ShipmentID: u.ShipmentID, UpdateID: u.UpdateID}, false, starter.Actor{By: "bob"})
+	require.NoError(t, err)
+	require.Len(t, outs, 2)
+	byID := map[string]starter.Outcome{outs[0].ReminderID: outs[0], outs[1].ReminderID: outs[1]}
+	require.Equal(t, starter.StatusAlreadyRejected, byID[rejected.ReminderID].Status)
+	require.Equal(t, "bob", byID[rejected.ReminderID].DecidedBy)
+	require.Equal(t, starter.StatusRefused, byID[approved.ReminderID].Status)
+	require.Equal(t, []string{"scheduled", "approved", "sent"}, eventTypes(t, s, approved.ReminderID), "nothing written")
 }
 
 // No decision in time: the escalation contact hears once, then the reminder

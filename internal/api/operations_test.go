@@ -58,22 +58,43 @@ func TestOperations(t *testing.T) {
 	outs := outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "approver",
 		map[string]any{"by": "ops-lead", "reason": "customer confirmed"}))
 	require.Equal(t, []starter.Outcome{{ReminderID: id("a"), Status: starter.StatusApproved, State: reminder.Scheduled}}, outs)
-	// Again: refused, saying why.
+	// Again (a retry whose answer was lost): already approved, and by whom.
 	outs = outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "approver", nil))
-	require.Equal(t, starter.StatusRefused, outs[0].Status)
-	require.Contains(t, outs[0].Error, "not awaiting approval")
+	require.Equal(t, starter.StatusAlreadyApproved, outs[0].Status)
+	require.Equal(t, "ops-lead", outs[0].DecidedBy)
 
 	// Reject one, without a body: by is the key's name.
 	outs = outcomes(t, e.do(t, "POST", base+"/reminders/b/reject", "approver", nil))
 	require.Equal(t, []starter.Outcome{{ReminderID: id("b"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
-	// Approve the rest of the update; then nothing is left to decide.
+	// Approve the update: the rest are approved; a says it was already,
+	// and b that it was rejected (by whom), so nothing changes for them.
 	outs = outcomes(t, e.do(t, "POST", base+"/approve", "approver", map[string]any{"reason": "all clear"}))
-	require.Len(t, outs, 2)
+	require.Len(t, outs, 4)
+	want := map[string]string{id("a"): starter.StatusAlreadyApproved, id("b"): starter.StatusRefused,
+		id("c"): starter.StatusApproved, id("d"): starter.StatusApproved}
 	for _, o := range outs {
-		require.Equal(t, starter.StatusApproved, o.Status, o.Error)
-		require.Equal(t, reminder.Scheduled, o.State)
+		require.Equal(t, want[o.ReminderID], o.Status, "%+v", o)
 	}
-	resp = e.do(t, "POST", base+"/reject", "approver", nil)
+	require.Equal(t, "approver", outs[1].DecidedBy)
+	require.Contains(t, outs[1].Error, "rejected already")
+	// Rejecting the update now: b is already rejected, the others refuse
+	// (approved already), and nothing changes.
+	outs = outcomes(t, e.do(t, "POST", base+"/reject", "approver", nil))
+	require.Len(t, outs, 4)
+	for _, o := range outs {
+		want := starter.StatusRefused
+		if o.ReminderID == id("b") {
+			want = starter.StatusAlreadyRejected
+		}
+		require.Equal(t, want, o.Status, "%+v", o)
+		require.NotEmpty(t, o.DecidedBy)
+	}
+	// An update none of whose reminders needed approval has nothing to decide.
+	plain := approvalUpdate(t, shipment+"-P", window)
+	plain["approval"] = map[string]any{"required": false}
+	resp = e.do(t, "POST", "/v1/updates", "tracker", plain)
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	resp = e.do(t, "POST", "/v1/shipments/"+shipment+"-P/updates/window-1/reject", "approver", nil)
 	require.Equal(t, http.StatusConflict, resp.status)
 	require.Equal(t, api.TypeNothingToDecide, resp.problem(t).Type)
 	for _, path := range []string{"/v1/shipments/" + shipment + "/updates/nope/approve", base + "/reminders/nope/reject"} {

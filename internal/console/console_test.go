@@ -315,7 +315,15 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 	page = alice.post("/console/decide", url.Values{"reminder_id": {rejected.ReminderID}, "decision": {"approve"}}, "same-origin")
 	require.Equal(t, http.StatusConflict, page.Status)
 	require.Contains(t, page.Text(), "Not changed")
+	require.Contains(t, page.Text(), "rejected already, by ")
 	require.Equal(t, []string{"scheduled", "rejected"}, f.eventTypes(t, rejected.ReminderID))
+	// The same decision again (a double submit, a retry) reads as done.
+	before := f.eventTypes(t, approved.ReminderID)
+	page = alice.post("/console/decide", url.Values{"reminder_id": {approved.ReminderID}, "decision": {"approve"}}, "same-origin")
+	require.Equal(t, http.StatusOK, page.Status)
+	require.Contains(t, page.Text(), "Already approved")
+	require.Contains(t, page.Text(), "was approved before, by ")
+	require.Equal(t, before, f.eventTypes(t, approved.ReminderID))
 
 	// After logging out, the cookie is gone and so is the session.
 	page = alice.get("/console/")
