@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,16 +21,17 @@ func init() {
 }
 
 func runList(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "list", "list [--tenant T] [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--json]")
+	fs := cli.NewFlags(e, "list", "list [--tenant T] [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--limit N] [--after ID] [--json]")
 	var f mirror.Filter
-	var state, from, to, tenantName string
+	var state, from, to, tenantName, after string
 	fs.StringVar(&tenantName, "tenant", "", "only this tenant's (default: every tenant's)")
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment id")
 	fs.StringVar(&f.UpdateID, "update", "", "only this update id")
 	fs.StringVar(&state, "state", "", "only this state: "+mirror.FilterStatesText())
 	fs.StringVar(&from, "due-from", "", "due at or after this time (RFC 3339, or a date like 2026-12-08 for its UTC midnight)")
 	fs.StringVar(&to, "due-to", "", "due before this time (same forms as --due-from)")
-	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all)")
+	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all); when there are more, the next page's command is printed")
+	fs.StringVar(&after, "after", "", "continue after this reminder id, in the list's order (due time, then id): the next page")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
@@ -49,14 +52,37 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 	if f.Limit < 0 {
 		return cli.Usagef("--limit must not be negative")
 	}
+	if after != "" && !reminder.IsReminderID(after) {
+		return cli.Usagef("--after: not a reminder id")
+	}
 	return cli.WithMirror(ctx, e, 2, func(d *cli.Deps, store *mirror.Store) error {
 		var err error
 		if f.Tenant, f.AnyTenant, err = tenantsOf(d, tenantName); err != nil {
 			return err
 		}
+		if after != "" {
+			row, err := store.Get(ctx, after)
+			if errors.Is(err, mirror.ErrNotFound) {
+				return cli.Usagef("--after: no reminder %s in the mirror", after)
+			}
+			if err != nil {
+				return err
+			}
+			f.AfterDueAt, f.AfterID = row.DueAt, row.ID
+		}
+		limit := f.Limit
+		if limit > 0 {
+			f.Limit++ // one more says whether there are more
+		}
 		rows, err := store.List(ctx, f)
 		if err != nil {
 			return err
+		}
+		more := limit > 0 && len(rows) > limit
+		if more {
+			rows = rows[:limit]
+			defer fmt.Fprintf(e.Stderr, "shipnotify: more than %d reminders match; the next page: shipnotify %s --after %s\n",
+				limit, strings.Join(withoutAfter(args), " "), rows[len(rows)-1].ID)
 		}
 		if *asJSON {
 			enc := json.NewEncoder(e.Stdout)
@@ -73,6 +99,22 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 		}
 		return tw.Flush()
 	})
+}
+
+// withoutAfter is list's arguments less an --after and its value, so the
+// next page's command names its own.
+func withoutAfter(args []string) []string {
+	out := []string{"list"}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--after" || a == "-after":
+			i++
+		case strings.HasPrefix(a, "--after=") || strings.HasPrefix(a, "-after="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func parseState(s string) (reminder.State, error) {

@@ -126,6 +126,28 @@ func TestScheduleListShow(t *testing.T) {
 	require.Equal(t, []string{"delivered", "-"}, listed[results[2].ReminderID][2:4], "a webhook has no provider outcome: %s", stdout)
 	require.Contains(t, stdout, "OUTCOME")
 
+	// A limit that cuts the list says so, and prints the next page's
+	// command; that page ends the list, and says nothing more.
+	code, stdout, stderr = c.run(t, "", "list", "--shipment", shipment, "--limit", "2")
+	require.Equal(t, 0, code, stderr)
+	first := strings.Split(strings.TrimSpace(stdout), "\n")[1:]
+	require.Len(t, first, 2, stdout)
+	next := regexp.MustCompile(`more than 2 reminders match; the next page: shipnotify (list --shipment \S+ --limit 2 --after \S+)\n`).FindStringSubmatch(stderr)
+	require.NotNil(t, next, stderr)
+	code, stdout, stderr = c.run(t, "", strings.Fields(next[1])...)
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, stderr, "the last page")
+	rest := strings.Split(strings.TrimSpace(stdout), "\n")[1:]
+	require.Len(t, rest, 1, stdout)
+	seen := map[string]bool{}
+	for _, l := range append(first, rest...) {
+		seen[strings.Fields(l)[0]] = true
+	}
+	require.Equal(t, len(listed), len(seen), "the two pages are the list, each reminder once")
+	code, _, stderr = c.run(t, "", "list", "--after", "not an id")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--after: not a reminder id")
+
 	// "What reminders do we owe next Tuesday?": due between two times.
 	code, stdout, _ = c.run(t, "", "list", "--json", "--due-from", now.Add(-time.Minute).Format(time.RFC3339), "--due-to", now.Add(time.Minute).Format(time.RFC3339))
 	require.Equal(t, 0, code)
