@@ -79,6 +79,13 @@ type Outcome struct {
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
 }
 
+// The longest who and why an operation takes, in characters: they go into
+// the audit trail. Every interface (the API, the console) holds to them.
+const (
+	MaxByRunes     = 100
+	MaxReasonRunes = 1000
+)
+
 // Actor is who asks for a change and why; all of it is recorded, each part
 // in a field of its own.
 type Actor struct {

@@ -18,12 +18,6 @@ import (
 	"github.com/shipnotify/shipnotify/starter"
 )
 
-// Limits on the who and why of an operation, which go into the audit trail.
-const (
-	MaxByRunes     = 100
-	MaxReasonRunes = 1000
-)
-
 // requireJSON refuses a body that does not say it is JSON: a form post or
 // text sent by mistake is told so (415) rather than misread.
 func requireJSON(r *http.Request) *Problem {
@@ -189,10 +183,10 @@ func jsonFields(v any) []string {
 // or the key's name when the request gives none. No words in by can pass
 // for a key: the trail never reads a key out of them.
 func actor(k *Key, by, reason string) (starter.Actor, *Problem) {
-	if p := checkText("by", by, MaxByRunes); p != nil {
+	if p := checkText("by", by, starter.MaxByRunes); p != nil {
 		return starter.Actor{}, p
 	}
-	if p := checkText("reason", reason, MaxReasonRunes); p != nil {
+	if p := checkText("reason", reason, starter.MaxReasonRunes); p != nil {
 		return starter.Actor{}, p
 	}
 	if by == "" {

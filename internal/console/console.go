@@ -213,6 +213,8 @@ func parsePages() map[string]*template.Template {
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"since": since,
+		// The reason's limit, one for every interface.
+		"maxReason": func() int { return starter.MaxReasonRunes },
 	}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {

@@ -312,6 +312,13 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 	rows = page.rows("reminders")
 	require.Len(t, rows, 1)
 	require.Equal(t, u.Subscribers[2].ID, rows[0][3])
+	// A reason is held to the one limit every interface has (the API's).
+	require.Contains(t, page.Body, fmt.Sprintf(`name="reason" maxlength="%d"`, starter.MaxReasonRunes))
+	page = alice.post("/console/decide", url.Values{"reminder_id": {untouched.ReminderID}, "decision": {"approve"},
+		"reason": {strings.Repeat("é", starter.MaxReasonRunes+1)}}, "same-origin")
+	require.Equal(t, http.StatusUnprocessableEntity, page.Status)
+	require.Contains(t, page.Text(), fmt.Sprintf("at most %d", starter.MaxReasonRunes))
+	require.Equal(t, []string{"scheduled"}, f.eventTypes(t, untouched.ReminderID))
 	page = alice.post("/console/decide", url.Values{"reminder_id": {rejected.ReminderID}, "decision": {"approve"}}, "same-origin")
 	require.Equal(t, http.StatusConflict, page.Status)
 	require.Contains(t, page.Text(), "Not changed")

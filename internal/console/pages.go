@@ -145,9 +145,6 @@ func toEvent(e mirror.Event) event {
 	return out
 }
 
-// maxReason bounds a decision's reason; it goes to the audit trail.
-const maxReason = 500
-
 // checkReason refuses a reason too long, or holding control characters,
 // bidi overrides or isolates, or line separators: it is shown to people
 // in the trail and the CLI.
@@ -155,8 +152,8 @@ func checkReason(s string) error {
 	if !utf8.ValidString(s) {
 		return errors.New("the reason is not valid text")
 	}
-	if n := utf8.RuneCountInString(s); n > maxReason {
-		return fmt.Errorf("the reason is %d characters; at most %d", n, maxReason)
+	if n := utf8.RuneCountInString(s); n > starter.MaxReasonRunes {
+		return fmt.Errorf("the reason is %d characters; at most %d", n, starter.MaxReasonRunes)
 	}
 	for _, r := range s {
 		if unicode.IsControl(r) || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x2028 || r == 0x2029 {
