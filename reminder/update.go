@@ -549,11 +549,35 @@ func (s Subscriber) due(field string, windowStart, now time.Time) (time.Time, er
 	if now.IsZero() {
 		return time.Time{}, errors.New("reminder: PlanOptions.Now is required")
 	}
-	if due.Before(now.Add(-MaxPastDue)) {
-		return time.Time{}, fieldErr(dueField, "puts the due time more than %d days in the past", MaxPastDue/(24*time.Hour))
-	}
-	if due.After(now.Add(MaxHorizon)) {
-		return time.Time{}, fieldErr(dueField, "puts the due time more than %d days ahead", MaxHorizon/(24*time.Hour))
+	if err := CheckDue(dueField, due, now); err != nil {
+		return time.Time{}, err
 	}
 	return NormalizeTime(due), nil
+}
+
+// CheckDue refuses a due time further back than MaxPastDue or further
+// ahead than MaxHorizon from now, as a *FieldError naming field: the rule
+// a schedule and a reschedule share.
+func CheckDue(field string, due, now time.Time) error {
+	if due.Before(now.Add(-MaxPastDue)) {
+		return fieldErr(field, "puts the due time more than %d days in the past", MaxPastDue/(24*time.Hour))
+	}
+	if due.After(now.Add(MaxHorizon)) {
+		return fieldErr(field, "puts the due time more than %d days ahead", MaxHorizon/(24*time.Hour))
+	}
+	return nil
+}
+
+// CheckWindow refuses a window start that puts every reminder it can
+// have out of CheckDue's range: before the oldest due time allowed, or
+// further ahead than the furthest due time plus MaxRemindBefore.
+func CheckWindow(field string, start, now time.Time) error {
+	if start.Before(now.Add(-MaxPastDue)) {
+		return fieldErr(field, "is more than %d days in the past: every reminder would be", MaxPastDue/(24*time.Hour))
+	}
+	if start.After(now.Add(MaxHorizon + MaxRemindBefore)) {
+		return fieldErr(field, "is more than %d days ahead: every reminder would be due more than %d days ahead",
+			(MaxHorizon+MaxRemindBefore)/(24*time.Hour), MaxHorizon/(24*time.Hour))
+	}
+	return nil
 }

@@ -374,6 +374,10 @@ func TestOperateFromTheCommandLine(t *testing.T) {
 	code, _, stderr = c.run(t, "", "reschedule", "--reminder", later.ReminderID, "--due-at", "next week")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--due-at")
+	// Out of range is bad input (exit 2, nothing asked), as on schedule.
+	code, _, stderr = c.run(t, "", "reschedule", "--reminder", later.ReminderID, "--due-at", time.Now().AddDate(0, 0, 800).Format(time.RFC3339))
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--due-at: puts the due time more than 732 days ahead")
 	code, _, stderr = c.run(t, "", "approve", "--shipment", u.ShipmentID)
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--update")

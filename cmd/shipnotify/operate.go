@@ -141,6 +141,15 @@ func runReschedule(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("%s: not an RFC 3339 time (like 2026-12-03T08:00:00Z)", flagName)
 	}
+	// Out of range is bad input, refused before anything is asked.
+	check := reminder.CheckWindow
+	if one {
+		check = reminder.CheckDue
+	}
+	var fe *reminder.FieldError
+	if errors.As(check(flagName, when, time.Now()), &fe) {
+		return cli.Usagef("%s", fe.Error())
+	}
 	return cli.WithStarter(ctx, e, func(d *cli.Deps, st *starter.Starter) error {
 		if one {
 			out, err := st.RescheduleReminder(ctx, reminder.TenantOf(*reminderID), *reminderID, when, *who)

@@ -135,6 +135,9 @@ func (a *API) rescheduleUpdate(w http.ResponseWriter, r *http.Request, c *caller
 	if p != nil {
 		return p
 	}
+	if p := outOfRange(reminder.CheckWindow("window_start", start, a.now())); p != nil {
+		return p
+	}
 	outs, err := a.st.RescheduleUpdate(r.Context(), c.tenant, r.PathValue("shipment"), r.PathValue("update"), start, who)
 	switch {
 	case errors.Is(err, mirror.ErrNotFound):
@@ -158,11 +161,24 @@ func (a *API) rescheduleReminder(w http.ResponseWriter, r *http.Request, c *call
 	if p != nil {
 		return p
 	}
+	// Out of range is bad input, a 422 as on schedule, before any call.
+	if p := outOfRange(reminder.CheckDue("due_at", due, a.now())); p != nil {
+		return p
+	}
 	out, err := a.st.RescheduleReminder(r.Context(), c.tenant, reminderID(r, c), due, who)
 	if errors.Is(err, mirror.ErrNotFound) {
 		return problem(http.StatusNotFound, "the mirror has no such reminder")
 	}
 	return a.outcomes(w, r.Context(), []starter.Outcome{out}, err)
+}
+
+// outOfRange is the 422 for a time CheckDue or CheckWindow refused.
+func outOfRange(err error) *Problem {
+	var fe *reminder.FieldError
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	return invalidRequest(fe.Field, "%s", fe.Problem)
 }
 
 // decideUpdate approves or rejects every reminder of an update that awaits

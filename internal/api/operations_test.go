@@ -143,6 +143,10 @@ func TestOperations(t *testing.T) {
 		{base + "/reminders/a/reschedule", `{"due_at":42}`, "due_at", violating},
 		{base + "/reminders/a/reschedule", `{"due_at":`, "", malformed},
 		{base + "/reschedule", map[string]any{}, "window_start", violating},
+		// Out of range is bad input, as it is on schedule: never a 200 refused.
+		{base + "/reminders/a/reschedule", map[string]any{"due_at": time.Now().AddDate(0, 0, 800).UTC().Format(time.RFC3339)}, "due_at", conforming},
+		{base + "/reminders/a/reschedule", map[string]any{"due_at": time.Now().AddDate(0, 0, -40).UTC().Format(time.RFC3339)}, "due_at", conforming},
+		{base + "/reschedule", map[string]any{"window_start": time.Now().AddDate(0, 0, 1200).UTC().Format(time.RFC3339)}, "window_start", conforming},
 		{base + "/reminders/a/approve", map[string]any{"by": "mallory\u202e"}, "by", malformed},
 		{"/v1/shipments/" + shipment + "/cancel", map[string]any{"reason": "x\x00y"}, "reason", malformed},
 	} {
