@@ -236,12 +236,30 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	c := cmdline{env: map[string]string{}}
 	code, stdout, _ := c.run(t, "", "--help")
 	require.Equal(t, 0, code)
-	for _, name := range shipnotify.Commands() {
+	// The command list is one column, however long a name.
+	summaries := regexp.MustCompile(`(?m)^  (\S+)( +)\S`).FindAllStringSubmatchIndex(stdout, -1)
+	require.Len(t, summaries, len(shipnotify.Commands()), stdout)
+	column := summaries[0][5] - summaries[0][0]
+	flagLine := regexp.MustCompile(`(?m)^  -\S+ (\S+)$`)
+	for i, name := range shipnotify.Commands() {
 		require.Contains(t, stdout, name)
+		require.Equal(t, column, summaries[i][5]-summaries[i][0], "%s's summary in the column: %s", name, stdout)
 		code, out, errOut := c.run(t, "", name, "--help")
 		require.Equal(t, 0, code, name)
 		require.Contains(t, out, "Usage: shipnotify "+name, name)
 		require.Empty(t, errOut, name)
+		// help NAME is NAME --help.
+		_, viaHelp, _ := c.run(t, "", "help", name)
+		require.Equal(t, out, viaHelp, name)
+		// A flag's value is named by its type, never by a word its
+		// usage happened to quote; a command without flags says so.
+		for _, m := range flagLine.FindAllStringSubmatch(out, -1) {
+			require.Contains(t, []string{"string", "int", "duration", "float", "uint", "value"}, m[1], "%s: %s", name, m[0])
+		}
+		if !strings.Contains(out, "\n  -") {
+			require.Contains(t, out, "It takes no flags.", name)
+			require.NotContains(t, out, "Flags:", name)
+		}
 	}
 	code, _, stderr := c.run(t, "", "frobnicate")
 	require.Equal(t, 2, code)

@@ -214,7 +214,7 @@ func serveStatusEvents(ctx context.Context, d *cli.Deps, store *mirror.Store, re
 
 func runAPIKey(_ context.Context, e cli.Env, args []string) error {
 	fs := cli.NewFlags(e, "api-key", "api-key --name NAME --scopes schedule,operate,approve,read,admin [--tenant NAME] [--expires 2027-01-15]")
-	name := fs.String("name", "", "who holds the key: recorded as `by` in the audit trail, and in the logs (required)")
+	name := fs.String("name", "", "who holds the key: recorded as 'by' in the audit trail, and in the logs (required)")
 	scopes := fs.String("scopes", "", "what it may do, comma-separated: schedule, operate, approve, read, admin (required; approve also logs in to the console)")
 	tenant := fs.String("tenant", "", "the tenant the key acts for (letters, digits, '.', '_', '-'; optional)")
 	expires := fs.String("expires", "", "when the key stops working: an RFC 3339 time, or a date for its UTC midnight (optional; default never)")

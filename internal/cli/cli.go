@@ -74,6 +74,12 @@ func (p *Program) Main() {
 // Run runs the command args name.
 func (p *Program) Run(ctx context.Context, args []string, e Env) error {
 	e.Program = p.Name
+	if len(args) >= 2 && args[0] == "help" {
+		// help CMD is CMD --help.
+		if _, ok := p.commands[args[1]]; ok {
+			args = []string{args[1], "--help"}
+		}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		p.printUsage(e.Stdout)
 		if len(args) == 0 {
@@ -92,8 +98,12 @@ func (p *Program) printUsage(w io.Writer) {
 	fmt.Fprintf(w, "%s: %s\n", p.Name, p.Summary)
 	fmt.Fprintf(w, "\nUsage: %s <command> [flags]   (%s <command> --help for its flags)\n", p.Name, p.Name)
 	fmt.Fprintln(w, "\nCommands:")
+	width := 0
 	for _, n := range p.Commands() {
-		fmt.Fprintf(w, "  %-12s %s\n", n, p.commands[n].summary)
+		width = max(width, len(n))
+	}
+	for _, n := range p.Commands() {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, p.commands[n].summary)
 	}
 	if p.Footer != "" {
 		fmt.Fprintln(w, "\n"+p.Footer)
@@ -139,7 +149,14 @@ func NewFlags(e Env, name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s %s\n\nFlags:\n", e.Program, usage)
+		fmt.Fprintf(fs.Output(), "Usage: %s %s\n", e.Program, usage)
+		any := false
+		fs.VisitAll(func(*flag.Flag) { any = true })
+		if !any {
+			fmt.Fprintln(fs.Output(), "\nIt takes no flags.")
+			return
+		}
+		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
 	return fs
