@@ -542,3 +542,22 @@ func TestExportCommand(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--format")
 }
+
+// A command run on a database nobody migrated says what to do, not
+// PostgreSQL's "relation does not exist".
+func TestAnUnmigratedMirrorSaysRunMigrate(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	bare := db.Schema + "_bare"
+	_, err := db.Pool.Exec(context.Background(), "CREATE SCHEMA "+bare)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = db.Pool.Exec(context.Background(), "DROP SCHEMA "+bare+" CASCADE") })
+	c := cmdline{env: map[string]string{
+		"DATABASE_URL":         strings.Replace(db.URL, "search_path="+db.Schema, "search_path="+bare, 1),
+		"TEMPORAL_CONFIG_FILE": "/nonexistent",
+	}}
+	code, _, stderr := c.run(t, "", "list")
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "the mirror's schema is missing or out of date here: run shipnotify migrate")
+	require.NotContains(t, stderr, "SQLSTATE")
+}

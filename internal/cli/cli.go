@@ -13,9 +13,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Env is what a command may touch of the process: the environment and the
@@ -122,10 +125,25 @@ func (p *Program) ExitCode(err error, stderr io.Writer) int {
 		return 2
 	case errors.Is(err, context.Canceled):
 		return 130
+	case schemaMissing(err) != "":
+		fmt.Fprintf(stderr, "%s: the mirror's schema is missing or out of date here: run %s migrate (%s)\n", p.Name, p.Name, schemaMissing(err))
+		return 1
 	default:
 		fmt.Fprintln(stderr, p.Name+": "+oneLine(err.Error()))
 		return 1
 	}
+}
+
+// schemaMissing is PostgreSQL's message when err is a query of a table,
+// column or function the database does not have (an unmigrated mirror, or
+// one behind this binary), "" otherwise.
+func schemaMissing(err error) string {
+	var pg *pgconn.PgError
+	// undefined_table, undefined_column, undefined_function
+	if errors.As(err, &pg) && slices.Contains([]string{"42P01", "42703", "42883"}, pg.Code) {
+		return pg.Message
+	}
+	return ""
 }
 
 // UsageError is a mistake in how the command was called or in its input:
