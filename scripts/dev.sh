@@ -253,6 +253,9 @@ case "${1:-}" in
     install_promtool
     temporal_up
     pg_up
+    # The header's promise: a database ready for list and schedule.
+    echo "dev: migrating the mirror (shipnotify migrate)" >&2
+    (cd "$root" && set -a && eval "$(print_env)" && set +a && go run ./cmd/shipnotify migrate >&2)
     ;;
   down)
     temporal_down
