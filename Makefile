@@ -56,5 +56,5 @@ down:
 
 build:
 	@mkdir -p .dev/bin
-	go build -o $(BIN) ./cmd/shipnotify
-	go build -o $(BENCH_BIN) ./cmd/shipnotify-bench
+	go build -buildvcs=auto -o $(BIN) ./cmd/shipnotify
+	go build -buildvcs=auto -o $(BENCH_BIN) ./cmd/shipnotify-bench

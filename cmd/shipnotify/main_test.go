@@ -561,3 +561,11 @@ func TestAnUnmigratedMirrorSaysRunMigrate(t *testing.T) {
 	require.Contains(t, stderr, "the mirror's schema is missing or out of date here: run shipnotify migrate")
 	require.NotContains(t, stderr, "SQLSTATE")
 }
+
+// version names the module, the commit, Go and the Temporal SDK.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := cmdline{env: map[string]string{}}.run(t, "", "version")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `(?m)^shipnotify +\S+\ncommit +\S+.*\ncommitted +\S+\ngo +go1\.\d+.*\ntemporal sdk +v1\.\d+\.\d+`, stdout)
+}
