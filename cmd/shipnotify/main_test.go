@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -568,4 +569,29 @@ func TestVersion(t *testing.T) {
 	code, stdout, stderr := cmdline{env: map[string]string{}}.run(t, "", "version")
 	require.Equal(t, 0, code, stderr)
 	require.Regexp(t, `(?m)^shipnotify +\S+\ncommit +\S+.*\ncommitted +\S+\ngo +go1\.\d+.*\ntemporal sdk +v1\.\d+\.\d+`, stdout)
+}
+
+// The bash completion, run by bash against the binary: a command from
+// its first letters, a command's flags from its own --help.
+func TestBashCompletion(t *testing.T) {
+	t.Parallel()
+	code, script, stderr := cmdline{env: map[string]string{}}.run(t, "", "completion", "bash")
+	require.Equal(t, 0, code, stderr)
+	bin := testenv.Binary(t)
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(bin, filepath.Join(dir, "shipnotify")))
+	complete := func(words ...string) []string {
+		t.Helper()
+		cmd := exec.Command("bash", "--norc", "-c", `eval "$SCRIPT"; COMP_WORDS=($WORDS); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _shipnotify; printf '%s\n' "${COMPREPLY[@]}"`)
+		cmd.Env = append(os.Environ(), "SCRIPT="+script, "WORDS="+strings.Join(words, " "), "PATH="+dir+":"+os.Getenv("PATH"))
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		return strings.Fields(string(out))
+	}
+	require.Equal(t, []string{"schedule"}, complete("shipnotify", "sch"))
+	require.Equal(t, []string{"reconcile", "reject", "reschedule", "reseal-secrets"}, complete("shipnotify", "re"))
+	require.Equal(t, []string{"--shipment", "--state"}, complete("shipnotify", "list", "--s"))
+	code, _, stderr = cmdline{env: map[string]string{}}.run(t, "", "completion", "fish")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "bash or zsh")
 }
