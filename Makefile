@@ -6,9 +6,10 @@ BENCH_BIN := .dev/bin/shipnotify-bench
 
 .PHONY: demo test test-engine test-ui soak bench bench-engine bench-events down up build
 
-## demo: run the product end to end on its embedded defaults; Ctrl-C stops it
+## demo: run the product end to end on its embedded defaults; Ctrl-C stops it. DEMO_ARGS passes flags
+## (shipnotify demo --help); the SHIPNOTIFY_DEV_* ports of scripts/dev.sh are honoured
 demo: build
-	@scripts/dev.sh run -- $(BIN) demo
+	@scripts/dev.sh run -- $(BIN) demo $(DEMO_ARGS)
 
 ## test: every test, against a real Temporal dev server and PostgreSQL
 test:

@@ -227,6 +227,7 @@ print_env() {
   local port; port=$(cat "$(pg_datadir).port")
   echo "SHIPNOTIFY_CODEC_KEYS_FILE=$(codec_keys)"
   echo "SHIPNOTIFY_DEV_CODEC_ADDR=127.0.0.1:$codec_port"
+  echo "SHIPNOTIFY_DEV_UI_URL=http://localhost:$ui_port"
   echo "TEMPORAL_ADDRESS=127.0.0.1:$temporal_port"
   echo "TEMPORAL_NAMESPACE=default"
   echo "DATABASE_URL=postgres://postgres@127.0.0.1:$port/shipnotify?sslmode=disable"

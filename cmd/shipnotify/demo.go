@@ -32,11 +32,22 @@ const demoTaskQueue = "shipnotify-demo"
 
 func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	fs := cli.NewFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]")
-	codecAddr := fs.String("codec-server", "127.0.0.1:8081", "where to serve the codec for the Web UI (\"\" for none)")
+	// The dev environment's ports (scripts/dev.sh env, SHIPNOTIFY_DEV_*)
+	// are the defaults, so the Web UI it started decodes what the demo's
+	// codec server serves, and the printed link is its own.
+	devDefault := func(key, fallback string) string {
+		if v, ok := e.Lookup(key); ok && v != "" {
+			return v
+		}
+		return fallback
+	}
+	codecAddr := fs.String("codec-server", devDefault("SHIPNOTIFY_DEV_CODEC_ADDR", "127.0.0.1:8081"),
+		"where to serve the codec for the Web UI (\"\" for none; default SHIPNOTIFY_DEV_CODEC_ADDR)")
 	serveAddr := fs.String("serve", "127.0.0.1:8090", "where to serve the tracker API and the approval console (\"\" for none)")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
 	taskQueue := fs.String("task-queue", demoTaskQueue, "the demo worker's own task queue, away from real workers")
-	uiURL := fs.String("ui", "http://localhost:8233", "the Temporal Web UI's address, for the printed link")
+	uiURL := fs.String("ui", devDefault("SHIPNOTIFY_DEV_UI_URL", "http://localhost:8233"),
+		"the Temporal Web UI's address, for the printed link (default SHIPNOTIFY_DEV_UI_URL)")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}

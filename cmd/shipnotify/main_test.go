@@ -595,3 +595,16 @@ func TestBashCompletion(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "bash or zsh")
 }
+
+// The demo takes the dev environment's ports (scripts/dev.sh env): the
+// codec server the Web UI was told of, and the Web UI's own link.
+func TestDemoHonoursTheDevPorts(t *testing.T) {
+	t.Parallel()
+	c := cmdline{env: map[string]string{"SHIPNOTIFY_DEV_CODEC_ADDR": "127.0.0.1:9181", "SHIPNOTIFY_DEV_UI_URL": "http://localhost:9233"}}
+	code, stdout, stderr := c.run(t, "", "demo", "--help")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `(default "127.0.0.1:9181")`)
+	require.Contains(t, stdout, `(default "http://localhost:9233")`)
+	_, stdout, _ = cmdline{env: map[string]string{}}.run(t, "", "demo", "--help")
+	require.Contains(t, stdout, `(default "127.0.0.1:8081")`, "without them, dev.sh's own defaults")
+}
