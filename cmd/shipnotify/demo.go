@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +176,10 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	tracker.caughtUp(ctx, out)
-	out.printf("\nInspect them: shipnotify list --shipment %s; shipnotify show %s\n", u.ShipmentID, results[len(results)-1].ReminderID)
+	exe := demoExecutable()
+	out.printf("\nThe mail sink's mailbox (every mail as sent, its HTML rendered): %s/mailbox\n", mails.URL())
+	out.printf("\nInspect them, from another shell in this checkout:\n  eval \"$(scripts/dev.sh env | sed 's/^/export /')\"\n  %s list --shipment %s\n  %s show %s\n",
+		exe, u.ShipmentID, exe, results[len(results)-1].ReminderID)
 	if front != nil {
 		out.printf("\nApproval console: %s/console/ (log in with the key %s)\n", front.url, front.approverKey)
 		out.printf("Schedule an update that needs approval through the API, then approve it in the console:\n  %s\n",
@@ -236,6 +242,22 @@ func serveCodec(d *cli.Deps, addr, uiURL string, out *lockedPrinter) (stop func(
 }
 
 // overlay returns lookup with key defaulting to value when unset.
+// demoExecutable is how to run this binary from the working directory:
+// its path relative to it when inside (make demo's .dev/bin/shipnotify),
+// else as found.
+func demoExecutable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "shipnotify"
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return exe
+}
+
 func overlay(lookup func(string) (string, bool), key, value string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		if v, ok := lookup(k); ok || k != key {

@@ -86,15 +86,17 @@ func demoKeys() (links.Keys, error) {
 }
 
 // curlSchedule is a curl command that schedules an update needing approval
-// through the API, for the console to decide.
+// through the API, for the console to decide. Its approval times out in a
+// minute, so that, left undecided, the escalation mail and its signed links
+// reach the mail sink while the demo runs; it is due in ten.
 func (f *demoFront) curlSchedule(now time.Time) string {
 	doc, _ := json.Marshal(map[string]any{
 		"shipment_id": "SHP-2002", "update_id": "window-" + now.UTC().Format("20060102-150405"), "kind": "delivery_window",
 		"message":    map[string]any{"subject": "Delivery window for SHP-2002 opens soon", "text": "Dock 7."},
-		"approval":   map[string]any{"required": true},
+		"approval":   map[string]any{"required": true, "timeout": "1m"},
 		"escalation": map[string]any{"email": "lead@shipper.example"},
 		"subscribers": []any{map[string]any{"id": "consignee-ops", "channel": "email", "email": "ops@consignee.example",
-			"due_at": now.Add(2 * time.Minute).UTC().Format(time.RFC3339)}},
+			"due_at": now.Add(10 * time.Minute).UTC().Format(time.RFC3339)}},
 	})
 	return fmt.Sprintf("curl -sS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' --data '%s' %s/v1/updates",
 		f.trackerKey, doc, f.url)

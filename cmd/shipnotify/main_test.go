@@ -347,7 +347,12 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' 'http://127\.0\.0\.1:\d+/v1/reminders\?updated_since=0'`, stdout)
 	require.Contains(t, stdout, "http://localhost:8233/namespaces/default/workflows?query=")
 	require.Regexp(t, `Approval console: http://127\.0\.0\.1:\d+/console/ \(log in with the key snk_`, stdout)
-	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' -H 'Content-Type: application/json' --data '\{.*"approval":\{"required":true\}.*\}' http://127\.0\.0\.1:\d+/v1/updates`, stdout)
+	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' -H 'Content-Type: application/json' --data '\{.*"approval":\{"required":true,"timeout":"1m"\}.*\}' http://127\.0\.0\.1:\d+/v1/updates`, stdout)
+	// The mailbox to see the mails in, and lines that work as printed.
+	mailbox := regexp.MustCompile(`mailbox \(every mail as sent, its HTML rendered\): (http://127\.0\.0\.1:\d+/mailbox)\n`).FindStringSubmatch(stdout)
+	require.NotNil(t, mailbox, stdout)
+	require.Contains(t, stdout, "  eval \"$(scripts/dev.sh env | sed 's/^/export /')\"\n")
+	require.Regexp(t, `\n  \S*shipnotify\S* list --shipment SHP-1001\n`, stdout)
 }
 
 // The branches from the command line: show's live status, approve,
