@@ -43,9 +43,11 @@ temporal_bin() {
 
 install_temporal() {
   temporal_bin >/dev/null && return 0
-  say "installing the Temporal CLI $temporal_version with go install (a few minutes, once per machine)"
+  say "installing the Temporal CLI $temporal_version with go install: it builds from source, 3 to 6 minutes, once per machine"
+  local began=$SECONDS
   GOFLAGS=-mod=mod go install "github.com/temporalio/cli/cmd/temporal@$temporal_version"
   temporal_bin >/dev/null || die "the Temporal CLI did not install"
+  say "the Temporal CLI is installed ($((SECONDS - began)) s)"
 }
 
 # --- PostgreSQL ----------------------------------------------------------
@@ -64,11 +66,13 @@ pg_bindir() {
 install_postgres() {
   pg_bindir >/dev/null && command -v psql >/dev/null && return 0
   [ "$(id -u)" = 0 ] || die "PostgreSQL is missing; install Debian's postgresql package (needs root)"
-  say "installing PostgreSQL from Debian's packages"
+  say "installing PostgreSQL from Debian's packages (about a minute, once per machine)"
+  local began=$SECONDS
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2
   apt-get install -y -qq postgresql >&2
   pg_bindir >/dev/null || die "PostgreSQL did not install"
+  say "PostgreSQL is installed ($((SECONDS - began)) s)"
 }
 
 # --- promtool ------------------------------------------------------------
@@ -78,11 +82,13 @@ install_postgres() {
 install_promtool() {
   command -v promtool >/dev/null && return 0
   [ "$(id -u)" = 0 ] || die "promtool is missing; install Debian's prometheus package (needs root)"
-  say "installing promtool from Debian's prometheus package"
+  say "installing promtool from Debian's prometheus package (under a minute, once per machine)"
+  local began=$SECONDS
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2
   apt-get install -y -qq --no-install-recommends prometheus >&2
   command -v promtool >/dev/null || die "promtool did not install"
+  say "promtool is installed ($((SECONDS - began)) s)"
 }
 
 # PostgreSQL refuses to run as root: as root, run it as the postgres user.
