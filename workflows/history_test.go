@@ -270,3 +270,27 @@ func TestPlaintextHistoriesWaitForTheAllowance(t *testing.T) {
 	require.Equal(t, reminder.Sent, res.State)
 	require.Len(t, s.Mail.Mails(), 1)
 }
+
+// The Web UI names a reminder's timer by what it waits for ("until due
+// …"), not "AwaitWithTimeout".
+func TestTheDueTimerIsNamedInTheWebUI(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	results, err := s.Starter.Schedule(ctx, s.Update(t, due, reminder.Email))
+	require.NoError(t, err)
+	id := results[0].WorkflowID
+	t.Cleanup(func() { _ = s.Temporal.TerminateWorkflow(context.Background(), id, "", "test over") })
+	var summary string
+	require.Eventually(t, func() bool {
+		for _, ev := range testenv.History(t, s.Temporal, id).GetEvents() {
+			if ev.GetEventType() == enums.EVENT_TYPE_TIMER_STARTED {
+				require.NoError(t, testenv.Codec(t).DataConverter().FromPayload(ev.GetUserMetadata().GetSummary(), &summary))
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "no timer started")
+	require.Equal(t, "until due "+due.Format("2006-01-02 15:04Z"), summary)
+}

@@ -204,7 +204,11 @@ func (r *run) awaitDecision(ctx workflow.Context) (done bool, err error) {
 			next = timeoutAt
 		}
 		r.showAwaitingApproval(ctx, timeoutAt, expiresAt)
-		_, err := workflow.AwaitWithTimeout(ctx, next.Sub(now), func() bool {
+		summary := "approval timeout " + timerTime(timeoutAt)
+		if r.escalated {
+			summary = "approval's final deadline " + timerTime(expiresAt)
+		}
+		_, err := workflow.AwaitWithOptions(ctx, awaitFor(next.Sub(now), summary), func() bool {
 			return r.state != reminder.AwaitingApproval || r.cancel != nil || r.continueAsNewDue(ctx)
 		})
 		if err != nil {
@@ -245,7 +249,7 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 		}
 		r.wake = false
 		r.showSleeping(ctx)
-		_, err := workflow.AwaitWithTimeout(ctx, wait, func() bool {
+		_, err := workflow.AwaitWithOptions(ctx, awaitFor(wait, "until due "+timerTime(r.due)), func() bool {
 			return r.wake || r.cancel != nil || r.continueAsNewDue(ctx)
 		})
 		if err != nil {
@@ -341,9 +345,19 @@ func (r *run) backOff(ctx workflow.Context, failure error) error {
 	if errors.As(failure, &appErr) && appErr.NextRetryDelay() > 0 {
 		wait = appErr.NextRetryDelay()
 	}
-	_, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return r.cancel != nil })
+	_, err := workflow.AwaitWithOptions(ctx, awaitFor(wait, "back-off before the send's retry, "+wait.String()), func() bool { return r.cancel != nil })
 	return err
 }
+
+// awaitFor is an await of at most timeout whose timer the Web UI names by
+// summary (else it shows as "AwaitWithTimeout"). A summary is the timer's
+// metadata, not part of the command a replay matches.
+func awaitFor(timeout time.Duration, summary string) workflow.AwaitOptions {
+	return workflow.AwaitOptions{Timeout: timeout, TimerOptions: workflow.TimerOptions{Summary: summary}}
+}
+
+// timerTime is a time as a timer's summary gives it: UTC, to the minute.
+func timerTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04Z") }
 
 // sendAsActivity runs the notify activity with budget left to retry in. A
 // cancel update stops it; a cancel of the workflow itself reaches it through
