@@ -312,6 +312,11 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		logger.Info("delivery already sent; nothing to do")
 		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
 		return res, nil
+	case mirror.NoticeSuppressed:
+		// The address opted out after the reminder reached it: no more
+		// mail, a notice included.
+		res.Skipped, res.SkipReason = true, "the subscriber's address has since unsubscribed (suppressed)"
+		return res, nil
 	case mirror.AlreadyFailed:
 		return res, temporal.NewNonRetryableApplicationError("delivery already failed permanently", ErrTypePermanentDelivery, nil)
 	case mirror.HeldElsewhere:
@@ -627,19 +632,10 @@ func (a *Activities) nothingToSend(ctx context.Context, in NotifyInput) (string,
 			return "", err
 		}
 		delivered, err := a.Mirror.WasDelivered(ctx, in.ReminderID)
-		if err != nil {
+		if err != nil || delivered {
 			return "", err
 		}
-		if !delivered {
-			return "the reminder was never delivered (or its provider bounced it)", nil
-		}
-		// The address opted out after the reminder reached it: no more
-		// mail, a notice included.
-		suppressed, err := a.Mirror.AddressSuppressed(ctx, in.ReminderID)
-		if err != nil || !suppressed {
-			return "", err
-		}
-		return "the subscriber's address has since unsubscribed (suppressed)", nil
+		return "the reminder was never delivered (or its provider bounced it)", nil
 	case reminder.PurposeEscalation:
 		contact, state, err := a.Mirror.EscalationContact(ctx, in.ReminderID)
 		switch {

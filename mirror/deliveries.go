@@ -38,6 +38,10 @@ const (
 	// (under ProviderMessageID, the event's, when it carried one); send
 	// nothing again.
 	Settled
+	// NoticeSuppressed: a cancellation notice's address opted out of the
+	// tenant's mail since the reminder reached it. Nothing was claimed;
+	// send nothing.
+	NoticeSuppressed
 )
 
 // Claim asks for the right to make one delivery.
@@ -88,7 +92,8 @@ type ClaimResult struct {
 // own delivery is refused when its row is finished (cancelled, expired,
 // failed, suppressed, or sent under another key), or when it is pending
 // and its email address is suppressed for its tenant (ClaimDelivery then
-// moves it to suppressed). Otherwise a new key is inserted; an
+// moves it to suppressed); its cancellation notice, not yet begun, is not
+// claimed when the address is suppressed now. Otherwise a new key is inserted; an
 // existing key is taken over when its last holder released it knowing
 // nothing was sent, or when it may have been sent (maybe_sent, or a
 // 'sending' claim whose lease lapsed) and the wait for the provider's
@@ -103,8 +108,10 @@ WITH prior AS (
     SELECT status FROM deliveries WHERE delivery_key = $1
 ), suppressed AS (
     SELECT 1 FROM reminders r JOIN suppressions s ON s.tenant = r.tenant AND s.address_sha256 = suppression_address(r.email)
-     WHERE r.id = $2 AND $3 = 'reminder' AND r.channel = 'email' AND r.state IN ` + sqlPending + `
-       AND s.lifted_at IS NULL
+     WHERE r.id = $2 AND r.channel = 'email' AND s.lifted_at IS NULL
+       AND (($3 = 'reminder' AND r.state IN ` + sqlPending + `)
+            -- A notice not begun: one an attempt may have sent is settled as any key is.
+            OR ($3 = 'cancellation' AND NOT EXISTS (SELECT 1 FROM prior WHERE status <> 'released')))
 ), refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
@@ -113,7 +120,7 @@ WITH prior AS (
 ), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
     SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
-     WHERE NOT EXISTS (SELECT 1 FROM refused)
+     WHERE NOT EXISTS (SELECT 1 FROM refused) AND NOT EXISTS (SELECT 1 FROM suppressed)
     ON CONFLICT (delivery_key) DO UPDATE
        SET attempts = deliveries.attempts + 1,
            status = 'sending',
@@ -221,6 +228,10 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 	}
 	if windowStart != nil {
 		t.WindowStart = *windowStart
+	}
+	if suppressed && c.Purpose == reminder.PurposeCancellation {
+		res.Verdict = NoticeSuppressed
+		return res, nil
 	}
 	if suppressed {
 		if t.State, err = s.suppress(ctx, c.ReminderID); err != nil {

@@ -103,17 +103,3 @@ SELECT EXISTS (SELECT 1 FROM r)`, reminderID, reason).Scan(&found)
 	}
 	return found, nil
 }
-
-// AddressSuppressed reports whether a reminder's email address is
-// suppressed for its tenant now: mail to it is no longer wanted, a
-// cancellation notice no more than a reminder.
-func (s *Store) AddressSuppressed(ctx context.Context, reminderID string) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM reminders r JOIN suppressions s ON s.tenant = r.tenant AND s.address_sha256 = suppression_address(r.email)
-                WHERE r.id = $1 AND r.channel = 'email' AND s.lifted_at IS NULL)`, reminderID).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("error reading suppressions: %w", err)
-	}
-	return ok, nil
-}
