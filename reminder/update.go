@@ -242,7 +242,8 @@ func (u Update) Plan(opts PlanOptions) ([]Reminder, error) {
 		}
 		if (s.RequiresApproval || approval.Required) && needsContact {
 			// Once, where the first reminder that needs it is.
-			needsContact = c.add(fieldErr("escalation.email", "is required when a reminder needs approval (overdue approvals escalate to it)"))
+			c.add(fieldErr("escalation.email", "is required when a reminder needs approval (overdue approvals escalate to it)"))
+			needsContact = false
 		}
 		r, err := u.plan(field, s, approval, opts)
 		if c.add(err) {

@@ -114,7 +114,7 @@ func New(o Options) (*API, error) {
 	}
 	a := &API{
 		st: o.Starter, limit: o.Rate, burst: o.Burst, now: o.Now,
-		timeout: o.RequestTimeout, log: o.Logger, mux: http.NewServeMux(),
+		timeout: o.RequestTimeout, log: o.Logger, mux: http.NewServeMux(), scopes: map[string]Scope{},
 	}
 	if a.timeout <= 0 {
 		a.timeout = DefaultRequestTimeout
@@ -226,9 +226,6 @@ var wildcard = regexp.MustCompile(`\{(\w+)\}`)
 
 func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 	a.patterns = append(a.patterns, pattern)
-	if a.scopes == nil {
-		a.scopes = map[string]Scope{}
-	}
 	a.scopes[pattern] = scope
 	post := strings.HasPrefix(pattern, "POST ")
 	var ids []string // the pattern's path wildcards: each an id
@@ -384,8 +381,8 @@ func (a *API) authenticate(r *http.Request, ring *keyring, scope Scope) (*Key, *
 }
 
 // allow spends one of the key's tokens, or answers 429 with Retry-After:
-// the whole seconds until a token is back.
-// Every answer to a limited key says where it stands (rateLimitHeaders).
+// the whole seconds until a token is back. Either way the answer says
+// where the key stands (rateLimitHeaders).
 func (a *API) allow(w http.ResponseWriter, ring *keyring, k *Key) *Problem {
 	l := ring.limiters[k.Name]
 	if l == nil {
@@ -394,15 +391,14 @@ func (a *API) allow(w http.ResponseWriter, ring *keyring, k *Key) *Problem {
 	now := a.now()
 	res := l.ReserveN(now, 1)
 	delay := res.DelayFrom(now)
+	defer rateLimitHeaders(w.Header(), l, now)
 	if res.OK() && delay == 0 {
-		rateLimitHeaders(w.Header(), l, now)
 		return nil
 	}
 	res.CancelAt(now)
 	if !res.OK() {
 		delay = 0
 	}
-	rateLimitHeaders(w.Header(), l, now)
 	return overLimit(k, "", delay)
 }
 

@@ -117,6 +117,7 @@ func (p *Program) printUsage(w io.Writer) {
 // none (or --help), 2 for a usage error, 130 for an interrupt, 1 else.
 func (p *Program) ExitCode(err error, stderr io.Writer) int {
 	var ue UsageError
+	missing := schemaMissing(err)
 	switch {
 	case err == nil, errors.Is(err, ErrHelp):
 		return 0
@@ -125,8 +126,8 @@ func (p *Program) ExitCode(err error, stderr io.Writer) int {
 		return 2
 	case errors.Is(err, context.Canceled):
 		return 130
-	case schemaMissing(err) != "":
-		fmt.Fprintf(stderr, "%s: the mirror's schema is missing or out of date here: run %s migrate (%s)\n", p.Name, p.Name, schemaMissing(err))
+	case missing != "":
+		fmt.Fprintf(stderr, "%s: the mirror's schema is missing or out of date here: run %s migrate (%s)\n", p.Name, p.Name, missing)
 		return 1
 	default:
 		fmt.Fprintln(stderr, p.Name+": "+oneLine(err.Error()))
