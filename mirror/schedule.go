@@ -94,6 +94,7 @@ WITH ins AS (
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
 SELECT id, 'scheduled', jsonb_build_object('due_at', due_at, 'delivery_key', delivery_key, 'state', state)
+                        || CASE WHEN $20::text = '' THEN '{}'::jsonb ELSE jsonb_build_object('key', $20::text) END
   FROM ins`
 
 const selectStoredUpdate = `
@@ -189,7 +190,7 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 		}
 	}
 	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
-		states, timeouts, expires, addresses, u.Tenant, names, zones, locales}, nil
+		states, timeouts, expires, addresses, u.Tenant, names, zones, locales, u.ScheduledBy}, nil
 }
 
 func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {

@@ -57,6 +57,11 @@ type Update struct {
 	// EscalationEmail is who hears of an overdue approval or a delivery that
 	// failed for good; required when any reminder needs approval.
 	EscalationEmail string
+	// ScheduledBy is the credential that scheduled the update (an API key's
+	// name), set by whoever authenticated the caller, never read from the
+	// document; the trail's "scheduled" event keeps it as its key, so
+	// approvers see who asked. "" when no key was involved (the CLI).
+	ScheduledBy string
 }
 
 // Approval is an update's approval policy.

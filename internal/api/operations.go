@@ -43,7 +43,7 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 		}
 		return bodyProblem(err)
 	}
-	u.Tenant = c.tenant
+	u.Tenant, u.ScheduledBy = c.tenant, c.key.Name
 	ctx := r.Context()
 	d, err := a.st.Draft(ctx, u)
 	if err != nil {

@@ -211,7 +211,7 @@ func TestOperations(t *testing.T) {
 		"scheduled": nil, "approved": "ops-lead", "rescheduled": "operator", "cancelled": "operator",
 	}, by, fmt.Sprintf("%+v", view.Events))
 	require.Equal(t, map[string]any{
-		"scheduled": nil, "approved": "approver", "rescheduled": "operator", "cancelled": "operator",
+		"scheduled": "tracker", "approved": "approver", "rescheduled": "operator", "cancelled": "operator",
 	}, key, fmt.Sprintf("%+v", view.Events))
 }
 
@@ -251,7 +251,7 @@ func TestAByThatImitatesAKeyStaysWords(t *testing.T) {
 		got[ev.Type] = [2]any{ev.Detail["by"], ev.Detail["key"]}
 	}
 	require.Equal(t, map[string][2]any{
-		"scheduled":   {nil, nil},
+		"scheduled":   {nil, "tracker"}, // the key that scheduled it: approvers see who asked
 		"approved":    {words, "approver"},
 		"rescheduled": {words, "operator"},
 		"cancelled":   {words, "admin"},
