@@ -243,3 +243,24 @@ func text(n *html.Node) string {
 	walk(n)
 	return sb.String()
 }
+
+// linkTo returns the href of the only link whose text or label is
+// exactly text.
+func (r response) linkTo(t *testing.T, label string) string {
+	t.Helper()
+	var found []string
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "a" {
+			if strings.Join(strings.Fields(text(n)), " ") == label || attr(n, "aria-label") == label {
+				found = append(found, attr(n, "href"))
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(r.doc)
+	require.Len(t, found, 1, "links %q on %s:\n%s", label, r.URL, r.Body)
+	return found[0]
+}

@@ -160,7 +160,9 @@ func (c *console) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /console/{$}", c.authed(c.list))
 	mux.HandleFunc("GET /console/reminder", c.authed(c.reminder))
+	mux.HandleFunc("GET /console/reject", c.authed(c.rejectPage))
 	mux.HandleFunc("POST /console/decide", c.authed(c.decide))
+	mux.HandleFunc("GET /console/overview", c.authed(c.overview))
 	mux.HandleFunc("GET /console/login", c.loginPage)
 	mux.HandleFunc("POST /console/login", c.login)
 	mux.HandleFunc("POST /console/logout", c.logout)
@@ -185,13 +187,14 @@ func (c *console) handler() http.Handler {
 	return securityHeaders(csrf.Handler(mux))
 }
 
-// securityHeaders keeps the pages out of frames, scripts out entirely,
+// securityHeaders keeps the pages out of frames, scripts but the
+// console's own out (static/console.js: local times, copy buttons),
 // forms posting only to the console, link tokens out of Referer headers,
 // and every answer out of caches.
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
-		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Referrer-Policy", "no-referrer")
@@ -210,8 +213,11 @@ type page struct {
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
-		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"utc":   func(t time.Time) string { return t.UTC().Format(utcLayout) },
 		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"when":  whenAny,
+		"hash":  hash,
+		"add":   func(a, b int) int { return a + b },
 		"since": since,
 		// The reason's limit, one for every interface.
 		"maxReason": func() int { return starter.MaxReasonRunes },

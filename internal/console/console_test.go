@@ -82,6 +82,12 @@ func hashOf(key string) string {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the console's options changed by change.
+func setupWith(t *testing.T, change func(*console.Options)) *fixture {
+	t.Helper()
 	f := &fixture{clock: &clock{}, alice: randomKey(t), bob: randomKey(t), carol: randomKey(t), dora: randomKey(t), logs: &testenv.SyncBuffer{}}
 	f.s = testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
 	var err error
@@ -101,13 +107,17 @@ func setup(t *testing.T) *fixture {
 	// The worker's links; the console checks them on its own clock.
 	f.s.Activities.Links = &links.Signer{Keys: f.keys, BaseURL: base, TTL: time.Hour}
 	f.s.StartWorker(t)
-	mux.Handle(console.Path, console.New(console.Options{
+	o := console.Options{
 		Starter: f.s.Starter, Mirror: f.s.Mirror, Approvers: approvers,
 		Links:       &links.Signer{Keys: f.keys, BaseURL: base, TTL: time.Hour, Now: f.clock.Now},
 		SessionKeys: newKeys(t),
 		Now:         f.clock.Now,
 		Logger:      slog.New(slog.NewJSONHandler(f.logs, nil)),
-	}))
+	}
+	if change != nil {
+		change(&o)
+	}
+	mux.Handle(console.Path, console.New(o))
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return f
@@ -226,22 +236,28 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 	require.NotContains(t, f.logs.String(), f.carol, "keys are never logged")
 
 	// The list shows every reminder awaiting approval, with its due time,
-	// ids and how long it has waited.
+	// ids, how long it has waited, what it says, to whom (masked), and
+	// when it escalates and expires.
 	alice := f.login(t, f.alice)
 	page = alice.get("/console/?shipment=" + u.ShipmentID)
 	require.Equal(t, http.StatusOK, page.Status)
 	require.Contains(t, page.Text(), "Logged in as alice")
+	require.Contains(t, page.Text(), "3 reminders match")
 	rows := page.rows("reminders")
 	require.Len(t, rows, 3, page.Body)
 	for i, r := range rs {
 		due := r.DueAt.UTC().Format("2006-01-02 15:04:05 UTC")
-		require.Equal(t, due, rows[i][0])
-		require.Equal(t, []string{u.ShipmentID, u.UpdateID, u.Subscribers[i].ID}, rows[i][1:4])
-		require.Regexp(t, `^\d+s$`, rows[i][4], "waited")
+		require.Equal(t, due, rows[i][0], "not due yet: no overdue marker")
+		require.Regexp(t, "^"+regexp.QuoteMeta(u.ShipmentID+" / "+u.UpdateID+" / "+u.Subscribers[i].ID)+` awaiting_approval, waiting \d+s$`, rows[i][1])
+		require.Equal(t, u.Message.Subject+" "+u.Message.Text, rows[i][2])
+		local, domain, _ := strings.Cut(u.Subscribers[i].Email, "@")
+		require.Equal(t, "email: "+local[:1]+"…@"+domain, rows[i][3])
+		require.Regexp(t, `^escalates \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC expires \d{4}-`, rows[i][4])
 	}
 	require.Equal(t, "nosniff", page.Header.Get("X-Content-Type-Options"))
 	require.Contains(t, page.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
-	require.NotContains(t, page.Body, u.Subscribers[0].Email, "the console shows ids, not addresses")
+	require.Contains(t, page.Header.Get("Content-Security-Policy"), "script-src 'self';")
+	require.NotContains(t, page.Body, u.Subscribers[0].Email, "the console shows masked addresses")
 
 	// A cross-origin POST, with a valid session, is refused and writes
 	// nothing: by Sec-Fetch-Site, and by an Origin that is not the host.
@@ -262,11 +278,29 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.Status, page.Body)
 	require.Contains(t, page.Text(), "Approved")
 
-	// Bob logs in and rejects another from the reminder's own page.
+	// Approving says when it goes out: its due time, written out.
+	require.Contains(t, page.Text(), "it goes out at "+approved.DueAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+
+	// Bob logs in and rejects another from the reminder's own page. Reject
+	// is a link to a confirmation that asks for a reason, never one click:
+	// a reject posted without the confirmation, or without a reason,
+	// changes nothing.
 	bob := f.login(t, f.bob)
 	page = bob.get("/console/reminder?id=" + url.QueryEscape(rejected.ReminderID))
 	require.Equal(t, http.StatusOK, page.Status)
-	page = bob.submit(page.formFor(t, "Reason"), "Reject", map[string]string{"reason": "wrong consignee"}, "same-origin")
+	_, hasReject := page.formFor(t, "Reason").Buttons["Reject"]
+	require.False(t, hasReject, "no reject button beside approve")
+	confirm := bob.get(page.linkTo(t, "Reject…"))
+	require.Equal(t, http.StatusOK, confirm.Status, confirm.Body)
+	require.Contains(t, confirm.Text(), "Reject this reminder?")
+	unconfirmed := bob.post("/console/decide", url.Values{"reminder_id": {rejected.ReminderID}, "decision": {"reject"}, "reason": {"x"}}, "same-origin")
+	require.Equal(t, http.StatusOK, unconfirmed.Status)
+	require.Contains(t, unconfirmed.Text(), "Reject this reminder?", "an unconfirmed reject asks for the confirmation")
+	page = bob.submit(confirm.formFor(t, "Reason"), "Reject reminder", map[string]string{"reason": ""}, "same-origin")
+	require.Equal(t, http.StatusUnprocessableEntity, page.Status)
+	require.Contains(t, page.Text(), "Say why it is rejected")
+	require.Equal(t, []string{"scheduled"}, f.eventTypes(t, rejected.ReminderID), "neither wrote anything")
+	page = bob.submit(page.formFor(t, "Reason"), "Reject reminder", map[string]string{"reason": "wrong consignee"}, "same-origin")
 	require.Equal(t, http.StatusOK, page.Status, page.Body)
 	require.Contains(t, page.Text(), "Rejected")
 
@@ -311,7 +345,7 @@ func TestConsoleApprovesAndRejects(t *testing.T) {
 	page = alice.get("/console/?shipment=" + u.ShipmentID)
 	rows = page.rows("reminders")
 	require.Len(t, rows, 1)
-	require.Equal(t, u.Subscribers[2].ID, rows[0][3])
+	require.Contains(t, rows[0][1], " / "+u.Subscribers[2].ID+" ")
 	// A reason is held to the one limit every interface has (the API's).
 	require.Contains(t, page.Body, fmt.Sprintf(`name="reason" maxlength="%d"`, starter.MaxReasonRunes))
 	page = alice.post("/console/decide", url.Values{"reminder_id": {untouched.ReminderID}, "decision": {"approve"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -17,42 +18,209 @@ import (
 	"github.com/shipnotify/shipnotify/starter"
 )
 
-// awaiting is one reminder on the list.
-type awaiting struct {
+// listed is one reminder on the list, with what an approver reads before
+// deciding it.
+type listed struct {
 	mirror.Row
-	// Waited is how long it has awaited approval: since it was scheduled
-	// (a reminder needing approval is created awaiting it).
+	// Waited is how long it has waited since it was scheduled (a reminder
+	// needing approval is created awaiting it).
 	Waited string
+	// Awaiting: it awaits approval, so the row offers the decision.
+	Awaiting bool
+	// Overdue: its due time has passed.
+	Overdue                     bool
+	Subject, Preview, Recipient string
+	Approval                    mirror.ApprovalContext
+}
+
+// group is an update with reminders awaiting approval on the page: it can
+// be approved, or rejected, whole.
+type group struct {
+	ShipmentID, UpdateID string
+	// Awaiting counts the update's reminders awaiting approval (all of
+	// them, not only the page's).
+	Awaiting int
 }
 
 type listData struct {
-	Rows     []awaiting
-	Shipment string
-	// More: more reminders await approval than the list shows.
-	More  bool
-	Limit int
-	Now   time.Time
+	Rows   []listed
+	Groups []group
+	Filter listFilter
+	// Count is how many reminders the filter matches (at most
+	// mirror.CountCap; CountMore when more do).
+	Count     int
+	CountMore bool
+	// Next is the query of the next page ("" on the last); First that of
+	// the first (set past it).
+	Next, First string
+	States      []reminder.State
+	Limit       int
 }
 
-// list shows the reminders awaiting approval, due first, at most Limit,
-// optionally of one shipment.
-func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
-	shipment := strings.TrimSpace(r.URL.Query().Get("shipment"))
-	if len(shipment) > 64 {
-		shipment = shipment[:64]
+// listFilter is what the list's query asks for.
+type listFilter struct {
+	// State is a state's name, "pending", or "any"; awaiting_approval by
+	// default.
+	State    string
+	Shipment string
+	// DueFrom and DueTo are days (YYYY-MM-DD, UTC), DueTo included.
+	DueFrom, DueTo string
+	afterDue       time.Time
+	afterID        string
+}
+
+// parseListFilter reads the list's query; a bad value is a problem naming
+// the field.
+func parseListFilter(q url.Values) (listFilter, mirror.Filter, error) {
+	lf := listFilter{State: strings.TrimSpace(q.Get("state")), Shipment: strings.TrimSpace(q.Get("shipment")),
+		DueFrom: strings.TrimSpace(q.Get("due_from")), DueTo: strings.TrimSpace(q.Get("due_to"))}
+	var f mirror.Filter
+	switch lf.State {
+	case "":
+		lf.State = string(reminder.AwaitingApproval)
+		f.State = reminder.AwaitingApproval
+	case "any":
+	case string(mirror.Pending):
+		f.State = mirror.Pending
+	default:
+		if !reminder.State(lf.State).Known() {
+			return lf, f, fmt.Errorf("State: %q is not a state", lf.State)
+		}
+		f.State = reminder.State(lf.State)
 	}
-	rows, err := c.o.Mirror.List(r.Context(), mirror.Filter{Tenant: c.tenantOf(a), ShipmentID: shipment, State: reminder.AwaitingApproval, Limit: c.o.Limit + 1})
+	if lf.Shipment != "" {
+		if !reminder.IsID(lf.Shipment) {
+			return lf, f, errors.New("Shipment: not a shipment id (letters, digits, and . _ - up to 64)")
+		}
+		f.ShipmentID = lf.Shipment
+	}
+	for _, d := range []struct {
+		name, v string
+		into    *time.Time
+		next    bool
+	}{{"Due from", lf.DueFrom, &f.DueFrom, false}, {"Due to", lf.DueTo, &f.DueTo, true}} {
+		if d.v == "" {
+			continue
+		}
+		day, err := time.Parse(time.DateOnly, d.v)
+		if err != nil {
+			return lf, f, fmt.Errorf("%s: %q is not a day (YYYY-MM-DD)", d.name, d.v)
+		}
+		if d.next {
+			day = day.AddDate(0, 0, 1)
+		}
+		*d.into = day
+	}
+	if !f.DueFrom.IsZero() && !f.DueTo.IsZero() && !f.DueFrom.Before(f.DueTo) {
+		return lf, f, errors.New("Due to: comes before Due from")
+	}
+	if after := q.Get("after_id"); after != "" {
+		due, err := time.Parse(time.RFC3339Nano, q.Get("after_due"))
+		if err != nil || !reminder.IsReminderID(after) {
+			return lf, f, errors.New("the page's position (after_due, after_id) is not one the list gave; start again from the first page")
+		}
+		lf.afterDue, lf.afterID = due, after
+		f.AfterDueAt, f.AfterID = due, after
+	}
+	return lf, f, nil
+}
+
+// query is the filter as a query string, continuing after (due, id) when
+// id is set.
+func (lf listFilter) query(afterDue time.Time, afterID string) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"state": lf.State, "shipment": lf.Shipment, "due_from": lf.DueFrom, "due_to": lf.DueTo} {
+		if v != "" && (k != "state" || v != string(reminder.AwaitingApproval)) {
+			q.Set(k, v)
+		}
+	}
+	if afterID != "" {
+		q.Set("after_due", afterDue.UTC().Format(time.RFC3339Nano))
+		q.Set("after_id", afterID)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// list shows the tenant's reminders awaiting approval (or as the filter
+// asks), due first, a page of Limit at a time, with their count, what each
+// says and to whom, and each update's approve-all.
+func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
+	lf, f, err := parseListFilter(r.URL.Query())
+	if err != nil {
+		c.problem(w, r, http.StatusBadRequest, "Bad filter", err.Error()+".")
+		return
+	}
+	f.Tenant, f.Limit = c.tenantOf(a), c.o.Limit+1
+	ctx := r.Context()
+	rows, err := c.o.Mirror.List(ctx, f)
+	var count int
+	var more bool
+	if err == nil {
+		count, more, err = c.o.Mirror.Count(ctx, f)
+	}
+	var contexts map[string]mirror.ApprovalContext
+	if err == nil {
+		ids := make([]string, len(rows))
+		for i, row := range rows {
+			ids[i] = row.ID
+		}
+		contexts, err = c.o.Mirror.ApprovalContexts(ctx, f.Tenant, ids)
+	}
+	now := c.o.Now()
+	d := listData{Filter: lf, Count: count, CountMore: more, Limit: c.o.Limit, States: reminder.States}
+	if err == nil {
+		if len(rows) > c.o.Limit {
+			rows = rows[:c.o.Limit]
+			last := rows[len(rows)-1]
+			d.Next = "/console/" + lf.query(last.DueAt, last.ID)
+		}
+		if lf.afterID != "" {
+			d.First = "/console/" + lf.query(time.Time{}, "")
+		}
+		d.Rows = make([]listed, len(rows))
+		for i, row := range rows {
+			d.Rows[i] = c.listed(row, contexts[row.ID], now)
+		}
+		d.Groups, err = c.groups(ctx, f.Tenant, d.Rows)
+	}
 	if err != nil {
 		c.log.Error("console: listing reminders failed", "error", err)
 		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; try again.")
 		return
 	}
-	now := c.o.Now()
-	d := listData{Shipment: shipment, Limit: c.o.Limit, Now: now, More: len(rows) > c.o.Limit}
-	for _, row := range rows[:min(len(rows), c.o.Limit)] {
-		d.Rows = append(d.Rows, awaiting{Row: row, Waited: since(now.Sub(row.CreatedAt))})
+	c.render(w, http.StatusOK, "list.html", page{Title: "Reminders", Approver: a.Name, Data: d})
+}
+
+func (c *console) listed(row mirror.Row, ac mirror.ApprovalContext, now time.Time) listed {
+	return listed{Row: row, Waited: since(now.Sub(row.CreatedAt)), Awaiting: row.State == reminder.AwaitingApproval,
+		Overdue: row.State.Pending() && !row.DueAt.After(now), Subject: preview(ac.Subject, 200),
+		Preview: preview(ac.Text, previewRunes), Recipient: maskRecipient(row.Channel, ac.Recipient), Approval: ac}
+}
+
+// maxGroups bounds the updates a page offers to decide whole.
+const maxGroups = 20
+
+// groups are the updates of the page's rows awaiting approval, in the
+// page's order, each with how many of its reminders await.
+func (c *console) groups(ctx context.Context, tenant string, rows []listed) ([]group, error) {
+	var out []group
+	seen := map[[2]string]bool{}
+	for _, row := range rows {
+		k := [2]string{row.ShipmentID, row.UpdateID}
+		if !row.Awaiting || seen[k] || len(out) == maxGroups {
+			continue
+		}
+		seen[k] = true
+		n, _, err := c.o.Mirror.Count(ctx, mirror.Filter{Tenant: tenant, ShipmentID: row.ShipmentID, UpdateID: row.UpdateID, State: reminder.AwaitingApproval})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, group{ShipmentID: row.ShipmentID, UpdateID: row.UpdateID, Awaiting: n})
 	}
-	c.render(w, http.StatusOK, "list.html", page{Title: "Awaiting approval", Approver: a.Name, Data: d})
+	return out, nil
 }
 
 // tenantOf is the tenant an approver acts for.
@@ -73,15 +241,20 @@ type event struct {
 	// (an API key's name, an approver). Shown apart, so words in By never
 	// pass for a key.
 	By, Key, Reason string
-	// Rest is the other details, key=value, sorted.
-	Rest string
+	// Rest is the other details, sorted by name.
+	Rest []detail
+}
+
+// detail is one of an event's details; a hash (a delivery key) shows
+// shortened.
+type detail struct {
+	Name, Value string
+	Hash        bool
 }
 
 type reminderData struct {
-	Row      mirror.Row
-	Events   []event
-	Awaiting bool
-	Waited   string
+	listed
+	Events []event
 }
 
 // reminder shows one reminder and its audit trail.
@@ -118,7 +291,14 @@ func (c *console) reminderData(w http.ResponseWriter, r *http.Request, tenant, i
 		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; try again.")
 		return reminderData{}, false
 	}
-	d := reminderData{Row: row, Awaiting: row.State == reminder.AwaitingApproval, Waited: since(c.o.Now().Sub(row.CreatedAt))}
+	contexts, err := c.o.Mirror.ApprovalContexts(r.Context(), tenant, []string{id})
+	if err != nil {
+		c.log.Error("console: reading a reminder's context failed", "reminder_id", id, "error", err)
+		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; try again.")
+		return reminderData{}, false
+	}
+	d := reminderData{listed: c.listed(row, contexts[id], c.o.Now())}
+	d.Preview = contexts[id].Text // the page shows the whole text
 	for _, e := range evs {
 		d.Events = append(d.Events, toEvent(e))
 	}
@@ -127,7 +307,6 @@ func (c *console) reminderData(w http.ResponseWriter, r *http.Request, tenant, i
 
 func toEvent(e mirror.Event) event {
 	out := event{Event: e}
-	var rest []string
 	for _, k := range slices.Sorted(maps.Keys(e.Detail)) {
 		v := fmt.Sprint(e.Detail[k])
 		switch k {
@@ -138,10 +317,9 @@ func toEvent(e mirror.Event) event {
 		case "reason":
 			out.Reason = v
 		default:
-			rest = append(rest, k+"="+v)
+			out.Rest = append(out.Rest, detail{Name: k, Value: v, Hash: isHash(v)})
 		}
 	}
-	out.Rest = strings.Join(rest, " ")
 	return out
 }
 
@@ -161,79 +339,4 @@ func checkReason(s string) error {
 		}
 	}
 	return nil
-}
-
-type resultData struct {
-	ReminderID string
-	Approve    bool
-	Outcome    starter.Outcome
-	// ByLink: decided through an escalation email's link.
-	ByLink bool
-}
-
-// decide approves or rejects one reminder for the logged-in approver.
-func (c *console) decide(w http.ResponseWriter, r *http.Request, a Approver) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil {
-		c.problem(w, r, http.StatusBadRequest, "Bad request", "The form could not be read; nothing was changed.")
-		return
-	}
-	id := r.PostForm.Get("reminder_id")
-	var approve bool
-	switch r.PostForm.Get("decision") {
-	case "approve":
-		approve = true
-	case "reject":
-	default:
-		c.problem(w, r, http.StatusUnprocessableEntity, "Bad request", "Choose approve or reject; nothing was changed.")
-		return
-	}
-	reason := strings.TrimSpace(r.PostForm.Get("reason"))
-	if err := checkReason(reason); err != nil {
-		c.problem(w, r, http.StatusUnprocessableEntity, "Bad request", err.Error()+"; nothing was changed.")
-		return
-	}
-	c.take(w, r, a.Name, starter.Selection{Tenant: c.tenantOf(a), ReminderID: id}, approve, reason, false)
-}
-
-// take records a decision through the starter (the mirror first, then the
-// workflow) and renders what came of it.
-func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel starter.Selection, approve bool, reason string, byLink bool) {
-	id := sel.ReminderID
-	if id == "" {
-		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
-		return
-	}
-	// The console takes no words for by: who logged in (or the link) is
-	// both the by and the key.
-	outs, err := c.o.Starter.Decide(context.WithoutCancel(r.Context()), sel, approve,
-		starter.Actor{By: by, Key: by, Reason: reason})
-	decision := map[bool]string{true: "approve", false: "reject"}[approve]
-	var out starter.Outcome
-	if len(outs) == 1 {
-		out = outs[0]
-	}
-	c.log.Info("console: decision", "reminder_id", id, "decision", decision, "by", by, "status", out.Status, "error", err != nil)
-	switch {
-	case errors.Is(err, mirror.ErrNotFound):
-		c.problem(w, r, http.StatusNotFound, "Not found", "The mirror has no such reminder.")
-		return
-	case errors.Is(err, starter.ErrNoAnswer):
-		c.problem(w, r, http.StatusServiceUnavailable, "No answer",
-			"The reminder did not answer in time (is a worker running?); nothing was changed. Try again.")
-		return
-	case err != nil:
-		c.log.Error("console: decision failed", "reminder_id", id, "error", err)
-		c.problem(w, r, http.StatusServiceUnavailable, "Failed", "The decision could not be recorded; try again.")
-		return
-	}
-	status := http.StatusOK
-	switch out.Status {
-	case starter.StatusRefused:
-		status = http.StatusConflict
-	case starter.StatusFailed:
-		status = http.StatusServiceUnavailable
-	}
-	c.render(w, status, "result.html", page{Title: "Decision", Approver: c.approverName(r),
-		Data: resultData{ReminderID: id, Approve: approve, Outcome: out, ByLink: byLink}})
 }
