@@ -29,7 +29,7 @@ soak:
 	@scripts/dev.sh run -- env SHIPNOTIFY_SOAK_SEED=$(SOAK_SEED) SHIPNOTIFY_SOAK_DURATION=$(SOAK_DURATION) \
 		go test -tags soak -count=1 -timeout 90m -v -run TestSoak ./internal/soak
 
-## test-ui: headless Chromium through the Temporal Web UI (not in CI); screenshots in out/
+## test-ui: headless Chromium through the Temporal Web UI and the approval console (not in CI); screenshots in out/ and docs/console-*.png
 test-ui:
 	@scripts/test-ui.sh
 

@@ -3,7 +3,8 @@
 # through the Temporal Web UI of the dev server, then through the approval
 # console and the escalation email's links (console.TestConsoleInABrowser
 # serves them and runs ui-test/console.mjs). Not part of CI: it needs
-# Chromium and the npm registry. Screenshots land in out/ (git-ignored).
+# Chromium and the npm registry. Screenshots land in out/ (git-ignored);
+# the console's the docs show are copied to docs/.
 #
 #   scripts/test-ui.sh [webui|console]   one part only; both by default
 set -euo pipefail
@@ -21,9 +22,14 @@ go build -o .dev/bin/shipnotify ./cmd/shipnotify
 
 exec scripts/dev.sh run -- env PART="$part" bash -c '
   set -euo pipefail
-  if [ "$PART" = console ]; then
+  console() {
     SHIPNOTIFY_BROWSER_TEST="'"$root"'/ui-test/console.mjs" OUT_DIR="'"$root"'/out" \
       go test -count=1 -run "^TestConsoleInABrowser$" -v ./internal/console/
+    # The console'"'"'s screenshots the docs show.
+    for s in list list-390 reminder-390 overview; do cp "'"$root"'/out/console-$s.png" "'"$root"'/docs/"; done
+  }
+  if [ "$PART" = console ]; then
+    console
     exit
   fi
   shipment="SHP-UI-$(date +%s)"
@@ -60,6 +66,5 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
   "$SHIPNOTIFY_DEV_TEMPORAL_BIN" workflow terminate --address "$TEMPORAL_ADDRESS" -w "$workflow" --reason "ui test over" >/dev/null || true
   [ $status = 0 ] && [ "$PART" = all ] || exit $status
   # The approval console and the escalation links, served by the test.
-  SHIPNOTIFY_BROWSER_TEST="'"$root"'/ui-test/console.mjs" OUT_DIR="'"$root"'/out" \
-    go test -count=1 -run "^TestConsoleInABrowser$" -v ./internal/console/
+  console
 '

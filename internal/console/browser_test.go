@@ -25,11 +25,15 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // TestConsoleInABrowser serves the console (with the worker, the mail sink
 // and its /mailbox page) and has ui-test/console.mjs drive headless
-// Chromium through it: approve one reminder and reject another in the
-// console, see the approved one in the mail sink and the rejected one
-// cancelled, then follow an escalation email's approve link from the sink
-// to its confirmation page and approve there. `make test-ui` runs it (it
-// needs Chromium and playwright-core); elsewhere it skips.
+// Chromium through it, in Europe/Berlin: log in; page through the list
+// (two rows a page); approve one reminder and reject another through its
+// confirmation; approve a whole update; see the approved ones in the mail
+// sink and the rejected one cancelled; follow an escalation email's
+// approve link from the sink; check every page with axe-core, and at a
+// 390 px viewport that nothing scrolls sideways; and save screenshots of
+// it all (docs/screenshots when SCREENSHOT_DIR says so). `make test-ui`
+// runs it (it needs Chromium, playwright-core and axe-core); elsewhere it
+// skips.
 func TestConsoleInABrowser(t *testing.T) {
 	script := os.Getenv("SHIPNOTIFY_BROWSER_TEST")
 	if script == "" {
@@ -37,9 +41,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	script, err := filepath.Abs(script)
 	require.NoError(t, err)
-	f := setup(t)
-	u, rs := f.schedule(t, 2, reminder.Approval{})
-	_, viaLink := f.schedule(t, 1, reminder.Approval{Timeout: time.Second, ExpireAfter: time.Hour})
+	f, tenant, key := tenantSetup(t, 2)
+	u, rs := f.scheduleFor(t, tenant, 2, reminder.Approval{})
+	whole, wholeRs := f.scheduleFor(t, tenant, 3, reminder.Approval{})
+	// The link is a capability of its own: the escalation goes to the
+	// update's contact, whichever tenant it is.
+	_, viaLink := f.scheduleFor(t, tenant, 1, reminder.Approval{Timeout: time.Second, ExpireAfter: time.Hour})
 	require.Eventually(t, func() bool {
 		return slices.Contains(f.eventTypes(t, viaLink[0].ReminderID), "escalation_sent")
 	}, time.Minute, 100*time.Millisecond, "the escalation with the links is sent")
@@ -51,11 +58,14 @@ func TestConsoleInABrowser(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"CONSOLE_URL="+f.url,
 		"MAILBOX_URL="+f.s.Mail.URL()+"/mailbox",
-		"APPROVER_KEY="+f.alice,
+		"APPROVER_KEY="+key,
+		"APPROVER=erin",
 		"SHIPMENT_ID="+u.ShipmentID,
 		"APPROVE_ID="+rs[0].ReminderID,
 		"REJECT_ID="+rs[1].ReminderID,
+		"WHOLE_SHIPMENT_ID="+whole.ShipmentID,
 		"LINK_ID="+viaLink[0].ReminderID,
+		"AWAITING=6",
 	)
 	cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
 	require.NoError(t, cmd.Run(), "ui-test/console.mjs")
@@ -63,12 +73,16 @@ func TestConsoleInABrowser(t *testing.T) {
 	// What the browser saw, checked at the source.
 	require.Equal(t, reminder.Sent, f.waitFor(t, rs[0].WorkflowID).State)
 	require.Equal(t, reminder.Cancelled, f.waitFor(t, rs[1].WorkflowID).State)
+	for _, r := range wholeRs {
+		require.Equal(t, reminder.Sent, f.waitFor(t, r.WorkflowID).State)
+	}
 	require.Equal(t, reminder.Sent, f.waitFor(t, viaLink[0].WorkflowID).State)
 	require.Equal(t, []string{"scheduled", "escalation_sent", "approved", "sent"}, f.eventTypes(t, viaLink[0].ReminderID))
 	events, err := f.s.Mirror.Events(context.Background(), viaLink[0].ReminderID)
 	require.NoError(t, err)
 	require.Equal(t, console.LinkActor, events[2].Detail["by"])
-	events, err = f.s.Mirror.Events(context.Background(), rs[0].ReminderID)
+	events, err = f.s.Mirror.Events(context.Background(), rs[1].ReminderID)
 	require.NoError(t, err)
-	require.Equal(t, "alice", events[1].Detail["by"])
+	require.Equal(t, "erin", events[1].Detail["by"])
+	require.Equal(t, "wrong consignee", events[1].Detail["reason"])
 }

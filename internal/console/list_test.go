@@ -23,16 +23,23 @@ import (
 // erin, of a tenant no other test writes to, so counts are exact.
 func tenantFixture(t *testing.T, limit int) (f *fixture, tenant string, erin *browser) {
 	t.Helper()
+	f, tenant, key := tenantSetup(t, limit)
+	return f, tenant, f.login(t, key)
+}
+
+// tenantSetup is tenantFixture before erin logs in: her key.
+func tenantSetup(t *testing.T, limit int) (f *fixture, tenant, key string) {
+	t.Helper()
 	b := make([]byte, 6)
 	_, err := rand.Read(b)
 	require.NoError(t, err)
 	tenant = "t-" + hex.EncodeToString(b)
-	key := randomKey(t)
+	key = randomKey(t)
 	f = setupWith(t, func(o *console.Options) {
 		o.Limit = limit
 		o.Approvers = append(o.Approvers, console.Approver{Name: "erin", KeyHash: sha256.Sum256([]byte(key)), Tenant: tenant})
 	})
-	return f, tenant, f.login(t, key)
+	return f, tenant, key
 }
 
 // The list pages past its limit by due time, each row once, and counts

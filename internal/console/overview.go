@@ -23,8 +23,8 @@ const (
 type stateBar struct {
 	State reminder.State
 	N     int
-	// Y is the row's top; W the bar's width.
-	Y, W int
+	// Y is the row's top; W the bar's width; CountX where its number goes.
+	Y, W, CountX int
 }
 
 // dayBar is one day's bar in the due chart.
@@ -81,6 +81,7 @@ func overviewOf(byState map[reminder.State]int, from time.Time, perDay []int) ov
 		if n > 0 {
 			b.W = max(b.W, 2)
 		}
+		b.CountX = stateLabelW + b.W + 6
 		d.States = append(d.States, b)
 	}
 	d.StatesH = len(reminder.States) * stateRowH
