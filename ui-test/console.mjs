@@ -54,6 +54,16 @@ const text = async (page) => (await page.textContent('body')).replace(/\s+/g, ' 
 const shot = (page, name) => page.screenshot({ path: join(outDir, name), fullPage: true });
 const url = (path) => `${consoleURL}${path}`;
 
+// heading waits for the page's heading name, and says what the page shows
+// instead when it does not come.
+async function heading(page, name) {
+  try {
+    await page.getByRole('heading', { name }).waitFor({ timeout: 15_000 });
+  } catch (e) {
+    throw new Error(`no heading "${name}" at ${page.url()}: the page says ${await text(page)}`, { cause: e });
+  }
+}
+
 // accessible runs axe-core on the page: no violation of any rule.
 async function accessible(page, what) {
   await page.addScriptTag({ path: axePath });
@@ -137,7 +147,7 @@ try {
   check((await row.textContent()).includes('overdue'), 'a reminder past its due time is marked overdue');
   await row.getByPlaceholder('Reason (optional)').fill('customer confirmed');
   await row.getByRole('button', { name: `Approve ${approveId}` }).click();
-  await page.getByRole('heading', { name: 'Approved' }).waitFor();
+  await heading(page, 'Approved');
   const approvedText = await text(page);
   check(approvedText.includes(approveId), `${approveId} is approved`);
   check(/(goes out now \(it was due at|sent at) .*CES?T/.test(approvedText), 'the result says when it goes out, in local time');
@@ -150,14 +160,14 @@ try {
   row = page.locator(`tr[data-reminder-id="${rejectId}"]`);
   check(await row.getByRole('button', { name: /Reject/ }).count() === 0, 'no Reject button beside Approve');
   await row.getByRole('link', { name: `Reject ${rejectId}…` }).click();
-  await page.getByRole('heading', { name: 'Reject this reminder?' }).waitFor();
+  await heading(page, 'Reject this reminder?');
   await accessible(page, 'the reject confirmation');
   await shot(page, 'console-reject-confirm.png');
   await page.getByRole('button', { name: 'Reject reminder' }).click();
   check(new URL(page.url()).pathname === '/console/reject', 'without a reason the browser does not send the rejection');
   await page.getByLabel('Reason (required)').fill('wrong consignee');
   await page.getByRole('button', { name: 'Reject reminder' }).click();
-  await page.getByRole('heading', { name: 'Rejected' }).waitFor();
+  await heading(page, 'Rejected');
   await page.getByRole('link', { name: 'See its audit trail' }).click();
   await until(page, async () => (await page.textContent('dd.state')).trim() === 'cancelled', `${rejectId} is cancelled`);
   const rejected = page.locator('tr[data-event="rejected"]');
@@ -169,7 +179,7 @@ try {
   // Approve a whole update.
   await page.goto(url(`/console/?shipment=${encodeURIComponent(wholeShipment)}`), { waitUntil: 'load' });
   await page.getByRole('button', { name: 'Approve all 3' }).click();
-  await page.getByRole('heading', { name: `Approved: update ${wholeShipment} / window-1` }).waitFor();
+  await heading(page, `Approved: update ${wholeShipment} / window-1`);
   check(await page.locator('table.outcomes tbody tr').count() === 3, 'approve all approved the update\'s 3');
   await shot(page, 'console-approved-all.png');
 
@@ -203,19 +213,21 @@ try {
   const escalation = page.locator(`article[data-purpose="escalation"][data-reminder-id="${linkId}"]`);
   check(await escalation.count() === 1, `the escalation for ${linkId} is in the sink`);
   check((await escalation.textContent()).includes('Reject:'), 'it carries a reject link too');
-  await escalation.locator('a', { hasText: '/console/link/' }).first().click();
-  await page.getByRole('heading', { name: 'Approve this reminder?' }).waitFor();
+  // Opened as a mail client would: the link's address, in the browser.
+  const approveLink = await escalation.locator('a', { hasText: '/console/link/' }).first().getAttribute('href');
+  await page.goto(approveLink, { waitUntil: 'load' });
+  await heading(page, 'Approve this reminder?');
   check((await text(page)).includes(linkId), 'the confirmation page names the reminder');
   await accessible(page, 'the link confirmation');
   await shot(page, 'link-confirm.png');
   await page.getByLabel('Reason (optional)').fill('approved from the email');
   await page.getByRole('button', { name: 'Approve reminder' }).click();
-  await page.getByRole('heading', { name: 'Approved' }).waitFor();
+  await heading(page, 'Approved');
 
   // Opening the used link again changes nothing and says so.
   await page.goBack({ waitUntil: 'domcontentloaded' });
   await page.reload({ waitUntil: 'domcontentloaded' });
-  await page.getByRole('heading', { name: 'Nothing left to do' }).waitFor();
+  await heading(page, 'Nothing left to do');
   check((await text(page)).includes('It was approved at '), 'a used link says what was decided and when (not who: that is for the console)');
 
   await page.goto(mailbox, { waitUntil: 'domcontentloaded' });
