@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -43,8 +45,41 @@ func runSchedule(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A namespace never set up would refuse every start: say so before
+	// writing rows that could not start.
+	if err := st.CheckSearchAttributes(ctx); err != nil {
+		return err
+	}
 	results, err := st.SchedulePlanned(ctx, u, rems)
 	printResults(e, results)
+	return startError(err)
+}
+
+// startError is a schedule's error as the command says it: a refusal for
+// want of the search attributes once, not once per reminder, with what
+// became of the rows; any other failure as it is.
+func startError(err error) error {
+	var sa *starter.SearchAttributesError
+	if !errors.As(err, &sa) {
+		return err
+	}
+	told := fmt.Errorf("%w; the reminders not started are kept, and scheduling the same update again starts them", sa)
+	return errors.Join(told, withoutRefusals(err))
+}
+
+// withoutRefusals is err's joined errors without the search attribute
+// refusals, nil when nothing else is left.
+func withoutRefusals(err error) error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var rest []error
+		for _, e := range joined.Unwrap() {
+			rest = append(rest, withoutRefusals(e))
+		}
+		return errors.Join(rest...)
+	}
+	if errors.Is(err, starter.ErrSearchAttributesUnknown) {
+		return nil
+	}
 	return err
 }
 
