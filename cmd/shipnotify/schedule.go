@@ -52,18 +52,19 @@ func runSchedule(ctx context.Context, e cli.Env, args []string) error {
 	}
 	results, err := st.SchedulePlanned(ctx, u, rems)
 	printResults(e, results)
-	return startError(err)
+	return startError(err, "scheduling the same update again")
 }
 
-// startError is a schedule's error as the command says it: a refusal for
-// want of the search attributes once, not once per reminder, with what
-// became of the rows; any other failure as it is.
-func startError(err error) error {
+// startError is the error of a command that started reminders (schedule,
+// reconcile) as it says it: a refusal for want of the search attributes
+// once, not once per reminder, with what became of the rows and what
+// starts them (again); any other failure as it is.
+func startError(err error, again string) error {
 	var sa *starter.SearchAttributesError
 	if !errors.As(err, &sa) {
 		return err
 	}
-	told := fmt.Errorf("%w; the reminders not started are kept, and scheduling the same update again starts them", sa)
+	told := fmt.Errorf("%w; the reminders not started are kept, and %s starts them", sa, again)
 	return errors.Join(told, withoutRefusals(err))
 }
 

@@ -167,12 +167,12 @@ func TestAStartRefusalIsToldOnce(t *testing.T) {
 			Err: serviceerror.NewInvalidArgument("Namespace default has no mapping defined for search attribute DueAt")})
 	}
 	other := errors.New("error starting workflow for reminder r3: unavailable")
-	err := startError(errors.Join(errors.Join(refusal("r1"), refusal("r2"), other), nil))
+	err := startError(errors.Join(errors.Join(refusal("r1"), refusal("r2"), other), nil), "scheduling the same update again")
 	require.ErrorIs(t, err, starter.ErrSearchAttributesUnknown)
 	require.ErrorIs(t, err, other)
 	require.Equal(t, 1, strings.Count(err.Error(), "run `shipnotify setup`"), err.Error())
 	require.Contains(t, err.Error(), "scheduling the same update again starts them")
 	require.NotContains(t, err.Error(), "r1", "the refusals are told once, not per reminder")
 
-	require.Equal(t, other, startError(other))
+	require.Equal(t, other, startError(other, "again"))
 }
