@@ -46,8 +46,9 @@ func runSchedule(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	// A namespace never set up would refuse every start: say so before
-	// writing rows that could not start.
-	if err := st.CheckSearchAttributes(ctx); err != nil {
+	// writing rows that could not start. Any other failure of the check
+	// (visibility down) is left to the starts, which do not need it.
+	if err := st.CheckSearchAttributes(ctx); errors.Is(err, starter.ErrSearchAttributesUnknown) {
 		return err
 	}
 	results, err := st.SchedulePlanned(ctx, u, rems)
