@@ -150,15 +150,9 @@ server_up() {
     [ "$i" -lt 60 ] || { cat "$dev/setup.log" >&2; die "shipnotify setup did not take within a minute"; }
     sleep 1
   done
+  # setup returned once a start carrying the attributes was accepted (the
+  # frontend takes them in at its next namespace cache refresh).
   cat "$dev/setup.log" >&2
-  # The frontend learns of them when it next refreshes its namespace cache.
-  for i in $(seq 1 120); do
-    "$(temporal_bin)" workflow list --address "127.0.0.1:$port" --limit 1 \
-      --query 'ShipmentId = "probe" AND UpdateId = "probe" AND ReminderState = "probe" AND DueAt > "2000-01-01T00:00:00Z"' \
-      >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  die "the search attributes were not usable within a minute of shipnotify setup"
 }
 
 server_down() {

@@ -69,7 +69,10 @@ func (e *ChangedError) Is(target error) bool { return target == ErrUpdateChanged
 
 // Starter schedules reminders.
 type Starter struct {
-	Temporal  client.Client
+	Temporal client.Client
+	// Namespace is the one Temporal is dialled on, named in errors ("":
+	// the SDK's default).
+	Namespace string
 	Mirror    *mirror.Store
 	TaskQueue string
 	// Concurrency bounds workflow starts in flight for one update (0 means 16).
@@ -442,6 +445,9 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, erro
 	case errors.As(err, &exists):
 		return s.collided(ctx, r)
 	case err != nil:
+		if saErr := asSearchAttributesError(err, s.namespace()); saErr != nil {
+			return "", saErr
+		}
 		return "", err
 	}
 	return Scheduled, nil

@@ -14,10 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
@@ -412,42 +410,6 @@ func TestOperateFromTheCommandLine(t *testing.T) {
 	code, _, stderr = c.run(t, "", "cancel", "--shipment", "SHP-unknown")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "no reminders for shipment")
-}
-
-// setup registers the search attributes on a namespace that lacks them, and
-// is a no-op the second time.
-func TestSetupRegistersSearchAttributes(t *testing.T) {
-	t.Parallel()
-	tc := testenv.Temporal(t)
-	ctx := context.Background()
-	ns := strings.ToLower(testenv.ID(t, "ns"))
-	_, err := tc.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
-	})
-	require.NoError(t, err)
-	c := cmdline{env: map[string]string{
-		"TEMPORAL_ADDRESS":      testenv.TemporalAddress(t),
-		"TEMPORAL_NAMESPACE":    ns,
-		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
-		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
-	}}
-	// A new namespace takes a moment to reach every service.
-	var stdout, stderr string
-	require.Eventually(t, func() bool {
-		var code int
-		code, stdout, stderr = c.run(t, "", "setup")
-		return code == 0
-	}, 30*time.Second, 500*time.Millisecond, stderr)
-	require.Equal(t, 4, strings.Count(stdout, "added"), stdout)
-
-	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
-	require.NoError(t, err)
-	for name, typ := range workflows.SearchAttributeTypes {
-		require.Equal(t, typ, resp.GetCustomAttributes()[name], name)
-	}
-	code, stdout, stderr := c.run(t, "", "setup")
-	require.Equal(t, 0, code, stderr)
-	require.Equal(t, 4, strings.Count(stdout, "present"), stdout)
 }
 
 // `shipnotify config`, as text and JSON, prints no secret: not a codec key

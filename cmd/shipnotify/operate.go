@@ -235,7 +235,7 @@ func runReconcile(ctx context.Context, e cli.Env, args []string) error {
 		if err == nil {
 			d.Logger.Info("reconciled", "started", len(results))
 		}
-		return err
+		return startError(err, "reconciling again")
 	})
 }
 

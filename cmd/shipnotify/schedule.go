@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -43,8 +45,43 @@ func runSchedule(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A namespace never set up would refuse every start: say so before
+	// writing rows that could not start. Any other failure of the check
+	// (visibility down) is left to the starts, which do not need it.
+	if err := st.CheckSearchAttributes(ctx); errors.Is(err, starter.ErrSearchAttributesUnknown) {
+		return err
+	}
 	results, err := st.SchedulePlanned(ctx, u, rems)
 	printResults(e, results)
+	return startError(err, "scheduling the same update again")
+}
+
+// startError is the error of a command that started reminders (schedule,
+// reconcile) as it says it: a refusal for want of the search attributes
+// once, not once per reminder, with what became of the rows and what
+// starts them (again); any other failure as it is.
+func startError(err error, again string) error {
+	var sa *starter.SearchAttributesError
+	if !errors.As(err, &sa) {
+		return err
+	}
+	told := fmt.Errorf("%w; the reminders not started are kept, and %s starts them", sa, again)
+	return errors.Join(told, withoutRefusals(err))
+}
+
+// withoutRefusals is err's joined errors without the search attribute
+// refusals, nil when nothing else is left.
+func withoutRefusals(err error) error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var rest []error
+		for _, e := range joined.Unwrap() {
+			rest = append(rest, withoutRefusals(e))
+		}
+		return errors.Join(rest...)
+	}
+	if errors.Is(err, starter.ErrSearchAttributesUnknown) {
+		return nil
+	}
 	return err
 }
 

@@ -74,6 +74,14 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 				"until that workflow is gone; the others are as results say")
 		p.Results, p.cause = results, err
 		return p
+	case errors.Is(err, starter.ErrSearchAttributesUnknown) && ctx.Err() == nil:
+		// The operator's to fix, not the tracker's: say whose.
+		p := typed(TypeIncomplete, http.StatusServiceUnavailable, "Update not completely scheduled",
+			"the Temporal namespace does not know shipnotify's search attributes yet, so some reminders were not started: "+
+				"its operator runs `shipnotify setup` (it waits until the server accepts them); what was written is kept, "+
+				"and sending the same update again then completes it")
+		p.Results, p.cause = results, err
+		return p
 	case err != nil && ctx.Err() == nil:
 		p := typed(TypeIncomplete, http.StatusServiceUnavailable, "Update not completely scheduled",
 			"some reminders could not be written or started; what was written is kept, and sending the same update again completes it")

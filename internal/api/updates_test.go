@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
@@ -24,6 +25,7 @@ import (
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/webhook"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // POST /v1/updates: 201 with one result per subscriber; the same update
@@ -289,4 +291,43 @@ func TestWebhookLookupsCountAgainstTheKeysRateLimit(t *testing.T) {
 	require.InDelta(t, 3*3600, retry, 5, "a full bucket: the retry's own token and two lookups'")
 	require.Equal(t, int64(5), lookups.Load(), "no lookup for a refused update")
 	require.Equal(t, before, e.mirrorCount(t), "nothing written")
+}
+
+// An update whose starts the namespace refuses for want of the search
+// attributes is a 503 that says the operator runs `shipnotify setup`; what
+// was written is kept, and the same update completes once it has run.
+func TestANamespaceWithoutTheAttributesIsThe503OfSetup(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	ns, c := testenv.Namespace(t)
+	// The API's starter, pointed at a namespace never set up.
+	e.Starter.Temporal, e.Starter.Namespace = c, ns
+	u := e.update(t)
+
+	resp := e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusServiceUnavailable, resp.status, "%s", resp.body)
+	p := resp.problem(t)
+	require.Equal(t, api.TypeIncomplete, p.Type)
+	require.Contains(t, p.Detail, "its operator runs `shipnotify setup`")
+	require.Contains(t, p.Detail, "sending the same update again then completes it")
+	for _, r := range p.Results {
+		require.NotEqual(t, starter.Scheduled, r.Status)
+	}
+
+	// What setup does, then the same update: every reminder starts.
+	_, err := c.OperatorService().AddSearchAttributes(t.Context(), &operatorservice.AddSearchAttributesRequest{
+		Namespace: ns, SearchAttributes: workflows.SearchAttributeTypes,
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return starter.ProbeSearchAttributes(t.Context(), c, ns, testenv.ID(t, "probe")) == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	resp = e.do(t, "POST", "/v1/updates", "tracker", u)
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	var done api.Results
+	resp.decode(t, &done)
+	require.Len(t, done.Results, 3)
+	for _, r := range done.Results {
+		require.Equal(t, starter.Scheduled, r.Status, r.ReminderID)
+	}
 }

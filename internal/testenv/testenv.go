@@ -20,8 +20,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/migrations"
@@ -242,4 +245,48 @@ func (db DB) ProductURL() string {
 		return db.RuntimeURL
 	}
 	return db.URL
+}
+
+// Namespace registers a namespace of its own on the dev server, with none
+// of our search attributes, and returns a client of it (payloads encrypted
+// as the product's). It waits until the namespace answers: a new one
+// takes a moment to reach every service. It is deleted when the test ends.
+func Namespace(t testing.TB) (string, client.Client) {
+	t.Helper()
+	addr := TemporalAddress(t)
+	ns := strings.ToLower(ID(t, "ns"))
+	ctx := context.Background()
+	admin := Temporal(t)
+	_, err := admin.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	})
+	if err != nil {
+		t.Fatalf("registering namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.OperatorService().DeleteNamespace(context.Background(), &operatorservice.DeleteNamespaceRequest{Namespace: ns})
+	})
+	cdc := Codec(t)
+	c, err := client.Dial(client.Options{
+		HostPort: addr, Namespace: ns,
+		Logger:        tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		DataConverter: cdc.DataConverter(), FailureConverter: cdc.FailureConverter(),
+	})
+	if err != nil {
+		t.Fatalf("connecting to Temporal at %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	// A count, not DescribeNamespace (which reads the database): it goes
+	// through the frontend's namespace cache, as a start does.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: "WorkflowId = 'none'"})
+		if err == nil {
+			return ns, c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s not usable in 30 s: %v", ns, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the condition, not synchronising
+	}
 }
