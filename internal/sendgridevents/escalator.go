@@ -14,6 +14,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -112,16 +113,23 @@ func (e *Escalator) start(ctx context.Context, o mirror.OwedEscalation) error {
 		ReminderID: o.ReminderID, ShipmentID: o.ShipmentID, UpdateID: o.UpdateID, SubscriberID: o.SubscriberID,
 		Reason: o.Reason, Detail: o.Detail,
 	}
+	attrs := []temporal.SearchAttributeUpdate{workflows.ShipmentIDKey.ValueSet(o.ShipmentID), workflows.UpdateIDKey.ValueSet(o.UpdateID)}
+	if o.Reason == string(reminder.Undeliverable) {
+		// The reminder's own workflow ended at the send, "sent", and a
+		// closed workflow's attributes cannot change: its escalation
+		// carries the outcome, so the Web UI's ReminderState="undeliverable"
+		// finds the bounce beside the reminder, under its ShipmentId.
+		attrs = append(attrs, workflows.ReminderStateKey.ValueSet(string(reminder.Undeliverable)))
+	}
 	_, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       workflows.DeliveryEscalationWorkflowID(o.ReminderID, o.Reason),
 		TaskQueue:                                e.TaskQueue,
 		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.ShipmentIDKey.ValueSet(o.ShipmentID), workflows.UpdateIDKey.ValueSet(o.UpdateID)),
-		StaticSummary: workflows.DeliveryEscalationSummary(in),
-		StaticDetails: workflows.DeliveryEscalationDetails(in),
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs...),
+		StaticSummary:                            workflows.DeliveryEscalationSummary(in),
+		StaticDetails:                            workflows.DeliveryEscalationDetails(in),
 	}, workflows.DeliveryEscalationWorkflowName, in)
 	var exists *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {

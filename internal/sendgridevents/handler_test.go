@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
@@ -205,6 +207,16 @@ func TestBounceEscalatesOnceEvenWhenTheEventArrivesTwice(t *testing.T) {
 	require.Equal(t, 1, sum.Applied)
 
 	require.Equal(t, 1, r.waitEscalated(t, res.ReminderID, "undeliverable"), "one escalation mail")
+	// The Web UI finds the bounce under the reminder's shipment: the
+	// reminder's workflow ended "sent", its escalation says undeliverable.
+	stored, err := r.s.Mirror.Get(context.Background(), res.ReminderID)
+	require.NoError(t, err)
+	query := fmt.Sprintf(`ShipmentId = %q AND ReminderState = "undeliverable"`, stored.ShipmentID)
+	require.Eventually(t, func() bool {
+		resp, err := r.s.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		return err == nil && len(resp.Executions) == 1 &&
+			resp.Executions[0].Execution.WorkflowId == workflows.DeliveryEscalationWorkflowID(res.ReminderID, "undeliverable")
+	}, 30*time.Second, 100*time.Millisecond, query)
 	testenv.RecordHistory(t, r.s.Temporal, workflows.DeliveryEscalationWorkflowID(res.ReminderID, "undeliverable"), "delivery-escalation-undeliverable")
 	require.Equal(t, reminder.Undeliverable, r.row(t, res.ReminderID).State)
 	// Another pass, another server: the workflow's id refuses a second run.
