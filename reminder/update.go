@@ -78,6 +78,42 @@ type Approval struct {
 	ExpireAfter time.Duration
 }
 
+// approvalInput is Approval as a workflow's input carries it. Timeout and
+// ExpireAfter stay nanoseconds, which every release reads (a worker of the
+// release before reads a start of this one, during a rolling deploy); the
+// Text twins say the same for people reading the input in the Web UI, and
+// nothing reads them back.
+type approvalInput struct {
+	Required        bool
+	Timeout         time.Duration
+	TimeoutText     string `json:",omitempty"`
+	ExpireAfter     time.Duration
+	ExpireAfterText string `json:",omitempty"`
+}
+
+// MarshalJSON writes the durations twice: in nanoseconds and as text
+// ("24h0m0s").
+func (a Approval) MarshalJSON() ([]byte, error) {
+	j := approvalInput{Required: a.Required, Timeout: a.Timeout, ExpireAfter: a.ExpireAfter}
+	if a.Timeout != 0 {
+		j.TimeoutText = a.Timeout.String()
+	}
+	if a.ExpireAfter != 0 {
+		j.ExpireAfterText = a.ExpireAfter.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads the nanoseconds, as every release wrote them.
+func (a *Approval) UnmarshalJSON(b []byte) error {
+	var j approvalInput
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*a = Approval{Required: j.Required, Timeout: j.Timeout, ExpireAfter: j.ExpireAfter}
+	return nil
+}
+
 // Approval defaults and bounds.
 const (
 	DefaultApprovalTimeout     = 24 * time.Hour
