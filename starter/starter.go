@@ -36,6 +36,10 @@ const (
 	// before the row was written). Nothing was started; the row stays
 	// unstarted, and is started once that workflow is gone.
 	Conflict Status = "conflict"
+	// Unstarted: the reminder is written, but this call could not start
+	// its workflow (the error says why). The reconciler starts it, as does
+	// the same call again.
+	Unstarted Status = "unstarted"
 )
 
 // ErrWorkflowIDTaken is the error of a start that found its workflow id
@@ -290,10 +294,12 @@ func (s *Starter) startStored(ctx context.Context, rems []reminder.Reminder, sto
 	}
 	bySubscriber := make(map[string]mirror.StoredReminder, len(stored.Reminders))
 	var toStart []mirror.NewReminder
+	tried := map[string]bool{}
 	for _, r := range stored.Reminders {
 		bySubscriber[r.Requested.SubscriberID] = r
 		if r.Startable() {
 			toStart = append(toStart, r.NewReminder())
+			tried[r.Requested.ID] = true
 		}
 	}
 	started, err := s.startAll(ctx, toStart)
@@ -308,9 +314,14 @@ func (s *Starter) startStored(ctx context.Context, rems []reminder.Reminder, sto
 			results[i] = res
 			continue
 		}
+		status := AlreadyScheduled
+		if tried[r.Requested.ID] {
+			// Its start failed: not scheduled before, not started now.
+			status = Unstarted
+		}
 		results[i] = Result{
 			ReminderID: r.Requested.ID, WorkflowID: r.WorkflowID, SubscriberID: want.SubscriberID,
-			DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, Status: AlreadyScheduled, State: r.State,
+			DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, Status: status, State: r.State,
 		}
 	}
 	return results, err

@@ -310,8 +310,9 @@ func TestANamespaceWithoutTheAttributesIsThe503OfSetup(t *testing.T) {
 	require.Equal(t, api.TypeIncomplete, p.Type)
 	require.Contains(t, p.Detail, "its operator runs `shipnotify setup`")
 	require.Contains(t, p.Detail, "sending the same update again then completes it")
+	require.Len(t, p.Results, 3)
 	for _, r := range p.Results {
-		require.NotEqual(t, starter.Scheduled, r.Status)
+		require.Equal(t, starter.Unstarted, r.Status, "written, not started: never already_scheduled")
 	}
 
 	// What setup does, then the same update: every reminder starts.
