@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	shipworker "github.com/shipnotify/shipnotify/worker"
@@ -132,6 +133,10 @@ func TestComposeFile(t *testing.T) {
 	require.NotNil(t, worker.StopGracePeriod, "the worker gets a stop grace period")
 	require.Greater(t, time.Duration(*worker.StopGracePeriod), shipworker.StopTimeout,
 		"a deploy lets in-flight sends finish: the grace period outlasts the worker's stop timeout")
+	serve := service(t, p, "serve")
+	require.NotNil(t, serve.StopGracePeriod, "serve gets a stop grace period")
+	require.Greater(t, time.Duration(*serve.StopGracePeriod), budget.APIRequest+budget.ServeShutdownMargin,
+		"a deploy lets requests in flight finish: the grace period outlasts a request and serve's drain")
 
 	for _, dep := range []struct{ service, on, condition string }{
 		{"temporal-schema", "temporal-postgres", "service_healthy"},

@@ -23,7 +23,7 @@ func runMigrate(ctx context.Context, e cli.Env, args []string) error {
 	}
 	defer d.Close()
 	// Migrations run as the tables' owner; everything else as the runtime role.
-	store, err := d.MirrorAt(ctx, "SHIPNOTIFY_MIGRATE_DATABASE_URL", d.Cfg.MigrateDatabaseURL, 2)
+	store, err := d.MirrorAt(ctx, "SHIPNOTIFY_MIGRATE_DATABASE_URL", d.Cfg.MigrateDatabaseURL, cli.MigratePoolSize)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
@@ -31,14 +32,6 @@ func init() {
 	register("serve", "serve the tracker API (JSON over HTTP) on SHIPNOTIFY_API_ADDR", runServe)
 	register("api-key", "make an API key: prints the key (shown once) and its configuration line", runAPIKey)
 }
-
-// apiPoolSize is the mirror connections serve keeps: requests in flight
-// each hold one for a statement at a time.
-const apiPoolSize = 16
-
-// shutdownMargin is how much longer than a request's deadline serve waits
-// for the requests in flight when it stops.
-const shutdownMargin = 5 * time.Second
 
 func runServe(ctx context.Context, e cli.Env, args []string) error {
 	fs := cli.NewFlags(e, "serve", "serve   (configured by the environment: SHIPNOTIFY_API_*, see docs/configuration.md)")
@@ -59,7 +52,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 		return cli.UsageError{Err: err}
 	}
 	st := d.NewStarter()
-	if st.Mirror, err = d.Mirror(ctx, apiPoolSize); err != nil {
+	if st.Mirror, err = d.Mirror(ctx, cli.ServePoolSize); err != nil {
 		return err
 	}
 	if err := cli.RequireMigrated(ctx, st.Mirror); err != nil {
@@ -127,7 +120,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	defer func() { stopRelay(); <-relayed }()
 	srv := api.NewServer(mux, d.Cfg.APIRequestTimeout)
 	d.Logger.Info("serving the API", "address", ln.Addr().String(), "keys", len(d.Cfg.APIKeys))
-	err = api.Serve(ctx, srv, ln, d.Cfg.APIRequestTimeout+shutdownMargin)
+	err = api.Serve(ctx, srv, ln, d.Cfg.APIRequestTimeout+budget.ServeShutdownMargin)
 	d.Logger.Info("API stopped")
 	return err
 }

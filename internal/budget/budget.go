@@ -94,4 +94,9 @@ const (
 	MinAPIRequest = max(UpdateWait, CancelWait) + 5*time.Second
 	// APIRequest is the API's default request deadline.
 	APIRequest = 90 * time.Second
+	// ServeShutdownMargin is how much longer than its request deadline a
+	// stopping serve waits for the requests in flight. Give the process a
+	// grace period above both (compose's stop_grace_period, the chart's
+	// terminationGracePeriodSeconds).
+	ServeShutdownMargin = 5 * time.Second
 )

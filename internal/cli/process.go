@@ -111,7 +111,7 @@ func ServeWorker(ctx context.Context, d *Deps, o worker.Options, ready func(), t
 	if err := d.Cfg.RequireSender(); err != nil {
 		return UsageError{Err: err}
 	}
-	store, err := d.Mirror(ctx, int32(o.MaxConcurrentActivities)+4)
+	store, err := d.Mirror(ctx, WorkerPoolSize(o.MaxConcurrentActivities))
 	if err != nil {
 		return err
 	}
