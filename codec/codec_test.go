@@ -3,6 +3,7 @@ package codec_test
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -334,4 +335,34 @@ func TestCodecServerHasTimeouts(t *testing.T) {
 	} {
 		require.Positive(t, d, name)
 	}
+}
+
+// A probe names the pod's address as Host, which the codec refuses; the
+// server's /healthz answers it (and says nothing but that it serves),
+// while /decode from that Host stays refused.
+func TestCodecServerAnswersProbesFromAnyHost(t *testing.T) {
+	t.Parallel()
+	c := newCodec(t, codec.NewKey("k1"))
+	srv, err := c.Server("127.0.0.1:0", codec.ServerOptions{Token: "s3cret"})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	url := "http://" + ln.Addr().String()
+
+	req, err := http.NewRequest(http.MethodGet, url+"/healthz", nil)
+	require.NoError(t, err)
+	req.Host = "10.0.0.5:8081"
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "ok\n", string(body))
+
+	require.Equal(t, http.StatusMisdirectedRequest, post(url, "10.0.0.5:8081", "application/json", strings.NewReader(decodeBody(t, c))),
+		"the codec itself still refuses that Host")
+	require.Equal(t, http.StatusOK, post(url, "", "application/json", strings.NewReader(decodeBody(t, c))))
 }

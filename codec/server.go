@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -179,9 +180,15 @@ func (c *Codec) Server(addr string, o ServerOptions) (*http.Server, error) {
 		return nil, ErrTokenRequired
 	}
 	o.listenHost = host
+	// The kubelet's probes name the pod's address as Host, which the
+	// codec's own check refuses: /healthz answers any Host, and says only
+	// that the process serves.
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.Handle("/", c.Handler(o))
 	return &http.Server{
 		Addr:              addr,
-		Handler:           c.Handler(o),
+		Handler:           mux,
 		ReadHeaderTimeout: ServerReadHeaderTimeout,
 		ReadTimeout:       ServerReadTimeout,
 		WriteTimeout:      ServerWriteTimeout,
