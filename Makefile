@@ -11,8 +11,10 @@ BENCH_BIN := .dev/bin/shipnotify-bench
 demo: build
 	@scripts/dev.sh run -- $(BIN) demo $(DEMO_ARGS)
 
-## test: every test, against a real Temporal dev server and PostgreSQL
+## test: every test, against a real Temporal dev server and PostgreSQL (installs what they need first:
+## the Temporal CLI, Helm, PostgreSQL, promtool)
 test:
+	@scripts/dev.sh install
 	@scripts/dev.sh run -- scripts/test.sh
 
 ## test-engine: the suite, then two workers (one SIGKILLed) end to end, on the Temporal server compose

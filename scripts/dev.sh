@@ -3,7 +3,7 @@
 # dev server (file-backed, Web UI on :8233, our search attributes registered)
 # and a private PostgreSQL cluster, both under .dev/ and on loopback only.
 #
-#   scripts/dev.sh install        install the pinned Temporal CLI, PostgreSQL and promtool if missing
+#   scripts/dev.sh install        install the pinned Temporal CLI and Helm, PostgreSQL and promtool if missing
 #   scripts/dev.sh up             start both (reusing any already running) and migrate
 #   scripts/dev.sh run -- CMD...  up, run CMD with the env below, then stop what this call started
 #   scripts/dev.sh down           stop what scripts/dev.sh started, nothing else
@@ -13,6 +13,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dev="$root/.dev"
 temporal_version=v1.5.1
+helm_version=v4.3.2
 temporal_port=${SHIPNOTIFY_DEV_TEMPORAL_PORT:-7233}
 ui_port=${SHIPNOTIFY_DEV_UI_PORT:-8233}
 pg_default_port=${SHIPNOTIFY_DEV_PG_PORT:-54329}
@@ -48,6 +49,31 @@ install_temporal() {
   GOFLAGS=-mod=mod go install "github.com/temporalio/cli/cmd/temporal@$temporal_version"
   temporal_bin >/dev/null || die "the Temporal CLI did not install"
   say "the Temporal CLI is installed ($((SECONDS - began)) s)"
+}
+
+# --- Helm ---------------------------------------------------------------
+
+# The chart's tests (deploy) lint and render deploy/helm/shipnotify with
+# the pinned Helm, built with go install as the Temporal CLI is.
+helm_bin() {
+  local gobin candidate
+  gobin="$(go env GOBIN)"; [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+  for candidate in "$(command -v helm || true)" "$gobin/helm"; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    if go version -m "$candidate" 2>/dev/null | grep -qE "^\s+mod\s+helm.sh/helm/v4\s+$helm_version\b"; then
+      echo "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+
+install_helm() {
+  helm_bin >/dev/null && return 0
+  say "installing Helm $helm_version with go install: it builds from source, 2 to 4 minutes, once per machine"
+  local began=$SECONDS
+  (cd / && GOFLAGS=-mod=mod go install "helm.sh/helm/v4/cmd/helm@$helm_version")
+  helm_bin >/dev/null || die "Helm did not install"
+  say "Helm is installed ($((SECONDS - began)) s)"
 }
 
 # --- PostgreSQL ----------------------------------------------------------
@@ -241,6 +267,7 @@ print_env() {
   echo "SHIPNOTIFY_DEV_DIR=$dev"
   echo "SHIPNOTIFY_DEV_PG_DATA=$(pg_datadir)"
   echo "SHIPNOTIFY_DEV_TEMPORAL_BIN=$(temporal_bin)"
+  echo "SHIPNOTIFY_DEV_HELM_BIN=$(helm_bin || true)"
 }
 
 # scripts/engine.sh sources this file for its helpers; the commands below
@@ -251,11 +278,13 @@ mkdir -p "$dev"
 case "${1:-}" in
   install)
     install_temporal
+    install_helm
     install_postgres
     install_promtool
     ;;
   up)
     install_temporal
+    install_helm
     install_postgres
     install_promtool
     temporal_up
