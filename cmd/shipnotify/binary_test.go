@@ -20,7 +20,9 @@ func TestTheProductBinaryHoldsNoBenchOrTestSupport(t *testing.T) {
 	require.Contains(t, deps, "github.com/shipnotify/shipnotify/internal/cli", "the listing is of the product")
 	for _, pkg := range deps {
 		for _, banned := range []string{
+			"github.com/shipnotify/shipnotify/internal/balancer",
 			"github.com/shipnotify/shipnotify/internal/bench",
+			"github.com/shipnotify/shipnotify/internal/childproc",
 			"github.com/shipnotify/shipnotify/internal/faults",
 			"github.com/shipnotify/shipnotify/internal/pager",
 			"github.com/shipnotify/shipnotify/internal/soak",

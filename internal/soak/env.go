@@ -10,15 +10,14 @@
 package soak
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/balancer"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -86,7 +85,7 @@ func Start(t testing.TB) *Env {
 		e.Serves = append(e.Serves, testenv.StartProcess(t, e.ProcessEnv("SHIPNOTIFY_API_ADDR="+addr, "SHIPNOTIFY_METRICS_ADDR="+ops),
 			e.Bin, "serve"))
 	}
-	e.Balancer = httptest.NewServer(&balancer{targets: e.ServeURLs})
+	e.Balancer = httptest.NewServer(balancer.New(e.ServeURLs))
 	t.Cleanup(e.Balancer.Close)
 	e.Stack.Mail.EmitEvents(sink.EventOptions{URL: e.Balancer.URL + sendgridevents.Path, Key: eventKey, FlushEvery: 200 * time.Millisecond})
 	e.waitServing()
@@ -125,38 +124,4 @@ func (e *Env) Serving() bool {
 		}
 	}
 	return true
-}
-
-// balancer passes each request to the first serve replica that takes its
-// connection, as a load balancer in front of the replicas would; a replica
-// killed is passed over.
-type balancer struct {
-	targets []string
-	mu      sync.Mutex
-	next    int
-}
-
-func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := readAll(r)
-	if err != nil {
-		http.Error(w, "could not read the request", http.StatusBadRequest)
-		return
-	}
-	b.mu.Lock()
-	first := b.next
-	b.next = (b.next + 1) % len(b.targets)
-	b.mu.Unlock()
-	for i := range b.targets {
-		target := b.targets[(first+i)%len(b.targets)]
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
-		resp, err := forward(ctx, r, target, body)
-		if err != nil {
-			cancel()
-			continue // that replica is down: the next one
-		}
-		copyResponse(w, resp)
-		cancel()
-		return
-	}
-	http.Error(w, "no serve replica answers", http.StatusBadGateway)
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shipnotify/shipnotify/internal/childproc"
 )
 
 var (
@@ -51,24 +53,21 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// Process is a child process a test can kill and restart.
+// Process is a child process a test can kill and restart (a
+// childproc.Process whose failures fail the test, its output kept in Log).
 type Process struct {
 	t    testing.TB
 	name string
-	args []string
-	env  []string
-	dir  string
-	uid  *syscall.Credential
+	proc *childproc.Process
 	log  *SyncBuffer
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 // StartProcess starts name with args and exactly env; its output is kept
 // in Log. It is killed when the test ends.
 func StartProcess(t testing.TB, env []string, name string, args ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, name: name, args: args, env: env, log: &SyncBuffer{}}
+	log := &SyncBuffer{}
+	p := &Process{t: t, name: name, proc: childproc.New(env, log, name, args...), log: log}
 	p.Start()
 	t.Cleanup(p.Kill)
 	return p
@@ -77,39 +76,20 @@ func StartProcess(t testing.TB, env []string, name string, args ...string) *Proc
 // Start (re)starts the process.
 func (p *Process) Start() {
 	p.t.Helper()
-	cmd := exec.Command(p.name, p.args...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = p.env, p.dir, p.log, p.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.uid}
-	if err := cmd.Start(); err != nil {
+	if err := p.proc.Start(); err != nil {
 		p.t.Fatalf("starting %s: %v", p.name, err)
 	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	done := p.done
-	go func() { _ = cmd.Wait(); close(done) }()
 }
 
 // Kill sends SIGKILL to the process group and waits for the process to die.
-func (p *Process) Kill() {
-	if p.cmd == nil || p.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
+func (p *Process) Kill() { p.proc.Kill() }
 
 // Stop sends SIGTERM, as a deploy does, and waits for the process to exit
 // (at most a minute; then it is killed and the test fails).
 func (p *Process) Stop() {
 	p.t.Helper()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(time.Minute):
-		p.Kill()
-		p.t.Fatalf("%s did not stop within a minute of SIGTERM:\n%s", p.name, p.Log())
+	if err := p.proc.Stop(time.Minute); err != nil {
+		p.t.Fatalf("%v:\n%s", err, p.Log())
 	}
 }
 
@@ -117,11 +97,8 @@ func (p *Process) Stop() {
 // files).
 func (p *Process) Signal(sig os.Signal) {
 	p.t.Helper()
-	if p.cmd == nil || p.cmd.Process == nil {
-		p.t.Fatalf("%s is not running", p.name)
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signalling %s: %v", p.name, err)
+	if err := p.proc.Signal(sig); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
@@ -130,17 +107,7 @@ func (p *Process) Log() string { return p.log.String() }
 
 // Alive reports whether the process runs (it was started and has not
 // exited).
-func (p *Process) Alive() bool {
-	if p.cmd == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *Process) Alive() bool { return p.proc.Alive() }
 
 // FreePort returns a loopback port nothing listens on right now.
 func FreePort(t testing.TB) int {
@@ -195,7 +162,7 @@ func (s *DevServer) WaitHealthy(t testing.TB) {
 			return
 		}
 		select {
-		case <-s.done:
+		case <-s.proc.Exited():
 			t.Fatalf("dev server exited:\n%s", s.Log())
 		case <-time.After(200 * time.Millisecond):
 		}
