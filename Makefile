@@ -45,6 +45,13 @@ bench:
 bench-engine:
 	@scripts/bench.sh --engine $(BENCH_ARGS)
 
+## bench-horizontal: issue 24 on the PostgreSQL-backed server: the product's own workers scaled 1, 2, 3 beside two serve
+## replicas, a burst and a catch-up of 3,000 each, 2 rounds, and one worker and one replica SIGKILLed mid-run, each run
+## checked from outside (about 70 minutes; out/bench-horizontal.json and .txt); BENCH_ARGS passes flags (shipnotify-bench horizontal --help)
+.PHONY: bench-horizontal
+bench-horizontal:
+	@scripts/bench.sh --engine --horizontal $(BENCH_ARGS)
+
 ## bench-events: the SendGrid Event Webhook's ingestion rate (issue 13) alone: signed batches of 1,000 events
 ## through the handler into PostgreSQL, at 1 and 4 in flight, 5 runs each (about a minute; out/bench-events.json)
 bench-events: build

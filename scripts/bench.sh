@@ -5,6 +5,11 @@
 #
 #   scripts/bench.sh [bench flags]           a private dev server (SQLite, WAL; ports 7243/8243)
 #   scripts/bench.sh --engine [bench flags]  the PostgreSQL-backed server make test-engine builds
+#   scripts/bench.sh --engine --horizontal [horizontal flags]
+#                                            `shipnotify-bench horizontal` once, on a fresh server:
+#                                            the product's workers scaled beside two serve replicas,
+#                                            one of each SIGKILLed mid-run (make bench-horizontal);
+#                                            out/bench-horizontal.json and .txt
 #
 # Each workload writes out/bench-<workload>.json (the engine: out/bench-engine-
 # <workload>.json); they are merged into out/bench.json (out/bench-engine.json),
@@ -17,6 +22,9 @@ cd "$(dirname "$0")/.."
 
 engine=false
 if [ "${1:-}" = --engine ]; then engine=true; shift; fi
+horizontal=false
+if [ "${1:-}" = --horizontal ]; then horizontal=true; shift; fi
+horizontal_args=("$@")
 workloads=burst,burst-instant,catchup,catchup-instant,steady,hold,slow,outage,mirror,events
 args=()
 print=()
@@ -68,6 +76,21 @@ trap cleanup EXIT
 interrupted=false
 trap 'interrupted=true' INT TERM
 pg_up
+
+if $horizontal; then
+  # One measurement on one fresh server: its runs compare worker counts
+  # within a round, on the same server.
+  fresh_server
+  set -a; eval "$(env_of)"; set +a
+  label="${label% (fresh per workload)} (one fresh server for the whole measurement)"
+  say "== horizontal on a fresh server"
+  status=0
+  .dev/bin/shipnotify-bench horizontal --engine "$label" --bin .dev/bin/shipnotify --out out/bench-horizontal.json \
+    --server-pid-file "$server_pid_file" --postgres-pid-file "$(pg_datadir)/postmaster.pid" \
+    --server-metrics "http://127.0.0.1:$((port + 20))/metrics" \
+    "${horizontal_args[@]}" | tee out/bench-horizontal.txt || status=$?
+  exit $status
+fi
 
 status=0
 parts=()

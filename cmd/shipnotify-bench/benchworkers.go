@@ -275,17 +275,7 @@ func (p *processWorkers) RSS(k bench.Kind) int64 {
 	if proc == nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", proc.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return bench.ProcessRSS(proc.cmd.Process.Pid)
 }
 
 // workerEnv is the environment a benchmark worker gets: this process's,

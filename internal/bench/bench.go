@@ -112,6 +112,9 @@ type Runner struct {
 	// their processes (an engine given by address).
 	ServerCPU   func() (float64, error)
 	PostgresCPU func() (float64, error)
+	// ServeCPU reads what the serve replicas have used so far, where a
+	// workload runs them (the horizontal one); nil elsewhere.
+	ServeCPU func() (float64, error)
 	// IdleGap is how long every queue must stay empty before the next run.
 	IdleGap time.Duration
 	// MinSlack is the least time that may be left between the end of the
@@ -198,6 +201,8 @@ type CPU struct {
 	Server   *float64 `json:"server"`
 	Worker   *float64 `json:"worker"`
 	Postgres *float64 `json:"postgres"`
+	// Serve is the serve replicas', where a workload runs them.
+	Serve *float64 `json:"serve,omitempty"`
 }
 
 // UseProvider makes the mail sink answer as p from the next run on. Each

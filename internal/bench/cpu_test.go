@@ -20,7 +20,7 @@ func TestParseStat(t *testing.T) {
 	t.Parallel()
 	s, err := parseStat(statLine(42, 7, "postgres: bench (idle) x", 100, 50, 30, 20))
 	require.NoError(t, err, "a name with spaces and parentheses")
-	require.Equal(t, procStat{pid: 42, ppid: 7, ticks: 200}, s)
+	require.Equal(t, procStat{pid: 42, ppid: 7, ticks: 200, own: 150}, s)
 	for _, bad := range []string{"", "42 no name", "42 (x) S 7 1"} {
 		_, err := parseStat(bad)
 		require.Error(t, err, bad)
@@ -86,5 +86,19 @@ func TestPIDFromFile(t *testing.T) {
 	bad := filepath.Join(dir, "pid")
 	require.NoError(t, os.WriteFile(bad, []byte("not a pid\n"), 0o600))
 	_, err = PIDFromFile(bad)
+	require.Error(t, err)
+}
+
+// The machine's busy time leaves idle and iowait out.
+func TestMachineCPU(t *testing.T) {
+	t.Parallel()
+	proc := t.TempDir()
+	stat := "cpu  1000 20 300 90000 500 7 8 5 40 0\ncpu0 500 10 150 45000 250 3 4 2 20 0\n"
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "stat"), []byte(stat), 0o644))
+	got, err := MachineCPU(proc)
+	require.NoError(t, err)
+	require.InDelta(t, 13.4, got, 1e-9, "(1000 + 20 + 300 + 7 + 8 + 5) ticks")
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "stat"), []byte("intr 1 2 3\n"), 0o644))
+	_, err = MachineCPU(proc)
 	require.Error(t, err)
 }

@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+)
+
+// The engine's account counts only its workflow writes (creations and
+// updates, not the system namespace's) and the history service's shard
+// lock, and divides what happened between two scrapes.
+func TestEngineMetricsCountShardWrites(t *testing.T) {
+	t.Parallel()
+	scrape := func(updates, updateSum, creates, createSum, waits, waitSum string) engineCounters {
+		text := `# TYPE persistence_latency histogram
+persistence_latency_bucket{namespace="default",operation="UpdateWorkflowExecution",service_name="history",le="+Inf"} ` + updates + `
+persistence_latency_sum{namespace="default",operation="UpdateWorkflowExecution",service_name="history"} ` + updateSum + `
+persistence_latency_count{namespace="default",operation="UpdateWorkflowExecution",service_name="history"} ` + updates + `
+persistence_latency_bucket{namespace="default",operation="CreateWorkflowExecution",service_name="history",le="+Inf"} ` + creates + `
+persistence_latency_sum{namespace="default",operation="CreateWorkflowExecution",service_name="history"} ` + createSum + `
+persistence_latency_count{namespace="default",operation="CreateWorkflowExecution",service_name="history"} ` + creates + `
+persistence_latency_bucket{namespace="temporal_system",operation="CreateWorkflowExecution",service_name="history",le="+Inf"} 50
+persistence_latency_sum{namespace="temporal_system",operation="CreateWorkflowExecution",service_name="history"} 9
+persistence_latency_count{namespace="temporal_system",operation="CreateWorkflowExecution",service_name="history"} 50
+persistence_latency_bucket{namespace="default",operation="GetWorkflowExecution",service_name="history",le="+Inf"} 999
+persistence_latency_sum{namespace="default",operation="GetWorkflowExecution",service_name="history"} 99
+persistence_latency_count{namespace="default",operation="GetWorkflowExecution",service_name="history"} 999
+# TYPE semaphore_latency histogram
+semaphore_latency_bucket{operation="ShardInfo",priority="0",service_name="history",le="+Inf"} ` + waits + `
+semaphore_latency_sum{operation="ShardInfo",priority="0",service_name="history"} ` + waitSum + `
+semaphore_latency_count{operation="ShardInfo",priority="0",service_name="history"} ` + waits + `
+`
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+		require.NoError(t, err)
+		return countersOf(families)
+	}
+	before := scrape("100", "1", "10", "0.5", "20", "2")
+	after := scrape("1000", "19", "110", "2.5", "120", "52")
+	m := after.since(before, 100)
+	require.InDelta(t, 10, m.ShardWrites, 1e-9, "(900 updates + 100 creations) / 100 reminders")
+	require.InDelta(t, 0.02, m.WriteSeconds, 1e-9, "(18 + 2) s over 1,000 writes")
+	require.InDelta(t, 0.5, m.ShardWaitSeconds, 1e-9, "50 s over 100 waits")
+}
