@@ -483,6 +483,49 @@ func TestCapacityCommand(t *testing.T) {
 	require.Contains(t, stderr, "--drain-rate")
 }
 
+// The fleet model prints the seed's own load, then every measured input
+// with the report it comes from, then the fleet; a flag of the other mode,
+// or a figure that is not a number, is refused before anything prints.
+func TestCapacityFleetCommand(t *testing.T) {
+	t.Parallel()
+	c := cmdline{env: map[string]string{}}
+	code, stdout, stderr := c.run(t, "", "capacity", "--fleet", "--updates-per-day", "40000", "--subscribers-per-update", "3")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{"120,000", "1.4/s", "13.9/s", "30,000 cleared within 1h0m0s", "docs/bench-engine-2026-12-02-send-safety.json",
+		"history shards", "workers", "mirror connections", "within the measured"} {
+		require.Contains(t, stdout, want)
+	}
+	require.NotContains(t, stdout, "extrapolated", "the seed's peak is within the measured rate")
+
+	// A thousand times the seed: 120 M a day, extrapolated, with a price and a provider's limit.
+	code, stdout, stderr = c.run(t, "", "capacity", "--fleet", "--updates-per-day", "40000000", "--subscribers-per-update", "3",
+		"--price-per-million-actions", "25", "--provider-rate", "20000", "--engine-cpu-ms", "10")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{"120,000,000", "1,389/s", "13,889/s", "14,400,000,000", "360,000", "extrapolated",
+		"engine-cpu-ms", "outage drain under the provider's limit"} {
+		require.Contains(t, stdout, want)
+	}
+	require.Regexp(t, `Temporal server \(frontend, history, matching\) +139 cores`, stdout, "13,889/s x 10 ms")
+
+	for _, bad := range [][]string{
+		{"--fleet", "--drain-rate", "50"},
+		{"--retention", "30d"},
+		{"--engine-cpu-ms", "5"},
+		{"--fleet", "--engine-cpu-ms", "fast"},
+		{"--fleet", "--retention", "soon"},
+		{"--fleet", "--catch-up-window", "0s"},
+	} {
+		args := append([]string{"capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3", "--bench-results", "/nonexistent"}, bad...)
+		if bad[0] == "--fleet" {
+			args = append([]string{"capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3"}, bad...)
+		}
+		code, stdout, stderr := c.run(t, "", args...)
+		require.Equal(t, 2, code, "%v: %s", bad, stdout)
+		require.Empty(t, stdout, "%v prints nothing", bad)
+		require.Contains(t, stderr, strings.TrimLeft(bad[len(bad)-2], "-"), "the error names the flag")
+	}
+}
+
 func TestExportCommand(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})

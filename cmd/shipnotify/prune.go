@@ -112,20 +112,35 @@ func runPrune(ctx context.Context, e cli.Env, args []string) error {
 
 var daysAge = regexp.MustCompile(`^([0-9]+)d$`)
 
-// parseAge reads --older-than: whole days (90d) or a Go duration (2160h).
-func parseAge(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, cli.Usagef("--older-than is required, like --older-than 90d")
-	}
+// errTooManyDays is a day count longer than any mirror holds.
+var errTooManyDays = errors.New("more days than a mirror holds")
+
+// parseDays reads whole days (90d) or a positive Go duration (2160h).
+func parseDays(s string) (time.Duration, error) {
 	if m := daysAge.FindStringSubmatch(s); m != nil {
 		days, err := strconv.Atoi(m[1])
 		if err != nil || days > 100*365 {
-			return 0, cli.Usagef("--older-than: %q is more days than a mirror holds", s)
+			return 0, errTooManyDays
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want days like 90d or a duration like 2160h, not %q", s)
+	}
+	return d, nil
+}
+
+// parseAge reads --older-than: whole days (90d) or a Go duration (2160h).
+func parseAge(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, cli.Usagef("--older-than is required, like --older-than 90d")
+	}
+	d, err := parseDays(s)
+	switch {
+	case errors.Is(err, errTooManyDays):
+		return 0, cli.Usagef("--older-than: %q is more days than a mirror holds", s)
+	case err != nil:
 		return 0, cli.Usagef("--older-than: want days like 90d or a duration like 2160h, not %q", s)
 	}
 	return d, nil
