@@ -28,19 +28,22 @@ die() { say "$*"; exit 1; }
 
 # --- Temporal CLI --------------------------------------------------------
 
-temporal_bin() {
-  local gobin candidate
+# pinned_bin prints NAME, found on PATH or in Go's bin folder, if it was
+# built from MODULE at VERSION. A go-installed tool reports a development
+# version of itself; the module version in its build info is the reliable one.
+pinned_bin() {
+  local name=$1 module=$2 version=$3 gobin candidate
   gobin="$(go env GOBIN)"; [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
-  for candidate in "$(command -v temporal || true)" "$gobin/temporal"; do
+  for candidate in "$(command -v "$name" || true)" "$gobin/$name"; do
     [ -n "$candidate" ] && [ -x "$candidate" ] || continue
-    # The CLI reports 0.0.0-DEV when built with go install; the module
-    # version in the binary's build info is the reliable one.
-    if go version -m "$candidate" 2>/dev/null | grep -qE "^\s+mod\s+github.com/temporalio/cli\s+$temporal_version\b"; then
+    if go version -m "$candidate" 2>/dev/null | grep -qE "^\s+mod\s+$module\s+$version\b"; then
       echo "$candidate"; return 0
     fi
   done
   return 1
 }
+
+temporal_bin() { pinned_bin temporal github.com/temporalio/cli "$temporal_version"; }
 
 install_temporal() {
   temporal_bin >/dev/null && return 0
@@ -55,17 +58,7 @@ install_temporal() {
 
 # The chart's tests (deploy) lint and render deploy/helm/shipnotify with
 # the pinned Helm, built with go install as the Temporal CLI is.
-helm_bin() {
-  local gobin candidate
-  gobin="$(go env GOBIN)"; [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
-  for candidate in "$(command -v helm || true)" "$gobin/helm"; do
-    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
-    if go version -m "$candidate" 2>/dev/null | grep -qE "^\s+mod\s+helm.sh/helm/v4\s+$helm_version\b"; then
-      echo "$candidate"; return 0
-    fi
-  done
-  return 1
-}
+helm_bin() { pinned_bin helm helm.sh/helm/v4 "$helm_version"; }
 
 install_helm() {
   helm_bin >/dev/null && return 0
