@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -133,6 +135,26 @@ type DevServer struct {
 func StartDevServer(t testing.TB, dynamicConfig ...string) *DevServer {
 	t.Helper()
 	bin := need(t, "SHIPNOTIFY_DEV_TEMPORAL_BIN")
+	// The dev server picks its internal services' ports itself, and
+	// another process may bind one between its pick and its bind: it then
+	// exits before it answers, and a new start picks again.
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		s := startDevServer(t, bin, dynamicConfig)
+		err := s.waitHealthy()
+		if err == nil {
+			return s
+		}
+		if attempt == attempts || !strings.Contains(s.Log(), "address already in use") {
+			t.Fatalf("%v:\n%s", err, s.Log())
+		}
+		t.Logf("dev server lost a port to another process; starting it again (%d of %d)", attempt+1, attempts)
+		s.Kill()
+	}
+}
+
+func startDevServer(t testing.TB, bin string, dynamicConfig []string) *DevServer {
+	t.Helper()
 	port := FreePort(t)
 	db := filepath.Join(t.TempDir(), "temporal.db")
 	args := []string{"server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
@@ -147,27 +169,33 @@ func StartDevServer(t testing.TB, dynamicConfig ...string) *DevServer {
 	for _, kv := range dynamicConfig {
 		args = append(args, "--dynamic-config-value", kv)
 	}
-	s := &DevServer{Process: StartProcess(t, os.Environ(), bin, args...), Address: fmt.Sprintf("127.0.0.1:%d", port)}
-	s.WaitHealthy(t)
-	return s
+	return &DevServer{Process: StartProcess(t, os.Environ(), bin, args...), Address: fmt.Sprintf("127.0.0.1:%d", port)}
 }
 
 // WaitHealthy waits until the server answers.
 func (s *DevServer) WaitHealthy(t testing.TB) {
 	t.Helper()
+	if err := s.waitHealthy(); err != nil {
+		t.Fatalf("%v:\n%s", err, s.Log())
+	}
+}
+
+// waitHealthy waits until the server answers, at most a minute; an error
+// says it exited or did not answer.
+func (s *DevServer) waitHealthy() error {
 	bin := os.Getenv("SHIPNOTIFY_DEV_TEMPORAL_BIN")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if exec.Command(bin, "operator", "cluster", "health", "--address", s.Address).Run() == nil {
-			return
+			return nil
 		}
 		select {
 		case <-s.proc.Exited():
-			t.Fatalf("dev server exited:\n%s", s.Log())
+			return errors.New("dev server exited")
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dev server not healthy in 60 s:\n%s", s.Log())
+			return errors.New("dev server not healthy in 60 s")
 		}
 	}
 }
