@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -177,18 +176,7 @@ func runBench(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	report.judge()
-	if f.out != "" {
-		if err := writeJSON(f.out, report); err != nil {
-			return err
-		}
-	}
-	if f.asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
-			return err
-		}
-	} else {
+	if err := emitReport(e.Stdout, f.out, f.asJSON, report, func() error {
 		fmt.Fprintf(e.Stdout, "%s, %s\n\n", report.Engine, report.Machine)
 		if err := bench.WriteTable(e.Stdout, report.Results, report.Comparisons, report.Targets); err != nil {
 			return err
@@ -206,10 +194,11 @@ func runBench(ctx context.Context, e cli.Env, args []string) error {
 		}
 		if report.Events != nil {
 			fmt.Fprintln(e.Stdout)
-			if err := bench.WriteEventsTable(e.Stdout, *report.Events); err != nil {
-				return err
-			}
+			return bench.WriteEventsTable(e.Stdout, *report.Events)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	if len(report.Errors) > 0 {
 		return fmt.Errorf("bench: %d run(s) failed: %s", len(report.Errors), strings.Join(report.Errors, "; "))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -74,18 +73,7 @@ func runBenchEvents(ctx context.Context, e cli.Env, args []string) error {
 		"batch": o.BatchSize, "batches": o.Batches, "runs": o.Runs, "concurrency": o.Concurrency,
 		"bounce": o.BounceShare, "pool": o.PoolSize, "defer_after": o.DeferAfter.String(),
 	}}
-	if *out != "" {
-		if err := writeJSON(*out, report); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(report)
-	} else {
-		err = bench.WriteEventsTable(e.Stdout, res)
-	}
+	err = emitReport(e.Stdout, *out, *asJSON, report, func() error { return bench.WriteEventsTable(e.Stdout, res) })
 	if err == nil && len(res.Failures) > 0 {
 		err = fmt.Errorf("bench-events: %d checks failed: %s", len(res.Failures), strings.Join(res.Failures, "; "))
 	}

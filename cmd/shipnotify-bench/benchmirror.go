@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -63,18 +62,7 @@ func runBenchMirror(ctx context.Context, e cli.Env, args []string) error {
 		"n": o.N, "windows": o.Windows, "lookups": o.Lookups, "overdue": o.Overdue, "scrapes": o.Scrapes, "pages": o.Pages,
 		"trail": o.Trail, "export": !o.SkipExport, "seed": o.Seed, "prune_for": o.PruneFor.String(),
 	}}
-	if *out != "" {
-		if err := writeJSON(*out, report); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(report)
-	} else {
-		err = bench.WriteMirrorTable(e.Stdout, res)
-	}
+	err = emitReport(e.Stdout, *out, *asJSON, report, func() error { return bench.WriteMirrorTable(e.Stdout, res) })
 	if err == nil && len(res.Failures) > 0 {
 		err = fmt.Errorf("bench-mirror: %d measurements failed: %s", len(res.Failures), strings.Join(res.Failures, "; "))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,6 +89,22 @@ func mergeReports(paths []string) (BenchReport, error) {
 	}
 	out.Engine = strings.Join(engines, "; ")
 	return out, nil
+}
+
+// emitReport writes report to out as JSON (when out is set), then prints
+// it: as JSON, or as the tables table writes.
+func emitReport(w io.Writer, out string, asJSON bool, report any, table func() error) error {
+	if out != "" {
+		if err := writeJSON(out, report); err != nil {
+			return err
+		}
+	}
+	if !asJSON {
+		return table()
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(report)
 }
 
 func writeJSON(path string, v any) error {

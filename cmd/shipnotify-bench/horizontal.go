@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -194,22 +193,11 @@ func runHorizontal(ctx context.Context, e cli.Env, args []string) error {
 		"quiet_within": f.quietWithin.String(), "sample_every": f.sampleEvery.String(), "temporal_address": d.Cfg.Temporal.HostPort,
 		"bin": f.bin,
 	}
-	if f.out != "" {
-		if err := writeJSON(f.out, report); err != nil {
-			return err
-		}
-	}
-	if f.asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
-			return err
-		}
-	} else {
+	if err := emitReport(e.Stdout, f.out, f.asJSON, report, func() error {
 		fmt.Fprintf(e.Stdout, "%s, %s; %d serve replicas\n\n", report.Engine, report.Machine, f.serves)
-		if err := bench.WriteHorizontalTable(e.Stdout, report); err != nil {
-			return err
-		}
+		return bench.WriteHorizontalTable(e.Stdout, report)
+	}); err != nil {
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
