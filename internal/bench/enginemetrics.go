@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -153,31 +154,22 @@ var fixedTables = map[string]bool{"goose_db_version": true, "reminder_tallies": 
 // mirrorFootprint measures the schema the store's pool reaches.
 func mirrorFootprint(ctx context.Context, store *mirror.Store) (MirrorFootprint, error) {
 	f := MirrorFootprint{Tables: map[string]TableSize{}}
-	rows, err := store.Pool().Query(ctx, `
+	rows, _ := store.Pool().Query(ctx, `
 SELECT c.relname, pg_total_relation_size(c.oid)
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = current_schema() AND c.relkind = 'r'`)
-	if err != nil {
-		return f, fmt.Errorf("error reading the mirror's tables: %w", err)
-	}
 	sizes := map[string]int64{}
-	for rows.Next() {
-		var name string
-		var size int64
-		if err := rows.Scan(&name, &size); err != nil {
-			rows.Close()
-			return f, fmt.Errorf("error reading the mirror's tables: %w", err)
-		}
+	var name string
+	var size int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &size}, func() error {
 		sizes[name] = size
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return f, fmt.Errorf("error reading the mirror's tables: %w", err)
 	}
 	for name, size := range sizes {
 		var n int64
-		// The name comes from the catalogue, quoted as an identifier.
-		if err := store.Pool().QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %q`, name)).Scan(&n); err != nil {
+		if err := store.Pool().QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{name}.Sanitize()).Scan(&n); err != nil {
 			return f, fmt.Errorf("error counting %s: %w", name, err)
 		}
 		f.Tables[name] = TableSize{Rows: n, Bytes: size}

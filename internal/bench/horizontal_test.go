@@ -76,20 +76,20 @@ func TestHorizontalComparisonsDivideWithinARound(t *testing.T) {
 		run("catchup", 1, false, 1, 10, ""), run("catchup", 2, false, 1, 12, "the kill: no worker was running"),
 	}
 	comps := HorizontalComparisons(results)
-	find := func(workload string, m Metric, of, over Kind) Comparison {
-		c, ok := findComparison(comps, workload, m, of, over)
+	get := func(workload string, m Metric, of, over Kind) Comparison {
+		c, ok := find(comps, workload, m, of, over)
 		require.True(t, ok, "%s %s %s/%s", workload, m, of, over)
 		return c
 	}
-	c := find("burst", MetricDrainRate, "workers-2", "workers-1")
+	c := get("burst", MetricDrainRate, "workers-2", "workers-1")
 	require.Equal(t, []float64{1.5, 1.9}, c.Ratios, "per round, not over the medians (25/15)")
 	require.InDelta(t, 1.7, c.Median, 1e-9)
-	c = find("burst", MetricDrainRate, "workers-3+kill", "workers-1")
+	c = get("burst", MetricDrainRate, "workers-3+kill", "workers-1")
 	require.Equal(t, []float64{1.2, 1.6}, c.Ratios)
-	c = find("burst", MetricDrainRate, "workers-3+kill", "workers-3")
+	c = get("burst", MetricDrainRate, "workers-3+kill", "workers-3")
 	require.Equal(t, []float64{0.75, 0.8}, c.Ratios)
-	find("burst", MetricDrainP99, "workers-3", "workers-1")
-	c = find("catchup", MetricDrainRate, "workers-2", "workers-1")
+	get("burst", MetricDrainP99, "workers-3", "workers-1")
+	c = get("catchup", MetricDrainRate, "workers-2", "workers-1")
 	require.Zero(t, c.N, "the only round's 2-worker run was left out")
 	require.Len(t, c.Excluded, 1)
 }

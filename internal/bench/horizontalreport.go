@@ -406,13 +406,3 @@ func others(cores map[string]float64) float64 {
 	}
 	return max(0, m-busy(cores))
 }
-
-// findComparison is the comparison of of over over for metric in workload.
-func findComparison(comps []Comparison, workload string, metric Metric, of, over Kind) (Comparison, bool) {
-	for _, c := range comps {
-		if c.Workload == workload && c.Metric == metric && c.Of == of && c.Over == over {
-			return c, true
-		}
-	}
-	return Comparison{}, false
-}

@@ -47,7 +47,7 @@ func WhereItStops(rows []ScalingRow, comps []Comparison, cpus int) []string {
 		var said []string
 		for _, r := range counts[1:] {
 			g, how := 0.0, "per round"
-			if c, ok := findComparison(comps, w, MetricDrainRate, r.Kind, counts[0].Kind); ok && c.N > 0 {
+			if c, ok := find(comps, w, MetricDrainRate, r.Kind, counts[0].Kind); ok && c.N > 0 {
 				g = c.Median
 			} else if counts[0].DrainRate > 0 {
 				g, how = r.DrainRate/counts[0].DrainRate, "of the medians"

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -25,9 +23,7 @@ type privateSchema struct {
 
 // newPrivateSchema creates and migrates prefix_<random> on dbURL.
 func newPrivateSchema(ctx context.Context, dbURL, prefix string) (*privateSchema, error) {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	s := &privateSchema{Name: prefix + "_" + hex.EncodeToString(b)}
+	s := &privateSchema{Name: prefix + "_" + shortID()}
 	var err error
 	if s.admin, err = pgxpool.New(ctx, dbURL); err != nil {
 		return nil, fmt.Errorf("error connecting to PostgreSQL: %w", err)
