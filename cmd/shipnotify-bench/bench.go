@@ -217,20 +217,13 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 		d.Cfg.Temporal.HostPort = f.temporalAddress
 	}
 	runID := randomHex(4)
-	schema := "bench_" + runID
-	dbURL, err := withSearchPath(d.Cfg.DatabaseURL, schema)
-	if err != nil {
-		return BenchReport{}, cli.UsageError{Err: fmt.Errorf("DATABASE_URL: %w", err)}
-	}
 	admin, err := d.Mirror(ctx, 2)
 	if err != nil {
 		return BenchReport{}, err
 	}
-	if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return BenchReport{}, fmt.Errorf("error creating the benchmark schema: %w", err)
-	}
-	if !f.keep {
-		defer func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
+	dbURL, err := benchSchema(ctx, d, admin, "bench_"+runID, f.keep)
+	if err != nil {
+		return BenchReport{}, err
 	}
 	d.Cfg.DatabaseURL = dbURL
 	st, err := d.Starter(ctx)
@@ -568,16 +561,9 @@ func startOutageVariants(ctx context.Context, d *cli.Deps, admin *mirror.Store, 
 		label string
 		flags []string
 	}{{bench.Paced, "paced", nil}, {bench.OwnBackoff, "own", []string{"--own-backoff"}}} {
-		schema := "bench_" + runID + "_" + v.label
-		dbURL, err := withSearchPath(d.Cfg.DatabaseURL, schema)
+		dbURL, err := benchSchema(ctx, d, admin, "bench_"+runID+"_"+v.label, f.keep)
 		if err != nil {
-			return nil, cli.UsageError{Err: fmt.Errorf("DATABASE_URL: %w", err)}
-		}
-		if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-			return nil, fmt.Errorf("error creating the outage schema: %w", err)
-		}
-		if !f.keep {
-			d.OnClose(func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+			return nil, err
 		}
 		store, err := d.MirrorAt(ctx, "DATABASE_URL", dbURL, 0)
 		if err != nil {
@@ -650,6 +636,22 @@ func benchAPI(r *bench.Runner, st *starter.Starter, d *cli.Deps) (stop func(), e
 		MaxIdleConnsPerHost: r.Concurrency,
 	}}
 	return func() { _ = srv.Close() }, nil
+}
+
+// benchSchema creates schema, a mirror of a run's own, dropped when d
+// closes unless keep, and returns the DATABASE_URL that reaches it.
+func benchSchema(ctx context.Context, d *cli.Deps, admin *mirror.Store, schema string, keep bool) (string, error) {
+	dbURL, err := withSearchPath(d.Cfg.DatabaseURL, schema)
+	if err != nil {
+		return "", cli.UsageError{Err: fmt.Errorf("DATABASE_URL: %w", err)}
+	}
+	if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return "", fmt.Errorf("error creating the benchmark schema %s: %w", schema, err)
+	}
+	if !keep {
+		d.OnClose(func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	}
+	return dbURL, nil
 }
 
 func withSearchPath(dbURL, schema string) (string, error) {

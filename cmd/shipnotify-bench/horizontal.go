@@ -133,20 +133,13 @@ func runHorizontal(ctx context.Context, e cli.Env, args []string) error {
 		d.Cfg.Temporal.HostPort = f.temporalAddress
 	}
 	runID := randomHex(4)
-	schema := "horizontal_" + runID
-	dbURL, err := withSearchPath(d.Cfg.DatabaseURL, schema)
-	if err != nil {
-		return cli.UsageError{Err: fmt.Errorf("DATABASE_URL: %w", err)}
-	}
 	admin, err := d.Mirror(ctx, 2)
 	if err != nil {
 		return err
 	}
-	if _, err := admin.Pool().Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return fmt.Errorf("error creating the benchmark schema: %w", err)
-	}
-	if !f.keep {
-		defer func() { _, _ = admin.Pool().Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
+	dbURL, err := benchSchema(ctx, d, admin, "horizontal_"+runID, f.keep)
+	if err != nil {
+		return err
 	}
 	d.Cfg.DatabaseURL = dbURL
 	queue := "bench-horizontal-" + runID
