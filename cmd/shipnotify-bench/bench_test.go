@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -156,4 +157,24 @@ func TestBenchProvider(t *testing.T) {
 	}
 	p, _ := benchProvider("burst", "realistic")
 	require.Equal(t, sink.Realistic(providerSeed), p, "one fixed seed")
+}
+
+// A benchmark worker's output: the ready line's instant goes to whoever
+// expects it, even when the line comes in pieces, and is not passed on;
+// the worker's log lines are.
+func TestReadyWriterHandsOverTheReadyLine(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	w := &readyWriter{out: &log}
+	ready := w.expect()
+	_, _ = w.Write([]byte(`{"level":"WARN","msg":"slow"}` + "\n" + readyLine + " 2026-12-03T09:00:01.5"))
+	require.Empty(t, ready, "half a ready line says nothing yet")
+	_, _ = w.Write([]byte("Z\n" + `{"level":"ERROR","msg":"late"}` + "\n"))
+	select {
+	case at := <-ready:
+		require.Equal(t, time.Date(2026, 12, 3, 9, 0, 1, 5e8, time.UTC), at)
+	default:
+		t.Fatal("the ready line was not handed over")
+	}
+	require.Equal(t, `{"level":"WARN","msg":"slow"}`+"\n"+`{"level":"ERROR","msg":"late"}`+"\n", log.String())
 }

@@ -5,14 +5,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	sdkworker "go.temporal.io/sdk/worker"
@@ -21,6 +20,7 @@ import (
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/bench"
+	"github.com/shipnotify/shipnotify/internal/childproc"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/worker"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -142,11 +142,17 @@ func runBenchWorker(ctx context.Context, e cli.Env, args []string) error {
 	return cli.Usagef("--path: want naive, lean or full")
 }
 
-// workerStartTimeout bounds how long a worker process may take to poll.
-const workerStartTimeout = time.Minute
+// workerStartTimeout bounds how long a worker process may take to poll;
+// workerStopTimeout how long a SIGTERMed one may take to stop (its own
+// grace for the activities in flight, and a margin), before it is killed.
+const (
+	workerStartTimeout = time.Minute
+	workerStopTimeout  = worker.StopTimeout + 30*time.Second
+)
 
 // processWorkers runs each kind's worker as a child process of this binary,
-// so its memory and CPU are its own.
+// so its memory and CPU are its own: one childproc.Process a kind, started
+// and stopped as often as the workloads ask, its stopped runs' CPU kept.
 type processWorkers struct {
 	env  []string
 	args map[bench.Kind][]string
@@ -154,50 +160,66 @@ type processWorkers struct {
 	// mirror schemas).
 	extraEnv map[bench.Kind][]string
 	mu       sync.Mutex
-	procs    map[bench.Kind]*process
-	// spent is the CPU seconds of each kind's stopped processes.
-	spent map[bench.Kind]float64
+	procs    map[bench.Kind]*workerProc
 }
 
-// process is a running worker; exited closes once it has been waited for.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
+// workerProc is one kind's worker process and the output that hears its
+// ready line.
+type workerProc struct {
+	proc  *childproc.Process
+	ready *readyWriter
 }
 
 func newProcessWorkers(env []string, args map[bench.Kind][]string) *processWorkers {
-	return &processWorkers{env: env, args: args, extraEnv: map[bench.Kind][]string{}, procs: map[bench.Kind]*process{},
-		spent: map[bench.Kind]float64{}}
+	return &processWorkers{env: env, args: args, extraEnv: map[bench.Kind][]string{}, procs: map[bench.Kind]*workerProc{}}
+}
+
+// proc is kind's worker process, made at its first start from the
+// arguments and environment set by then.
+func (p *processWorkers) proc(k bench.Kind) (*workerProc, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if wp := p.procs[k]; wp != nil {
+		return wp, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("error finding this binary for the %s worker: %w", k, err)
+	}
+	env := p.env
+	if extra := p.extraEnv[k]; len(extra) > 0 {
+		env = workerEnv(p.env, extra...)
+	}
+	ready := &readyWriter{out: os.Stderr}
+	wp := &workerProc{proc: childproc.New(env, ready, self, p.args[k]...), ready: ready}
+	p.procs[k] = wp
+	return wp, nil
+}
+
+// running is kind's worker process when it runs, else nil.
+func (p *processWorkers) running(k bench.Kind) *childproc.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if wp := p.procs[k]; wp != nil && wp.proc.Alive() {
+		return wp.proc
+	}
+	return nil
 }
 
 // Start launches kind's worker and waits for its ready line.
 func (p *processWorkers) Start(k bench.Kind) (time.Time, error) {
-	self, err := os.Executable()
+	wp, err := p.proc(k)
 	if err != nil {
 		return time.Time{}, err
 	}
-	ready := &readyWriter{at: make(chan time.Time, 1)}
-	cmd := exec.Command(self, p.args[k]...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, ready, os.Stderr
-	if extra := p.extraEnv[k]; len(extra) > 0 {
-		cmd.Env = workerEnv(p.env, extra...)
-	}
-	if err := cmd.Start(); err != nil {
+	ready := wp.ready.expect()
+	if err := wp.proc.Start(); err != nil {
 		return time.Time{}, fmt.Errorf("error starting the %s worker: %w", k, err)
 	}
-	proc := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(proc.exited)
-	}()
-	p.mu.Lock()
-	p.procs[k] = proc
-	p.mu.Unlock()
 	select {
-	case t := <-ready.at:
+	case t := <-ready:
 		return t, nil
-	case <-proc.exited:
-		p.Stop(k)
+	case <-wp.proc.Exited():
 		return time.Time{}, fmt.Errorf("error starting the %s worker: it exited before polling", k)
 	case <-time.After(workerStartTimeout):
 		p.Stop(k)
@@ -205,43 +227,53 @@ func (p *processWorkers) Start(k bench.Kind) (time.Time, error) {
 	}
 }
 
-// readyWriter is a worker's Stdout: it watches for the ready line.
+// readyWriter is a worker's output: it hands the instant on the next ready
+// line to whoever expects it, and passes every other line (the worker's
+// log) to out.
 type readyWriter struct {
-	buf  []byte
-	once sync.Once
-	at   chan time.Time
+	out io.Writer
+	mu  sync.Mutex
+	buf []byte
+	at  chan time.Time
+}
+
+// expect arms a wait for the next ready line.
+func (w *readyWriter) expect() <-chan time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.at = make(chan time.Time, 1)
+	return w.at
 }
 
 func (w *readyWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.buf = append(w.buf, b...)
 	for {
-		line, rest, ok := bytes.Cut(w.buf, []byte("\n"))
-		if !ok {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
 			return len(b), nil
 		}
-		w.buf = rest
-		if stamp, ok := strings.CutPrefix(string(line), readyLine+" "); ok {
-			if t, err := time.Parse(time.RFC3339Nano, stamp); err == nil {
-				w.once.Do(func() { w.at <- t })
+		line := w.buf[:i+1]
+		if stamp, ok := strings.CutPrefix(string(line[:i]), readyLine+" "); ok {
+			if t, err := time.Parse(time.RFC3339Nano, stamp); err == nil && w.at != nil {
+				w.at <- t
+				w.at = nil
 			}
+		} else {
+			_, _ = w.out.Write(line)
 		}
+		w.buf = append(w.buf[:0], w.buf[i+1:]...)
 	}
 }
 
+// Stop stops kind's worker as a deploy does (SIGTERM), killing it if it
+// outlasts workerStopTimeout.
 func (p *processWorkers) Stop(k bench.Kind) {
-	p.mu.Lock()
-	proc := p.procs[k]
-	delete(p.procs, k)
-	p.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-	<-proc.exited
-	if st := proc.cmd.ProcessState; st != nil {
-		p.mu.Lock()
-		p.spent[k] += (st.UserTime() + st.SystemTime()).Seconds()
-		p.mu.Unlock()
+	if proc := p.running(k); proc != nil {
+		if err := proc.Stop(workerStopTimeout); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: the %s worker: %v\n", k, err)
+		}
 	}
 }
 
@@ -254,28 +286,30 @@ func (p *processWorkers) stopAll() {
 	}
 }
 
-// CPU is the stopped processes' CPU plus the running one's.
+// CPU is the stopped runs' CPU plus the running one's (its children too).
 func (p *processWorkers) CPU(k bench.Kind) float64 {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	total := p.spent[k]
-	if proc := p.procs[k]; proc != nil {
-		if s, err := bench.TreeCPU("/proc", proc.cmd.Process.Pid); err == nil {
+	wp := p.procs[k]
+	p.mu.Unlock()
+	if wp == nil {
+		return 0
+	}
+	total := wp.proc.Spent().Seconds()
+	if pid := wp.proc.Pid(); pid != 0 {
+		if s, err := bench.TreeCPU("/proc", pid); err == nil {
 			total += s
 		}
 	}
 	return total
 }
 
-// RSS reads VmRSS from /proc.
+// RSS is the running worker's resident memory.
 func (p *processWorkers) RSS(k bench.Kind) int64 {
-	p.mu.Lock()
-	proc := p.procs[k]
-	p.mu.Unlock()
+	proc := p.running(k)
 	if proc == nil {
 		return 0
 	}
-	return bench.ProcessRSS(proc.cmd.Process.Pid)
+	return bench.ProcessRSS(proc.Pid())
 }
 
 // workerEnv is the environment a benchmark worker gets: this process's,
