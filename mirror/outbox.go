@@ -115,33 +115,48 @@ type StatusEvent struct {
 // disabled or backing off (a check made once, before any row is read): the
 // oldest pending rows that are due, not held by a live claim, and first of
 // their reminder (a reminder's next row waits until the one before is
-// delivered or given up). FOR UPDATE SKIP LOCKED passes over rows another
-// relay is claiming; the lease then keeps them from every other relay
-// until it lapses, without a transaction held open while they are posted.
+// delivered or given up).
+// FOR UPDATE SKIP LOCKED passes over rows another relay is claiming; the
+// lease then keeps them from every other relay until it lapses, without
+// a transaction held open while they are posted (RenewStatusEvents
+// extends it while they are).
 const ClaimStatusEventsQuery = `
 WITH next AS (
     SELECT o.id FROM status_outbox o
-     WHERE o.endpoint = $1 AND o.status = 'pending'
+     WHERE o.endpoint = @endpoint AND o.status = 'pending'
        AND EXISTS (SELECT 1 FROM status_endpoints e
-                    WHERE e.name = $1 AND e.disabled_at IS NULL AND (e.retry_at IS NULL OR e.retry_at <= now()))
+                    WHERE e.name = @endpoint AND e.disabled_at IS NULL AND (e.retry_at IS NULL OR e.retry_at <= now()))
        AND o.next_attempt_at <= now()
        AND (o.lease_until IS NULL OR o.lease_until < now())
        AND NOT EXISTS (SELECT 1 FROM status_outbox p
                         WHERE p.reminder_id = o.reminder_id AND p.endpoint = o.endpoint
                           AND p.seq < o.seq AND p.status = 'pending')
      ORDER BY o.id
-     LIMIT $4
-       FOR UPDATE SKIP LOCKED
+     LIMIT @limit
+       FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE status_outbox o
-   SET claimed_by = $2, lease_until = now() + make_interval(secs => $3), attempts = o.attempts + 1
+   SET claimed_by = @owner, lease_until = now() + make_interval(secs => @lease), attempts = o.attempts + 1
   FROM next WHERE o.id = next.id
 RETURNING o.id, o.endpoint, o.reminder_id, o.seq, o.event_id, o.type, o.payload::text, o.attempts, o.created_at`
 
-// ClaimStatusEvents claims up to n of endpoint's rows for owner for lease
-// (see ClaimStatusEventsQuery), in the order they were written.
-func (s *Store) ClaimStatusEvents(ctx context.Context, endpoint, owner string, lease time.Duration, n int) ([]StatusEvent, error) {
-	rows, _ := s.pool.Query(ctx, ClaimStatusEventsQuery, endpoint, owner, lease.Seconds(), n)
+// StatusClaim is what a relay claims: up to Limit of Endpoint's rows,
+// for Owner, for Lease.
+type StatusClaim struct {
+	Endpoint, Owner string
+	Lease           time.Duration
+	Limit           int
+}
+
+// Args are the claim as ClaimStatusEventsQuery's parameters.
+func (c StatusClaim) Args() pgx.NamedArgs {
+	return pgx.NamedArgs{"endpoint": c.Endpoint, "owner": c.Owner, "lease": c.Lease.Seconds(), "limit": c.Limit}
+}
+
+// ClaimStatusEvents claims c's rows (see ClaimStatusEventsQuery), in the
+// order they were written.
+func (s *Store) ClaimStatusEvents(ctx context.Context, c StatusClaim) ([]StatusEvent, error) {
+	rows, _ := s.pool.Query(ctx, ClaimStatusEventsQuery, c.Args())
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatusEvent, error) {
 		var e StatusEvent
 		var typ, payload string
@@ -157,14 +172,48 @@ func (s *Store) ClaimStatusEvents(ctx context.Context, endpoint, owner string, l
 	return out, nil
 }
 
-// StatusDelivered records owner's rows delivered (the receiver answered
-// 2xx) and ends the endpoint's run of failures, if any.
-func (s *Store) StatusDelivered(ctx context.Context, endpoint, owner string, ids []int64) error {
+// RenewStatusEvents extends owner's lease on the rows ids it still holds
+// (pending, claimed by it, lapsed or not: a lapsed row no other relay has
+// claimed is still only its) to lease from now, and returns those ids; a
+// row not among them is no longer owner's to post.
+func (s *Store) RenewStatusEvents(ctx context.Context, owner string, ids []int64, lease time.Duration) ([]int64, error) {
+	rows, _ := s.pool.Query(ctx, `
+UPDATE status_outbox SET lease_until = now() + make_interval(secs => $3)
+ WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'
+RETURNING id`, ids, owner, lease.Seconds())
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("error renewing the lease on status events: %w", err)
+	}
+	return held, nil
+}
+
+// ReleaseStatusEvents lets go of owner's rows ids that it claimed and never
+// posted: another relay may take them at once, and the claim's attempt is
+// not counted.
+func (s *Store) ReleaseStatusEvents(ctx context.Context, owner string, ids []int64) error {
+	_, err := s.pool.Exec(ctx, `
+UPDATE status_outbox SET claimed_by = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0)
+ WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'`, ids, owner)
+	if err != nil {
+		return fmt.Errorf("error releasing status events: %w", err)
+	}
+	return nil
+}
+
+// StatusDelivered records rows ids delivered (the receiver answered 2xx)
+// and ends the endpoint's run of failures, if any. A post that completed
+// is recorded whoever holds the row now: a relay whose lease lapsed while
+// it posted, and whose row another relay took over (and may be posting
+// again, under the same id), still tells what happened; and a row given
+// up meanwhile was delivered after all. A row already delivered stays as
+// it is.
+func (s *Store) StatusDelivered(ctx context.Context, endpoint string, ids []int64) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 UPDATE status_outbox SET status = 'delivered', finished_at = now(), last_status = NULL, last_error = NULL,
        claimed_by = NULL, lease_until = NULL
- WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'`, ids, owner); err != nil {
+ WHERE id = ANY ($1) AND status IN ('pending', 'given_up')`, ids); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `
@@ -179,7 +228,12 @@ UPDATE status_endpoints SET failures = 0, failing_since = NULL, retry_at = NULL 
 
 // StatusRefused records that the receiver refused owner's row for itself
 // (a 4xx that is no fault of the endpoint's): the row waits until retry,
-// and the endpoint's other rows go on.
+// and the endpoint's other rows go on. Unlike a delivery, a refusal is
+// recorded only while owner still holds the row: it lets the row go and
+// sets when it is next due, which must not cut short another relay's
+// claim, nor put back a row delivered meanwhile. (So do the records of a
+// failing or gone endpoint's rows; the endpoint's own state is recorded
+// whoever holds them.)
 func (s *Store) StatusRefused(ctx context.Context, id int64, owner string, status int, detail string, retry time.Duration) error {
 	_, err := s.pool.Exec(ctx, `
 UPDATE status_outbox SET last_status = nullif($3, 0), last_error = $4, next_attempt_at = now() + make_interval(secs => $5),
