@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shipnotify/shipnotify/reminder"
 )
@@ -42,8 +43,13 @@ func urlHash(url string) string {
 // written for: each is added or brought up to date (a new URL is a new
 // destination, so it clears a disabling 410), and every endpoint not among
 // them is retired, so no event is written for it any more (its rows
-// already written stay, and are given up in time). Every serve replica
-// registers at its start; they should name the same endpoints.
+// already written stay, and are given up in time). An endpoint moved to
+// another tenant gives up at once the rows its old tenant's reminders
+// owed it (GiveUpStrandedStatusEvents): no relay would post them, and an
+// event goes only to its own tenant's endpoints. Every serve replica
+// registers at its start; they should name the same endpoints (a replica
+// that names an endpoint for another tenant posts it nothing of the
+// tenant the mirror names: the claim is by tenant too).
 func (s *Store) RegisterStatusEndpoints(ctx context.Context, eps []StatusEndpoint) error {
 	return s.registerStatusEndpoints(ctx, eps, true)
 }
@@ -84,6 +90,9 @@ ON CONFLICT (name) DO UPDATE
 			names, tenants, events, hashes); err != nil {
 			return err
 		}
+		if _, err := giveUpStranded(ctx, tx, names); err != nil {
+			return err
+		}
 		if !retireOthers {
 			return nil
 		}
@@ -113,9 +122,15 @@ type StatusEvent struct {
 
 // ClaimStatusEventsQuery takes an endpoint's next rows, unless it is
 // disabled or backing off (a check made once, before any row is read): the
-// oldest pending rows that are due, not held by a live claim, and first of
+// oldest pending rows that are due, not held by a live claim, first of
 // their reminder (a reminder's next row waits until the one before is
-// delivered or given up).
+// delivered or given up), and of the tenant whose configuration of the
+// endpoint will post them: a relay posts a row only to its own tenant's
+// endpoint, whatever the mirror's registration says meanwhile (an
+// endpoint moved to another tenant, replicas that read different files).
+// The row's tenant is the one its body names (data.tenant, absent for the
+// default tenant), which the trigger wrote from its reminder and no role
+// but the owner can change: what is posted is what is checked.
 // FOR UPDATE SKIP LOCKED passes over rows another relay is claiming; the
 // lease then keeps them from every other relay until it lapses, without
 // a transaction held open while they are posted (RenewStatusEvents
@@ -131,6 +146,7 @@ WITH next AS (
        AND NOT EXISTS (SELECT 1 FROM status_outbox p
                         WHERE p.reminder_id = o.reminder_id AND p.endpoint = o.endpoint
                           AND p.seq < o.seq AND p.status = 'pending')
+       AND coalesce(o.payload #>> '{data,tenant}', '') = @tenant
      ORDER BY o.id
      LIMIT @limit
        FOR UPDATE OF o SKIP LOCKED
@@ -140,17 +156,17 @@ UPDATE status_outbox o
   FROM next WHERE o.id = next.id
 RETURNING o.id, o.endpoint, o.reminder_id, o.seq, o.event_id, o.type, o.payload::text, o.attempts, o.created_at`
 
-// StatusClaim is what a relay claims: up to Limit of Endpoint's rows,
-// for Owner, for Lease.
+// StatusClaim is what a relay claims: up to Limit of Endpoint's rows of
+// Tenant (as stored, "" the default), for Owner, for Lease.
 type StatusClaim struct {
-	Endpoint, Owner string
-	Lease           time.Duration
-	Limit           int
+	Endpoint, Tenant, Owner string
+	Lease                   time.Duration
+	Limit                   int
 }
 
 // Args are the claim as ClaimStatusEventsQuery's parameters.
 func (c StatusClaim) Args() pgx.NamedArgs {
-	return pgx.NamedArgs{"endpoint": c.Endpoint, "owner": c.Owner, "lease": c.Lease.Seconds(), "limit": c.Limit}
+	return pgx.NamedArgs{"endpoint": c.Endpoint, "tenant": c.Tenant, "owner": c.Owner, "lease": c.Lease.Seconds(), "limit": c.Limit}
 }
 
 // ClaimStatusEvents claims c's rows (see ClaimStatusEventsQuery), in the
@@ -317,6 +333,45 @@ UPDATE status_outbox SET status = 'given_up', finished_at = now(), claimed_by = 
    AND (lease_until IS NULL OR lease_until < now())`, age.Seconds(), age.String())
 	if err != nil {
 		return 0, fmt.Errorf("error giving up status events: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// strandedReason is what a row given up because its endpoint moved to
+// another tenant says (`shipnotify outbox list` shows it).
+const strandedReason = "given up: its endpoint now belongs to another tenant, " +
+	"and an event goes only to its own tenant's endpoints (shipnotify outbox retry posts it if the endpoint is moved back)"
+
+// GiveUpStrandedStatusEvents gives up the pending rows whose reminder is
+// not of their endpoint's tenant (the endpoint was moved to another tenant
+// after they were written; a row's tenant is its body's, as the claim
+// reads it), saying so; it returns how many it gave up.
+// No relay posts them (the claim is by tenant), and their reminders' next
+// rows may go. Registration does it for the endpoints it registers; the
+// relay's sweep for every endpoint, for rows a transaction wrote while the
+// move was committing.
+func (s *Store) GiveUpStrandedStatusEvents(ctx context.Context) (int64, error) {
+	n, err := giveUpStranded(ctx, s.pool, nil)
+	if err != nil {
+		return 0, fmt.Errorf("error giving up status events of another tenant: %w", err)
+	}
+	return n, nil
+}
+
+// giveUpStranded is GiveUpStrandedStatusEvents for the endpoints names
+// (nil: every endpoint).
+func giveUpStranded(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, names []string) (int64, error) {
+	tag, err := q.Exec(ctx, `
+UPDATE status_outbox o
+   SET status = 'given_up', finished_at = now(), claimed_by = NULL, lease_until = NULL,
+       last_error = coalesce(o.last_error || '; ', '') || $2
+  FROM status_endpoints e
+ WHERE o.status = 'pending' AND e.name = o.endpoint AND coalesce(o.payload #>> '{data,tenant}', '') <> e.tenant
+   AND ($1::text[] IS NULL OR e.name = ANY ($1))`, names, strandedReason)
+	if err != nil {
+		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }

@@ -367,3 +367,34 @@ func TestTheRelaysRecordsAndWhoseClaimTheyNeed(t *testing.T) {
 	status, _, _ = outboxState(t, db, ids[2])
 	require.Equal(t, "delivered", status, "given up, then delivered after all")
 }
+
+// An endpoint whose tenant changed under rows already written for its old
+// tenant (a move committed while they were being written) has them given
+// up by the relay's sweep, as the product's role, saying why; no claim
+// for the endpoint's tenant takes them.
+func TestStatusEventsOfAnotherTenantAreGivenUp(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	_, store, _ := runtimeOf(t, db)
+	ctx := context.Background()
+	require.NoError(t, store.RegisterStatusEndpoints(ctx, endpoints[2:]))
+	u := update("SHP-outbox-moved", time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+	u.Tenant = "acme"
+	insert(t, store, u, time.Now())
+	_, err := db.Pool.Exec(ctx, `UPDATE status_endpoints SET tenant = 'globex' WHERE name = 'acme'`)
+	require.NoError(t, err)
+
+	evs, err := store.ClaimStatusEvents(ctx, mirror.StatusClaim{Endpoint: "acme", Tenant: "globex", Owner: "a", Lease: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, evs, "acme's events are not globex's to post")
+	n, err := store.GiveUpStrandedStatusEvents(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	rows, err := store.OutboxRows(ctx, mirror.OutboxFilter{Status: "given_up"})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Contains(t, rows[0].LastError, "another tenant")
+	n, err = store.GiveUpStrandedStatusEvents(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "once")
+}

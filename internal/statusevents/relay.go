@@ -69,7 +69,8 @@ const (
 )
 
 // Relay posts the status outbox's rows to the endpoints it knows, signed,
-// through the webhook guard, in order per reminder. Any number of relays (serve replicas) may run:
+// through the webhook guard, in order per reminder, each to its own
+// tenant's endpoint only. Any number of relays (serve replicas) may run:
 // each claims rows FOR UPDATE SKIP LOCKED under a lease (see Lease: renewed
 // while it posts, and bounding what it starts), so a row is posted by one
 // relay at a time, and again only if a relay died or stalled past its
@@ -139,7 +140,9 @@ func (r *Relay) fill() {
 	}
 }
 
-// Run relays until ctx ends: a loop per endpoint, and the give-up sweep.
+// Run relays until ctx ends: a loop per endpoint, and the give-up sweep
+// (rows undelivered for GiveUpAfter, and rows whose endpoint moved to
+// another tenant).
 func (r *Relay) Run(ctx context.Context) {
 	r.defaults()
 	var wg sync.WaitGroup
@@ -180,6 +183,12 @@ func (r *Relay) runGiveUp(ctx context.Context) {
 			r.Logger.Warn("status events given up: undelivered for too long (shipnotify outbox list)", "events", n, "after", GiveUpAfter.String())
 			r.Metrics.GivenUp(int(n))
 		}
+		if n, err := r.Store.GiveUpStrandedStatusEvents(ctx); err != nil && ctx.Err() == nil {
+			r.Logger.Warn("error giving up status events of another tenant", "error", err)
+		} else if n > 0 {
+			r.Logger.Warn("status events given up: their endpoint now belongs to another tenant (shipnotify outbox list)", "events", n)
+			r.Metrics.GivenUp(int(n))
+		}
 		t := time.NewTimer(giveUpEvery)
 		select {
 		case <-ctx.Done():
@@ -207,7 +216,7 @@ func (r *Relay) Pass(ctx context.Context, ep Endpoint) (int, error) {
 	}
 	sent := time.Now()
 	evs, err := r.Store.ClaimStatusEvents(ctx, mirror.StatusClaim{
-		Endpoint: ep.Name, Owner: r.Owner, Lease: r.Lease, Limit: r.Batch})
+		Endpoint: ep.Name, Tenant: ep.Tenant, Owner: r.Owner, Lease: r.Lease, Limit: r.Batch})
 	if err != nil || len(evs) == 0 {
 		return 0, err
 	}
