@@ -160,11 +160,15 @@ SELECT count(*), coalesce(min(lease_until), now()) FROM status_outbox WHERE clai
 	requireAllRecorded(t, tr, 100)
 	require.NotEmpty(t, during, "it posted while the lease held")
 	require.Less(t, len(during), 90, "it did not post its whole batch on a lease it could not renew")
-	lastStart := leaseEnd.Add(-webhook.Timeout)
+	claimedAt, lastStart := leaseEnd.Add(-statusevents.Lease), leaseEnd.Add(-webhook.Timeout)
+	var latest time.Duration
 	for _, h := range during {
 		started := h.Received.Add(-trackerLatency)
 		require.False(t, started.After(lastStart),
 			"a post started %s after the claim, when its lease (never renewed) could no longer cover its %s timeout",
-			started.Sub(leaseEnd.Add(-statusevents.Lease)).Round(time.Millisecond), webhook.Timeout)
+			started.Sub(claimedAt).Round(time.Millisecond), webhook.Timeout)
+		latest = max(latest, started.Sub(claimedAt))
 	}
+	t.Logf("writes held for %s after the claim: %d posts started meanwhile, the last %s after it (lease %s); all %d posted once",
+		holdEnd.Sub(claimedAt).Round(time.Second), len(during), latest.Round(100*time.Millisecond), statusevents.Lease, len(got))
 }
