@@ -42,9 +42,18 @@
 -- event is for. The table keeps no URL or secret: a hash of the URL, to
 -- tell a new URL from the one a 410 disabled.
 --
--- New tables only: nothing here reads or locks the reminders' rows.
+-- Locks: the new tables' foreign keys to reminders take a SHARE ROW
+-- EXCLUSIVE lock on reminders, and the trigger one on reminder_events,
+-- each held until this migration commits (the tables are new and empty,
+-- so that is a moment); nothing here reads or rewrites their rows. A
+-- writer that holds either table in an open transaction would make this
+-- wait for it, and every other writer wait behind this: lock_timeout
+-- gives up after 5 s instead, with nothing applied (one transaction), and
+-- `shipnotify migrate` may simply be run again.
 
 -- +goose Up
+SET LOCAL lock_timeout = '5s';
+
 -- reminder.StatusOf: the status event a trail event of type with detail
 -- makes, written while its reminder is in state; NULL for none.
 -- +goose StatementBegin
@@ -209,6 +218,7 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+SET LOCAL lock_timeout = '5s';
 DROP TRIGGER reminder_events_status ON reminder_events;
 DROP FUNCTION reminder_events_status();
 DROP FUNCTION status_event_time(timestamptz);

@@ -3,7 +3,9 @@ package migrations
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,4 +57,36 @@ INSERT INTO reminder_events (reminder_id, type) VALUES ('S/U/a', 'cancelled')`)
 	_, err = p.Down(ctx)
 	require.NoError(t, err)
 	require.Zero(t, added())
+}
+
+// 00023 adds foreign keys to reminders and a trigger to reminder_events,
+// each under a lock that writers of the table wait behind. Behind a
+// transaction that holds a write on reminders it gives up after its
+// lock_timeout, with nothing applied, rather than queue every writer
+// behind it for as long as that transaction runs; once the transaction
+// has ended, it applies.
+func TestStatusOutboxWaitsForItsLocksBriefly(t *testing.T) {
+	t.Parallel()
+	pool, p := schemaAt(t, 22)
+	ctx := context.Background()
+	seedReminders(t, pool, 1)
+	writer, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = writer.Rollback(ctx) }()
+	_, err = writer.Exec(ctx, `UPDATE reminders SET updated_at = now() WHERE id = 'r1'`)
+	require.NoError(t, err)
+
+	migrating, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = p.UpTo(migrating, 23)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "a lock timeout, not a wait as long as the writer's")
+	require.Equal(t, "55P03", pgErr.Code, "lock_not_available: %s", pgErr.Message)
+	v, err := p.GetDBVersion(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 22, v, "nothing of 00023 applied")
+
+	require.NoError(t, writer.Rollback(ctx))
+	_, err = p.UpTo(ctx, 23)
+	require.NoError(t, err)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shipnotify/shipnotify/reminder"
 )
@@ -42,8 +43,13 @@ func urlHash(url string) string {
 // written for: each is added or brought up to date (a new URL is a new
 // destination, so it clears a disabling 410), and every endpoint not among
 // them is retired, so no event is written for it any more (its rows
-// already written stay, and are given up in time). Every serve replica
-// registers at its start; they should name the same endpoints.
+// already written stay, and are given up in time). An endpoint moved to
+// another tenant gives up at once the rows its old tenant's reminders
+// owed it (GiveUpStrandedStatusEvents): no relay would post them, and an
+// event goes only to its own tenant's endpoints. Every serve replica
+// registers at its start; they should name the same endpoints (a replica
+// that names an endpoint for another tenant posts it nothing of the
+// tenant the mirror names: the claim is by tenant too).
 func (s *Store) RegisterStatusEndpoints(ctx context.Context, eps []StatusEndpoint) error {
 	return s.registerStatusEndpoints(ctx, eps, true)
 }
@@ -84,6 +90,9 @@ ON CONFLICT (name) DO UPDATE
 			names, tenants, events, hashes); err != nil {
 			return err
 		}
+		if _, err := giveUpStranded(ctx, tx, names); err != nil {
+			return err
+		}
 		if !retireOthers {
 			return nil
 		}
@@ -113,35 +122,57 @@ type StatusEvent struct {
 
 // ClaimStatusEventsQuery takes an endpoint's next rows, unless it is
 // disabled or backing off (a check made once, before any row is read): the
-// oldest pending rows that are due, not held by a live claim, and first of
+// oldest pending rows that are due, not held by a live claim, first of
 // their reminder (a reminder's next row waits until the one before is
-// delivered or given up). FOR UPDATE SKIP LOCKED passes over rows another
-// relay is claiming; the lease then keeps them from every other relay
-// until it lapses, without a transaction held open while they are posted.
+// delivered or given up), and of the tenant whose configuration of the
+// endpoint will post them: a relay posts a row only to its own tenant's
+// endpoint, whatever the mirror's registration says meanwhile (an
+// endpoint moved to another tenant, replicas that read different files).
+// The row's tenant is the one its body names (data.tenant, absent for the
+// default tenant), which the trigger wrote from its reminder and no role
+// but the owner can change: what is posted is what is checked.
+// FOR UPDATE SKIP LOCKED passes over rows another relay is claiming; the
+// lease then keeps them from every other relay until it lapses, without
+// a transaction held open while they are posted (RenewStatusEvents
+// extends it while they are).
 const ClaimStatusEventsQuery = `
 WITH next AS (
     SELECT o.id FROM status_outbox o
-     WHERE o.endpoint = $1 AND o.status = 'pending'
+     WHERE o.endpoint = @endpoint AND o.status = 'pending'
        AND EXISTS (SELECT 1 FROM status_endpoints e
-                    WHERE e.name = $1 AND e.disabled_at IS NULL AND (e.retry_at IS NULL OR e.retry_at <= now()))
+                    WHERE e.name = @endpoint AND e.disabled_at IS NULL AND (e.retry_at IS NULL OR e.retry_at <= now()))
        AND o.next_attempt_at <= now()
        AND (o.lease_until IS NULL OR o.lease_until < now())
        AND NOT EXISTS (SELECT 1 FROM status_outbox p
                         WHERE p.reminder_id = o.reminder_id AND p.endpoint = o.endpoint
                           AND p.seq < o.seq AND p.status = 'pending')
+       AND coalesce(o.payload #>> '{data,tenant}', '') = @tenant
      ORDER BY o.id
-     LIMIT $4
-       FOR UPDATE SKIP LOCKED
+     LIMIT @limit
+       FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE status_outbox o
-   SET claimed_by = $2, lease_until = now() + make_interval(secs => $3), attempts = o.attempts + 1
+   SET claimed_by = @owner, lease_until = now() + make_interval(secs => @lease), attempts = o.attempts + 1
   FROM next WHERE o.id = next.id
 RETURNING o.id, o.endpoint, o.reminder_id, o.seq, o.event_id, o.type, o.payload::text, o.attempts, o.created_at`
 
-// ClaimStatusEvents claims up to n of endpoint's rows for owner for lease
-// (see ClaimStatusEventsQuery), in the order they were written.
-func (s *Store) ClaimStatusEvents(ctx context.Context, endpoint, owner string, lease time.Duration, n int) ([]StatusEvent, error) {
-	rows, _ := s.pool.Query(ctx, ClaimStatusEventsQuery, endpoint, owner, lease.Seconds(), n)
+// StatusClaim is what a relay claims: up to Limit of Endpoint's rows of
+// Tenant (as stored, "" the default), for Owner, for Lease.
+type StatusClaim struct {
+	Endpoint, Tenant, Owner string
+	Lease                   time.Duration
+	Limit                   int
+}
+
+// Args are the claim as ClaimStatusEventsQuery's parameters.
+func (c StatusClaim) Args() pgx.NamedArgs {
+	return pgx.NamedArgs{"endpoint": c.Endpoint, "tenant": c.Tenant, "owner": c.Owner, "lease": c.Lease.Seconds(), "limit": c.Limit}
+}
+
+// ClaimStatusEvents claims c's rows (see ClaimStatusEventsQuery), in the
+// order they were written.
+func (s *Store) ClaimStatusEvents(ctx context.Context, c StatusClaim) ([]StatusEvent, error) {
+	rows, _ := s.pool.Query(ctx, ClaimStatusEventsQuery, c.Args())
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatusEvent, error) {
 		var e StatusEvent
 		var typ, payload string
@@ -157,14 +188,48 @@ func (s *Store) ClaimStatusEvents(ctx context.Context, endpoint, owner string, l
 	return out, nil
 }
 
-// StatusDelivered records owner's rows delivered (the receiver answered
-// 2xx) and ends the endpoint's run of failures, if any.
-func (s *Store) StatusDelivered(ctx context.Context, endpoint, owner string, ids []int64) error {
+// RenewStatusEvents extends owner's lease on the rows ids it still holds
+// (pending, claimed by it, lapsed or not: a lapsed row no other relay has
+// claimed is still only its) to lease from now, and returns those ids; a
+// row not among them is no longer owner's to post.
+func (s *Store) RenewStatusEvents(ctx context.Context, owner string, ids []int64, lease time.Duration) ([]int64, error) {
+	rows, _ := s.pool.Query(ctx, `
+UPDATE status_outbox SET lease_until = now() + make_interval(secs => $3)
+ WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'
+RETURNING id`, ids, owner, lease.Seconds())
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("error renewing the lease on status events: %w", err)
+	}
+	return held, nil
+}
+
+// ReleaseStatusEvents lets go of owner's rows ids that it claimed and never
+// posted: another relay may take them at once, and the claim's attempt is
+// not counted.
+func (s *Store) ReleaseStatusEvents(ctx context.Context, owner string, ids []int64) error {
+	_, err := s.pool.Exec(ctx, `
+UPDATE status_outbox SET claimed_by = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0)
+ WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'`, ids, owner)
+	if err != nil {
+		return fmt.Errorf("error releasing status events: %w", err)
+	}
+	return nil
+}
+
+// StatusDelivered records rows ids delivered (the receiver answered 2xx)
+// and ends the endpoint's run of failures, if any. A post that completed
+// is recorded whoever holds the row now: a relay whose lease lapsed while
+// it posted, and whose row another relay took over (and may be posting
+// again, under the same id), still tells what happened; and a row given
+// up meanwhile was delivered after all. A row already delivered stays as
+// it is.
+func (s *Store) StatusDelivered(ctx context.Context, endpoint string, ids []int64) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 UPDATE status_outbox SET status = 'delivered', finished_at = now(), last_status = NULL, last_error = NULL,
        claimed_by = NULL, lease_until = NULL
- WHERE id = ANY ($1) AND claimed_by = $2 AND status = 'pending'`, ids, owner); err != nil {
+ WHERE id = ANY ($1) AND status IN ('pending', 'given_up')`, ids); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `
@@ -179,7 +244,12 @@ UPDATE status_endpoints SET failures = 0, failing_since = NULL, retry_at = NULL 
 
 // StatusRefused records that the receiver refused owner's row for itself
 // (a 4xx that is no fault of the endpoint's): the row waits until retry,
-// and the endpoint's other rows go on.
+// and the endpoint's other rows go on. Unlike a delivery, a refusal is
+// recorded only while owner still holds the row: it lets the row go and
+// sets when it is next due, which must not cut short another relay's
+// claim, nor put back a row delivered meanwhile. (So do the records of a
+// failing or gone endpoint's rows; the endpoint's own state is recorded
+// whoever holds them.)
 func (s *Store) StatusRefused(ctx context.Context, id int64, owner string, status int, detail string, retry time.Duration) error {
 	_, err := s.pool.Exec(ctx, `
 UPDATE status_outbox SET last_status = nullif($3, 0), last_error = $4, next_attempt_at = now() + make_interval(secs => $5),
@@ -263,6 +333,45 @@ UPDATE status_outbox SET status = 'given_up', finished_at = now(), claimed_by = 
    AND (lease_until IS NULL OR lease_until < now())`, age.Seconds(), age.String())
 	if err != nil {
 		return 0, fmt.Errorf("error giving up status events: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// strandedReason is what a row given up because its endpoint moved to
+// another tenant says (`shipnotify outbox list` shows it).
+const strandedReason = "given up: its endpoint now belongs to another tenant, " +
+	"and an event goes only to its own tenant's endpoints (shipnotify outbox retry posts it if the endpoint is moved back)"
+
+// GiveUpStrandedStatusEvents gives up the pending rows whose reminder is
+// not of their endpoint's tenant (the endpoint was moved to another tenant
+// after they were written; a row's tenant is its body's, as the claim
+// reads it), saying so; it returns how many it gave up.
+// No relay posts them (the claim is by tenant), and their reminders' next
+// rows may go. Registration does it for the endpoints it registers; the
+// relay's sweep for every endpoint, for rows a transaction wrote while the
+// move was committing.
+func (s *Store) GiveUpStrandedStatusEvents(ctx context.Context) (int64, error) {
+	n, err := giveUpStranded(ctx, s.pool, nil)
+	if err != nil {
+		return 0, fmt.Errorf("error giving up status events of another tenant: %w", err)
+	}
+	return n, nil
+}
+
+// giveUpStranded is GiveUpStrandedStatusEvents for the endpoints names
+// (nil: every endpoint).
+func giveUpStranded(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, names []string) (int64, error) {
+	tag, err := q.Exec(ctx, `
+UPDATE status_outbox o
+   SET status = 'given_up', finished_at = now(), claimed_by = NULL, lease_until = NULL,
+       last_error = coalesce(o.last_error || '; ', '') || $2
+  FROM status_endpoints e
+ WHERE o.status = 'pending' AND e.name = o.endpoint AND coalesce(o.payload #>> '{data,tenant}', '') <> e.tenant
+   AND ($1::text[] IS NULL OR e.name = ANY ($1))`, names, strandedReason)
+	if err != nil {
+		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }

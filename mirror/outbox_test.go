@@ -299,3 +299,102 @@ func TestTheChangeFeedNeverPassesAChangeStillToCommit(t *testing.T) {
 	ids, _ = page(mirror.Position{})
 	require.Equal(t, []string{early + " cancelled", late + " cancelled"}, ids)
 }
+
+// outboxState is a row's status, claimant and attempts, by id.
+func outboxState(t *testing.T, db testenv.DB, id int64) (status, claimedBy string, attempts int) {
+	t.Helper()
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT status, coalesce(claimed_by, ''), attempts FROM status_outbox WHERE id = $1`, id).Scan(&status, &claimedBy, &attempts))
+	return status, claimedBy, attempts
+}
+
+// The relay's records, as the product's role writes them: a lease is
+// renewed only by its holder; a 2xx is recorded delivered whoever holds
+// the row by then (a relay whose lease lapsed mid-post still tells what
+// happened, and a row given up meanwhile was delivered after all), while
+// a refusal is recorded only by the holder (it must not end another
+// relay's claim); rows never posted are let go with their attempt
+// uncounted.
+func TestTheRelaysRecordsAndWhoseClaimTheyNeed(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	_, store, _ := runtimeOf(t, db)
+	ctx := context.Background()
+	require.NoError(t, store.RegisterStatusEndpoints(ctx, endpoints[:1]))
+	insert(t, store, update("SHP-outbox-records", time.Now().Add(time.Hour), time.Now().Add(time.Hour), time.Now().Add(time.Hour)), time.Now())
+	claim := func(owner string) []int64 {
+		t.Helper()
+		evs, err := store.ClaimStatusEvents(ctx, mirror.StatusClaim{Endpoint: "all", Owner: owner, Lease: 45 * time.Second, Limit: 10})
+		require.NoError(t, err)
+		ids := make([]int64, len(evs))
+		for i, e := range evs {
+			ids[i] = e.ID
+		}
+		return ids
+	}
+	ids := claim("a")
+	require.Len(t, ids, 3)
+	held, err := store.RenewStatusEvents(ctx, "b", ids, 45*time.Second)
+	require.NoError(t, err)
+	require.Empty(t, held, "only the holder renews")
+	held, err = store.RenewStatusEvents(ctx, "a", ids, 45*time.Second)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids, held)
+
+	// a's lease lapses (a stall); b takes the rows over.
+	_, err = db.Pool.Exec(ctx, `UPDATE status_outbox SET lease_until = now() - interval '1 second'`)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids, claim("b"))
+	held, err = store.RenewStatusEvents(ctx, "a", ids, 45*time.Second)
+	require.NoError(t, err)
+	require.Empty(t, held, "a learns its rows are b's")
+
+	require.NoError(t, store.StatusDelivered(ctx, "all", ids[:1]), "a's post of the first completed")
+	status, by, _ := outboxState(t, db, ids[0])
+	require.Equal(t, []string{"delivered", ""}, []string{status, by})
+	require.NoError(t, store.StatusRefused(ctx, ids[1], "a", 422, "refused", time.Hour))
+	status, by, _ = outboxState(t, db, ids[1])
+	require.Equal(t, []string{"pending", "b"}, []string{status, by}, "a's refusal leaves b's claim alone")
+
+	require.NoError(t, store.ReleaseStatusEvents(ctx, "b", ids[1:2]))
+	status, by, attempts := outboxState(t, db, ids[1])
+	require.Equal(t, []string{"pending", ""}, []string{status, by})
+	require.Equal(t, 1, attempts, "b never posted it")
+
+	_, err = db.Pool.Exec(ctx, `UPDATE status_outbox SET status = 'given_up', claimed_by = NULL WHERE id = $1`, ids[2])
+	require.NoError(t, err)
+	require.NoError(t, store.StatusDelivered(ctx, "all", ids[2:]))
+	status, _, _ = outboxState(t, db, ids[2])
+	require.Equal(t, "delivered", status, "given up, then delivered after all")
+}
+
+// An endpoint whose tenant changed under rows already written for its old
+// tenant (a move committed while they were being written) has them given
+// up by the relay's sweep, as the product's role, saying why; no claim
+// for the endpoint's tenant takes them.
+func TestStatusEventsOfAnotherTenantAreGivenUp(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	_, store, _ := runtimeOf(t, db)
+	ctx := context.Background()
+	require.NoError(t, store.RegisterStatusEndpoints(ctx, endpoints[2:]))
+	u := update("SHP-outbox-moved", time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+	u.Tenant = "acme"
+	insert(t, store, u, time.Now())
+	_, err := db.Pool.Exec(ctx, `UPDATE status_endpoints SET tenant = 'globex' WHERE name = 'acme'`)
+	require.NoError(t, err)
+
+	evs, err := store.ClaimStatusEvents(ctx, mirror.StatusClaim{Endpoint: "acme", Tenant: "globex", Owner: "a", Lease: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, evs, "acme's events are not globex's to post")
+	n, err := store.GiveUpStrandedStatusEvents(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	rows, err := store.OutboxRows(ctx, mirror.OutboxFilter{Status: "given_up"})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Contains(t, rows[0].LastError, "another tenant")
+	n, err = store.GiveUpStrandedStatusEvents(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "once")
+}

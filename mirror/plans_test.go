@@ -98,7 +98,8 @@ UPDATE status_outbox SET status = 'given_up' WHERE id % 100 = 0`)
 	_, err = db.Pool.Exec(ctx, `VACUUM ANALYZE status_outbox, reminder_changes, reminders`)
 	require.NoError(t, err)
 
-	plan := explain(t, db, mirror.ClaimStatusEventsQuery, "tracker", "relay", 45.0, 100)
+	plan := explain(t, db, mirror.ClaimStatusEventsQuery,
+		mirror.StatusClaim{Endpoint: "tracker", Owner: "relay", Lease: 45 * time.Second, Limit: 100}.Args())
 	require.Contains(t, plan, "status_outbox_pending_idx", plan)
 	require.NotContains(t, plan, "Seq Scan on status_outbox", plan)
 	plan = explain(t, db, mirror.StatusEndpointsQuery)

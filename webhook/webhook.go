@@ -68,6 +68,11 @@ func NewSender(o Options) *Sender {
 	}
 }
 
+// Timeout is the longest one Send takes: its attempt's bound, connection
+// to last byte. A caller holding a lease while it sends (the status
+// relay) starts a send only while its lease covers it.
+func (s *Sender) Timeout() time.Duration { return s.client.Timeout }
+
 // Message is one signed POST.
 type Message struct {
 	URL    string

@@ -165,7 +165,9 @@ func (c changeCursor) String() string {
 
 // The two places a feed may start from without a cursor.
 const (
-	// ChangesFromStart is every reminder, in the order of its latest change.
+	// ChangesFromStart is every reminder that changed since the feed began
+	// (migration 00023; one not changed since enters it at its next
+	// change), in the order of its latest change.
 	ChangesFromStart = "0"
 	// ChangesFromNow is only the changes still to come.
 	ChangesFromNow = "now"
