@@ -97,7 +97,10 @@ type ClaimResult struct {
 // existing key is taken over when its last holder released it knowing
 // nothing was sent, or when it may have been sent (maybe_sent, or a
 // 'sending' claim whose lease lapsed) and the wait for the provider's
-// evidence ($6 seconds, for email) has passed with no event for the key.
+// evidence ($6 seconds, for email) has passed with no event for the key,
+// counted from the latest moment it may have gone out (sentUntil): a
+// lapsed claim's holder may have sent it until its lease lapsed, however
+// long an earlier attempt's wait has been over.
 // A 'sent' or 'failed' key is left alone; attempts comes back NULL and the
 // caller looks at why. A lapsed claim taken over at once (a webhook, or no
 // evidence wait) is said so: ClaimDelivery leaves send_unconfirmed on the
@@ -126,16 +129,17 @@ WITH prior AS (
            status = 'sending',
            claimed_by = excluded.claimed_by,
            lease_until = excluded.lease_until,
-           -- A lapsed claim's holder may have sent: the row keeps saying so.
+           -- A lapsed claim's holder may have sent, until its lease lapsed:
+           -- the row keeps saying so, from then.
            maybe_sent_at = CASE WHEN deliveries.status = 'sending'
-                                THEN coalesce(deliveries.maybe_sent_at, deliveries.lease_until)
+                                THEN ` + sentUntil("deliveries") + `
                                 ELSE deliveries.maybe_sent_at END,
            maybe_sent_reason = CASE WHEN deliveries.status = 'sending'
-                                    THEN coalesce(deliveries.maybe_sent_reason, '` + reasonLapsed + `')
+                                    THEN '` + reasonLapsed + `'
                                     ELSE deliveries.maybe_sent_reason END
      WHERE deliveries.status = 'released'
         OR (deliveries.status IN ('sending', 'maybe_sent') AND deliveries.lease_until < now()
-            AND coalesce(deliveries.maybe_sent_at, deliveries.lease_until) + ` + evidenceWait("$6") + ` <= now()
+            AND ` + sentUntil("deliveries") + ` + ` + evidenceWait("$6") + ` <= now()
             AND NOT ` + evidenceExists + `)
     RETURNING attempts, maybe_sent_at
 )
@@ -177,6 +181,17 @@ VALUES ($1, 'send_unconfirmed', jsonb_build_object('delivery_key', $2::text, 'pu
 func evidenceWait(param string) string {
 	return `(SELECT CASE WHEN $3 = 'escalation' OR channel = 'email' THEN make_interval(secs => ` + param + `)
                 ELSE interval '0' END FROM reminders WHERE id = $2)`
+}
+
+// sentUntil is the latest moment the key of the claim d may have gone out:
+// a 'sending' claim's holder may call the provider until its lease lapses
+// (a resend after an unconfirmed send, say, whose worker died mid-call),
+// so its wait for evidence is counted from then, not from the earlier
+// attempt's maybe_sent_at; a maybe_sent key went out, if at all, by when
+// it was marked.
+func sentUntil(d string) string {
+	return `(CASE WHEN ` + d + `.status = 'sending' THEN greatest(` + d + `.lease_until, ` + d + `.maybe_sent_at)
+             ELSE coalesce(` + d + `.maybe_sent_at, ` + d + `.lease_until) END)`
 }
 
 // SQL fragments of the claim and its follow-up read ($1 the key, $2 the
@@ -265,7 +280,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 var notClaimed = `
 SELECT d.status, coalesce(d.provider_message_id, ''), d.attempts, d.lease_until < now(),
        greatest(extract(epoch FROM d.lease_until - now()), 0)::float8,
-       greatest(extract(epoch FROM coalesce(d.maybe_sent_at, d.lease_until) + ` + evidenceWait("$4") + ` - now()), 0)::float8,
+       greatest(extract(epoch FROM ` + sentUntil("d") + ` + ` + evidenceWait("$4") + ` - now()), 0)::float8,
        ` + evidenceExists + `,
        coalesce((SELECT e.detail->>'provider_message_id' FROM reminder_events e
                   WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1
@@ -360,15 +375,16 @@ func (s *Store) MarkMaybeSent(ctx context.Context, key, owner, reason string) er
 // reminder cancelled after such a send is compensated, and prune is not
 // held back by a claim nothing will ever finish.
 func (s *Store) AbandonClaims(ctx context.Context, reminderID string) error {
-	return s.markMaybeSent(ctx, `reminder_id = $1 AND purpose = 'reminder'`, `coalesce(maybe_sent_at, now())`,
-		`coalesce(maybe_sent_reason, $2)`, reminderID, "its attempt ended without a record or a release")
+	return s.markMaybeSent(ctx, `reminder_id = $1 AND purpose = 'reminder'`, `greatest(maybe_sent_at, least(lease_until, now()))`,
+		`$2`, reminderID, "its attempt ended without a record or a release")
 }
 
 // markLapsed records a claim whose lease lapsed with no word from its holder
-// as maybe sent, from when the lease lapsed.
+// as maybe sent, from when the lease lapsed: its holder may have sent until
+// then, after any earlier attempt's unconfirmed send.
 func (s *Store) markLapsed(ctx context.Context, key string) error {
-	return s.markMaybeSent(ctx, `delivery_key = $1 AND lease_until < now()`, `coalesce(maybe_sent_at, lease_until)`,
-		`coalesce(maybe_sent_reason, $2)`, key, reasonLapsed)
+	return s.markMaybeSent(ctx, `delivery_key = $1 AND lease_until < now()`, `greatest(maybe_sent_at, lease_until)`,
+		`$2`, key, reasonLapsed)
 }
 
 // Marking a delivery sent, moving its reminder to 'sent' (for a reminder's own
