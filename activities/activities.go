@@ -385,7 +385,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 	switch {
 	case errors.As(err, &derr) && derr.Permanent:
-		return res, a.failed(ctx, key, t, in, derr)
+		return res, a.failed(ctx, key, owner, t, in, derr)
 	case errors.As(err, &derr) && derr.MaybeSent:
 		// An ambiguous outcome is a send: the claim is kept, and nothing
 		// sends the key again before the provider's evidence, or the
@@ -424,7 +424,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 
 // failed records a permanent refusal (and, for a webhook's 410 Gone,
 // disables the endpoint) and returns the non-retryable error.
-func (a *Activities) failed(ctx context.Context, key string, t mirror.Target, in NotifyInput, derr *delivery.Error) error {
+func (a *Activities) failed(ctx context.Context, key, owner string, t mirror.Target, in NotifyInput, derr *delivery.Error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if derr.Status == 410 && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
@@ -432,7 +432,7 @@ func (a *Activities) failed(ctx context.Context, key string, t mirror.Target, in
 			return err
 		}
 	}
-	if err := a.Mirror.RecordDeliveryFailed(ctx, key, derr.Error()); err != nil {
+	if err := a.Mirror.RecordDeliveryFailed(ctx, key, owner, derr.Error()); err != nil {
 		return err
 	}
 	return temporal.NewNonRetryableApplicationError(derr.Error(), ErrTypePermanentDelivery, nil)

@@ -509,19 +509,21 @@ SELECT reminder_id, 'endpoint_disabled', jsonb_build_object('reason', $3::text) 
 }
 
 // RecordDeliveryFailed records a permanent failure of the delivery: the
-// provider refused it for good. The reminder's own state is the workflow's to
-// change.
-func (s *Store) RecordDeliveryFailed(ctx context.Context, key, reason string) error {
+// provider refused it for good. Only the claim's owner records it: a
+// superseded attempt (its worker froze past its lease, and another took the
+// key over) leaves the claim and the trail to the holder. The reminder's own
+// state is the workflow's to change.
+func (s *Store) RecordDeliveryFailed(ctx context.Context, key, owner, reason string) error {
 	_, err := s.pool.Exec(ctx, `
 WITH d AS (
     UPDATE deliveries SET status = 'failed', finished_at = now()
-     WHERE delivery_key = $1 AND status = 'sending'
+     WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $3
     RETURNING reminder_id, purpose, attempts
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
 SELECT reminder_id, 'delivery_failed',
        jsonb_build_object('delivery_key', $1::text, 'purpose', purpose, 'reason', $2::text, 'attempts', attempts)
-  FROM d`, key, reason)
+  FROM d`, key, reason, owner)
 	if err != nil {
 		return fmt.Errorf("error recording delivery failure: %w", err)
 	}
