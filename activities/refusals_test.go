@@ -48,6 +48,36 @@ func TestNotifyRefusesAFinishedReminder(t *testing.T) {
 	}
 }
 
+// A reminder's own delivery under a key its pending row no longer holds is
+// refused: the mirror moved the reminder (a window move while its workflow
+// was not marked started) and the workflow still asks for its old due time.
+// Nothing is claimed or sent at the old time; under the row's key it goes.
+func TestAKeyThePendingRowNoLongerHoldsIsNotSent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	in := f.schedule(t, reminder.Email)
+	moved := in.DueAt.Add(time.Hour)
+	require.NoError(t, f.mirror.Reschedule(ctx, in.ReminderID, moved, reminder.DeliveryKey(in.ReminderID, in.SubscriberID, moved), nil))
+
+	_, err := f.notify(t, in)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "the old key is refused")
+	require.Equal(t, activities.ErrTypeReminderFinished, appErr.Type())
+	var got reminder.State
+	require.NoError(t, appErr.Details(&got))
+	require.Equal(t, reminder.Scheduled, got)
+	require.Zero(t, f.mail.Requests(), "nothing sent at the old time")
+	var claims int
+	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM deliveries`).Scan(&claims))
+	require.Zero(t, claims, "nothing claimed")
+
+	in.DueAt = moved
+	_, err = f.notify(t, in)
+	require.NoError(t, err)
+	require.Len(t, f.mail.Mails(), 1)
+}
+
 // A pending reminder whose address its tenant's subscriber opted out of
 // is never sent: the notify refuses it, nothing is claimed, and the
 // mirror says suppressed, with the event that records it.

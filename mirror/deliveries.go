@@ -90,10 +90,12 @@ type ClaimResult struct {
 
 // The claim and the read of what to send share one round trip. A reminder's
 // own delivery is refused when its row is finished (cancelled, expired,
-// failed, suppressed, or sent under another key), or when it is pending
-// and its email address is suppressed for its tenant (ClaimDelivery then
-// moves it to suppressed); its cancellation notice, not yet begun, is not
-// claimed when the address is suppressed now. Otherwise a new key is inserted; an
+// failed, suppressed), or holds another key (sent under it, or moved to it
+// while pending: a window move that reached the mirror and not the
+// workflow, whose key names its old due time), or when it is pending and
+// its email address is suppressed for its tenant (ClaimDelivery then moves
+// it to suppressed); its cancellation notice, not yet begun, is not claimed
+// when the address is suppressed now. Otherwise a new key is inserted; an
 // existing key is taken over when its last holder released it knowing
 // nothing was sent, or when it may have been sent (maybe_sent, or a
 // 'sending' claim whose lease lapsed) and the wait for the provider's
@@ -118,8 +120,7 @@ WITH prior AS (
 ), refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
-       AND (state IN ` + sqlUnsentFinal + ` OR (state IN ` + sqlHanded + ` AND delivery_key <> $1)
-            OR EXISTS (SELECT 1 FROM suppressed))
+       AND (state IN ` + sqlUnsentFinal + ` OR delivery_key <> $1 OR EXISTS (SELECT 1 FROM suppressed))
 ), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
     SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
