@@ -734,12 +734,16 @@ func refusal(err error) error {
 	return err
 }
 
-// RecordCancel mirrors a cancel that met a send: a pending reminder ends
-// cancelled, and "cancelled" is appended ("cancelled_late" when the send
-// was recorded first). It returns the state the row is in after
-// (cancelled, or the final state it had reached). A local activity.
+// RecordCancel mirrors a cancel that met a send which did not report one:
+// a pending reminder whose own delivery may have reached the provider ends
+// sent, as a sent one would, with "cancelled_late" after it; otherwise it
+// ends cancelled, and "cancelled" is appended ("cancelled_late" when the
+// send was recorded first). It returns the state the row is in after
+// (cancelled, sent, or the final state it had reached), which the workflow
+// takes; the notice goes exactly when it is sent (nothingToSend). A local
+// activity (mirror.Store.CancelDuringSend).
 func (a *Activities) RecordCancel(ctx context.Context, in TransitionInput) (reminder.State, error) {
-	return a.Mirror.Cancel(ctx, in.ReminderID, in.Event, in.Detail)
+	return a.Mirror.CancelDuringSend(ctx, in.ReminderID, in.Event, in.Detail)
 }
 
 // RescheduleInput is a reminder's move to a new due time and delivery key.

@@ -337,3 +337,67 @@ UPDATE deliveries SET maybe_sent_at = maybe_sent_at - interval '5 minutes 1 seco
 	require.NotEmpty(t, last.Detail["maybe_sent_before"])
 }
 
+// A cancel that meets a send which may have reached the provider (its call
+// got no answer, or its attempt ended holding the claim without a word)
+// finds a sent reminder: the row stays sent, the trail says sent (and why it
+// may have gone) and then cancelled_late, the tracker hears sent, then
+// cancelled, and the notice goes, as for a sent reminder cancelled later.
+// Without such a send it is a plain cancel and no notice goes. (The row
+// ended cancelled, while the notice went out and the cancel answered
+// compensated.)
+func TestACancelMeetingAMaybeSentSendFindsItSent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		claim func(f *fixture, t *testing.T) activities.NotifyInput
+		want  reminder.State
+		trail []string
+	}{
+		{"no answer after the request left", func(f *fixture, t *testing.T) activities.NotifyInput {
+			in, _ := f.unconfirmedSend(t, 0)
+			return in
+		}, reminder.Sent, []string{"scheduled", "send_unconfirmed", "sent", "cancelled_late", "cancellation_sent"}},
+		{"its attempt ended holding the claim", func(f *fixture, t *testing.T) activities.NotifyInput {
+			in := f.schedule(t, reminder.Email)
+			f.lapsedClaim(t, in)
+			return in
+		}, reminder.Sent, []string{"scheduled", "send_unconfirmed", "sent", "cancelled_late", "cancellation_sent"}},
+		{"released: nothing was sent", func(f *fixture, t *testing.T) activities.NotifyInput {
+			in := f.schedule(t, reminder.Email)
+			f.mail.Fail(sink.Answer{Status: 503})
+			_, err := f.notify(t, in)
+			require.Error(t, err)
+			return in
+		}, reminder.Cancelled, []string{"scheduled", "cancelled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			ctx := context.Background()
+			in := tc.claim(f, t)
+			f.mail.SetLatency(0)
+			f.acts.Email = email.NewSender(email.Options{APIKey: testenv.MailAPIKey, BaseURL: f.mail.URL(), FromEmail: "reminders@shipnotify.example"})
+			sent := f.mail.Requests()
+
+			state, err := f.acts.RecordCancel(ctx, activities.TransitionInput{ReminderID: in.ReminderID, To: reminder.Cancelled,
+				Event: "cancelled", Detail: map[string]any{"by": "tracker", "during": "send"}})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, state, "the state the workflow takes")
+			row, err := f.mirror.Get(ctx, in.ReminderID)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, row.State)
+
+			res, err := f.notify(t, activities.NotifyInput{Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID})
+			require.NoError(t, err)
+			require.Equal(t, tc.want == reminder.Cancelled, res.Skipped, "the notice goes exactly when the reminder may have")
+			require.Equal(t, tc.trail, f.eventTypes(t, in.ReminderID))
+			var latest, at string
+			require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT type, state FROM reminder_changes WHERE reminder_id = $1`, in.ReminderID).
+				Scan(&latest, &at))
+			require.Equal(t, []string{"cancelled", string(tc.want)}, []string{latest, at}, "what the tracker hears last")
+			if tc.want == reminder.Sent {
+				require.Equal(t, sent+1, f.mail.Requests(), "the one notice")
+			}
+		})
+	}
+}

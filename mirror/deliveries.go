@@ -203,6 +203,10 @@ const (
 	evidenceExists = `EXISTS (SELECT 1 FROM reminder_events e
                 WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1)`
 	reasonLapsed = "its claim lapsed with no record: the attempt may have sent it"
+	// bounced: the provider reported the reminder's own delivery bounced
+	// or dropped (undeliverable, or undeliverable_at on a row whose send
+	// was not yet recorded): it reached no one. Reads reminders' columns.
+	bounced = `(state = 'undeliverable' OR undeliverable_at IS NOT NULL)`
 )
 
 // ClaimDelivery claims a delivery key before the provider is called, so that
@@ -457,17 +461,70 @@ func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, d
 // its attempt left without a word: an ambiguous outcome is a send), and the
 // provider did not bounce or drop it: only then is there anything to
 // compensate (a notice to an address that bounced would bounce too). It is
-// asked once no attempt of the reminder's own delivery runs.
+// asked once no attempt of the reminder's own delivery runs, and says what
+// CancelDuringSend decided: a reminder it found sent gets the notice.
 func (s *Store) WasDelivered(ctx context.Context, reminderID string) (bool, error) {
 	var ok bool
 	err := s.pool.QueryRow(ctx, `
 SELECT EXISTS (SELECT 1 FROM deliveries
                 WHERE reminder_id = $1 AND purpose = 'reminder' AND status IN ('sent', 'maybe_sent', 'sending'))
-   AND NOT EXISTS (SELECT 1 FROM reminders WHERE id = $1 AND state = 'undeliverable')`, reminderID).Scan(&ok)
+   AND NOT EXISTS (SELECT 1 FROM reminders WHERE id = $1 AND `+bounced+`)`, reminderID).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("error reading deliveries: %w", err)
 	}
 	return ok, nil
+}
+
+// sentBeforeCancel moves a pending reminder whose own delivery may have
+// reached the provider (sent, or maybe sent) and did not bounce into the
+// state a recorded send gives it, with its "sent" event (and "delivered",
+// if the provider reported that before), as recordSent does. The event
+// says why: the send was never confirmed, and since when it may have gone.
+// A webhook's maybe-sent is sent, not delivered: no receiver answered 2xx.
+var sentBeforeCancel = `
+WITH d AS (
+    SELECT delivery_key, attempts, maybe_sent_at, maybe_sent_reason FROM deliveries
+     WHERE reminder_id = $1 AND purpose = 'reminder' AND status IN ('sent', 'maybe_sent')
+     ORDER BY maybe_sent_at DESC NULLS LAST LIMIT 1
+), r AS (
+    UPDATE reminders
+       SET state = CASE WHEN channel = 'email' THEN reminder_state_after_send(channel, delivered_at, undeliverable_at)
+                        ELSE 'sent' END,
+           sent_at = coalesce((SELECT maybe_sent_at FROM d), now()),
+           awaiting_outcome_since = CASE WHEN channel = 'email' AND delivered_at IS NULL THEN now() END,
+           updated_at = now()
+     WHERE id = $1 AND state IN ` + sqlIntoSent + ` AND NOT ` + bounced + ` AND EXISTS (SELECT 1 FROM d)
+    RETURNING id, state
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT r.id, 'sent', jsonb_build_object('delivery_key', d.delivery_key, 'attempts', d.attempts,
+               'unconfirmed', coalesce(d.maybe_sent_reason, 'its send was not recorded'), 'maybe_sent_at', d.maybe_sent_at,
+               'by', 'a cancel met a send that may have reached the provider: an ambiguous send is a send')
+      FROM r, d
+    UNION ALL
+    SELECT r.id, r.state, jsonb_build_object('delivery_key', d.delivery_key, 'by', 'the provider reported it before the send was recorded')
+      FROM r, d WHERE r.state <> 'sent'
+)
+SELECT EXISTS (SELECT 1 FROM r)`
+
+// CancelDuringSend records a cancel that met a send which did not report
+// one (it was stopped, failed, or its outcome is unknown), once no attempt
+// of the reminder's own delivery runs: a claim one left without a word is
+// marked maybe sent (AbandonClaims). An ambiguous send is a send: a pending
+// reminder whose own delivery may have reached the provider, and did not
+// bounce, ends as a sent one does (sentBeforeCancel) and the cancel is the
+// note after it (cancelled_late), as for a reminder sent before its cancel;
+// its notice goes (WasDelivered). Otherwise it is a plain cancel (Cancel).
+// It returns the state the row is in after.
+func (s *Store) CancelDuringSend(ctx context.Context, reminderID, eventType string, detail map[string]any) (reminder.State, error) {
+	if err := s.AbandonClaims(ctx, reminderID); err != nil {
+		return "", err
+	}
+	var sent bool
+	if err := s.pool.QueryRow(ctx, sentBeforeCancel, reminderID).Scan(&sent); err != nil {
+		return "", fmt.Errorf("error recording a send the cancel met: %w", err)
+	}
+	return s.Cancel(ctx, reminderID, eventType, detail)
 }
 
 // EscalationContact returns the escalation address of a reminder's update

@@ -14,6 +14,8 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // Every send is safe, seen from outside through the binary: a slow
@@ -110,6 +112,78 @@ func TestAWebUICancelDuringASendEndsCancelledWithOneNotice(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "sent", "cancelled_late", "cancellation_sent"}, types, "never failed, never silent")
 	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "it was sent: the row says so, the trail says it was cancelled after")
 	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-from-outside-during-send"))
+}
+
+// A reminder whose send may have reached the provider, then cancelled, was
+// sent as far as anyone can tell, and every account says so: the mail API
+// takes the mail at once and answers 6 s later, the worker is SIGKILLed
+// before the answer, there is no Event Webhook. The row stays sent, the
+// trail notes the cancel after it, the tracker hears sent and then
+// cancelled, the workflow ends sent and compensated, and the one notice
+// goes out. (The row ended cancelled, the tracker heard cancelled, while
+// the cancel answered "compensated" and the notice went: trail
+// [scheduled cancelled send_unconfirmed cancellation_sent].)
+func TestAMaybeSentReminderThatIsCancelledStaysSent(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	s.Mail.SetLatency(6 * time.Second)
+	worker := testenv.StartProcess(t, s.Env(), testenv.Binary(t), "worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	u := emailUpdate(t, 1, time.Now(), 0)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	// The mail API has the reminder (it accepts it whether or not its
+	// caller is still there) and holds its answer: the worker dies.
+	_, err = s.Mail.Wait(ctx, func([]sink.Mail) bool { return s.Mail.InFlight() == 1 })
+	require.NoError(t, err, worker.Log())
+	worker.Kill()
+	worker.Start()
+
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	require.NoError(t, err)
+	// The workflow answers once the dead attempt times out (30 s), which
+	// may be after the cancel's own wait (20 s): then cancel_requested.
+	require.Contains(t, []string{starter.StatusCompensated, starter.StatusCancelRequested}, outs[0].Status, worker.Log())
+	var res workflows.ReminderResult
+	require.NoError(t, s.Temporal.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res))
+	require.Equal(t, reminder.Sent, res.State, "the workflow ends as a sent reminder does")
+	require.True(t, res.Compensated)
+
+	_, err = s.Mail.Wait(ctx, func(m []sink.Mail) bool { return len(m) == 2 && s.Mail.InFlight() == 0 })
+	require.NoError(t, err, "the reminder and one notice")
+	purposes := map[string]int{}
+	for _, m := range s.Mail.Mails() {
+		purposes[m.CustomArgs["purpose"]]++
+	}
+	require.Equal(t, map[string]int{string(reminder.PurposeReminder): 1, string(reminder.PurposeCancellation): 1}, purposes)
+	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "a maybe-sent reminder is a sent one")
+	require.Equal(t, []string{"scheduled", "send_unconfirmed", "sent", "cancelled_late", "cancellation_sent"},
+		slices.DeleteFunc(trail(t, s, r.ReminderID), func(e string) bool { return e == "cancel_requested" }))
+	var latest, state string
+	require.NoError(t, s.DB.Pool.QueryRow(ctx, `SELECT type, state FROM reminder_changes WHERE reminder_id = $1`, r.ReminderID).
+		Scan(&latest, &state))
+	require.Equal(t, []string{"cancelled", "sent"}, []string{latest, state}, "the tracker hears a sent reminder's cancel")
+}
+
+// claimStatus is a delivery key's claim status ("" when it has none).
+func claimStatus(s *testenv.Stack, key string) string {
+	var status string
+	_ = s.DB.Pool.QueryRow(context.Background(), `SELECT status FROM deliveries WHERE delivery_key = $1`, key).Scan(&status)
+	return status
+}
+
+// trail is a reminder's event types in order.
+func trail(t *testing.T, s *testenv.Stack, id string) []string {
+	t.Helper()
+	events, err := s.Mirror.Events(context.Background(), id)
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	return types
 }
 
 func row(t *testing.T, s *testenv.Stack, id string) reminder.State {
