@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 
@@ -112,6 +113,104 @@ func TestAWebUICancelDuringASendEndsCancelledWithOneNotice(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "sent", "cancelled_late", "cancellation_sent"}, types, "never failed, never silent")
 	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "it was sent: the row says so, the trail says it was cancelled after")
 	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-from-outside-during-send"))
+}
+
+// A cancel that comes while the send waits for its slot of the rate cap is
+// heard before the provider is called: the cancel answers cancelled,
+// nothing is sent then or after, no notice follows, and the claim is given
+// up. The attempt is held at the cap's row after its claim until Temporal
+// has the cancel request, then waits 3 s in place for its slot: at the cap
+// of 0.2/s a slot is seconds away. (The attempt heartbeated only before its
+// claim and waited for its slot without listening: the reminder went out,
+// then the notice, and the cancel answered compensated.)
+func TestACancelDuringTheSlotWaitSendsNothing(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=0.2"), testenv.Binary(t), "worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	slots := holdSendRate(t, s)
+	u := emailUpdate(t, 1, time.Now(), 0)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	require.Eventually(t, func() bool { return claimStatus(s, r.DeliveryKey) == "sending" }, time.Minute, 10*time.Millisecond,
+		"the send claims its key and asks for its slot\n%s", worker.Log())
+
+	answer := make(chan []starter.Outcome, 1)
+	go func() {
+		outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+		if err != nil {
+			outs = []starter.Outcome{{Error: err.Error()}}
+		}
+		answer <- outs
+	}()
+	require.Eventually(t, func() bool { return cancelRequested(ctx, s, r.WorkflowID) }, time.Minute, 10*time.Millisecond,
+		"the workflow asks its send to stop")
+	slots.release(t, 3*time.Second)
+
+	outs := <-answer
+	require.Equal(t, starter.StatusCancelled, outs[0].Status, "%+v\n%s", outs[0], worker.Log())
+	var res workflows.ReminderResult
+	require.NoError(t, s.Temporal.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res))
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.Zero(t, s.Mail.Requests(), "nothing was sent, then or after the slot")
+	require.Equal(t, reminder.Cancelled, row(t, s, r.ReminderID))
+	require.Equal(t, []string{"scheduled", "cancelled"}, trail(t, s, r.ReminderID))
+	require.Equal(t, "released", claimStatus(s, r.DeliveryKey), "the claim is given up: nothing was sent")
+}
+
+// cancelRequested reports whether Temporal holds a cancel request for the
+// workflow's running activity.
+func cancelRequested(ctx context.Context, s *testenv.Stack, workflowID string) bool {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return false
+	}
+	for _, a := range desc.GetPendingActivities() {
+		if a.GetState() == enums.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED {
+			return true
+		}
+	}
+	return false
+}
+
+// sendRate holds the rate cap's row: an attempt that asks for its slot
+// waits on it until release.
+type sendRate struct {
+	s  *testenv.Stack
+	tx pgx.Tx
+}
+
+// holdSendRate takes the rate cap's row, so the test, not the machine's
+// speed, decides where in its steps it finds an attempt.
+func holdSendRate(t *testing.T, s *testenv.Stack) sendRate {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, `
+INSERT INTO send_rate (name, next_at) VALUES ('notify', now()) ON CONFLICT (name) DO UPDATE SET next_at = excluded.next_at`)
+	require.NoError(t, err)
+	return sendRate{s: s, tx: tx}
+}
+
+// release lets the waiting attempt take the slot after one wait from now,
+// and returns once it has: it then waits for its slot in place.
+func (r sendRate) release(t *testing.T, wait time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	var set time.Time
+	require.NoError(t, r.tx.QueryRow(ctx, `
+UPDATE send_rate SET next_at = clock_timestamp() + make_interval(secs => $1) WHERE name = 'notify' RETURNING next_at`,
+		wait.Seconds()).Scan(&set))
+	require.NoError(t, r.tx.Commit(ctx))
+	require.Eventually(t, func() bool {
+		var taken bool
+		_ = r.s.DB.Pool.QueryRow(ctx, `SELECT next_at > $1 FROM send_rate WHERE name = 'notify'`, set).Scan(&taken)
+		return taken
+	}, 30*time.Second, 5*time.Millisecond, "the attempt takes its slot")
 }
 
 // A reminder whose send may have reached the provider, then cancelled, was
