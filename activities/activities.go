@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -217,11 +218,12 @@ type sentProgress struct {
 func (p sentProgress) sent() bool { return p.Sent || p.ProviderMessageID != "" }
 
 // Notify makes one delivery exactly once per delivery key, as far as a crash
-// allows: it claims the key in the mirror first, so a second execution for
-// the same key finds it and sends nothing; then sends; then records the
-// provider's message id and the event. The one window it cannot close is a
-// crash after the provider accepted and before the record or heartbeat is
-// written.
+// allows. It is a sequence of steps: claim the key in the mirror, so a
+// second execution for the same key finds it and sends nothing; wait for
+// the provider's rate cap to give the call its slot; look for a cancel,
+// since a wait may have let one in; send; record the provider's message id
+// and the event. The one window it cannot close is a crash after the
+// provider accepted and before the record or heartbeat is written.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResult, err error) {
 	key := in.Key()
 	info := activity.GetInfo(ctx)
@@ -267,9 +269,11 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		res.ProviderMessageID = prior.ProviderMessageID
 		return res, a.recordSent(ctx, key, prior.ProviderMessageID, detail)
 	}
-	// A cancel requested while this attempt waited arrives with this
-	// heartbeat's answer, before anything is claimed or sent.
+	// A cancel requested while this attempt was scheduled arrives with this
+	// heartbeat's answer (an attempt's first heartbeat reaches the server at
+	// once), before anything is claimed or sent.
 	activity.RecordHeartbeat(ctx, sentProgress{})
+	heard := time.Now()
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -282,11 +286,8 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		return res, err
 	}
 
-	owner := fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
-	if info.IsLocalActivity {
-		// Local and regular activities number their ids apart.
-		owner = fmt.Sprintf("%s/%s/local-%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
-	}
+	// 1. Claim the key.
+	owner := ownerOf(info)
 	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
 		Key: key, ReminderID: in.ReminderID, Purpose: in.purpose(), Owner: owner, LeaseFor: leaseFor(ctx),
 		EvidenceWait: a.EvidenceWait,
@@ -303,113 +304,38 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	if retry {
 		a.Metrics.Retry(channel)
 	}
-	switch claim.Verdict {
-	case mirror.Refused:
-		logger.Info("reminder finished in the mirror; nothing sent", "state", string(claim.Target.State))
-		return res, temporal.NewNonRetryableApplicationError("the reminder is "+string(claim.Target.State)+
-			" in the mirror; nothing was sent", ErrTypeReminderFinished, nil, claim.Target.State)
-	case mirror.AlreadySent:
-		logger.Info("delivery already sent; nothing to do")
-		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
-		return res, nil
-	case mirror.NoticeSuppressed:
-		// The address opted out after the reminder reached it: no more
-		// mail, a notice included.
-		res.Skipped, res.SkipReason = true, "the subscriber's address has since unsubscribed (suppressed)"
-		return res, nil
-	case mirror.AlreadyFailed:
-		return res, temporal.NewNonRetryableApplicationError("delivery already failed permanently", ErrTypePermanentDelivery, nil)
-	case mirror.HeldElsewhere:
-		// Looked at again when its holder's lease lapses, if not sooner.
-		return res, temporal.NewApplicationErrorWithOptions("another execution holds the delivery key", errTypeInProgress,
-			temporal.ApplicationErrorOptions{NextRetryDelay: max(min(ownBackoff(info.Attempt), time.Until(claim.Until)+500*time.Millisecond), 500*time.Millisecond)})
-	case mirror.Settled:
-		// The provider reported on the key: the unconfirmed send was a
-		// send. Record it; send nothing.
-		logger.Info("an unconfirmed send is settled by the provider's event; nothing sent again")
-		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
-		return res, a.recordSent(ctx, key, claim.ProviderMessageID, withDetail(detail, "settled_by", "the provider's event for the key"))
-	case mirror.Unconfirmed:
-		left := time.Until(claim.Until)
-		logger.Info("an earlier attempt may have sent this key; waiting for the provider's event", "left", left)
-		return res, temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("an earlier attempt may have sent this key; nothing is sent again until the provider's event for it settles it, or %s pass without one",
-				left.Round(time.Second)),
-			ErrTypeSendUnconfirmed, temporal.ApplicationErrorOptions{NextRetryDelay: evidencePoll(info.Attempt, left)})
-	}
-	if !claim.MaybeSentBefore.IsZero() {
-		// No evidence came: sent again under the same key, which the
-		// receiver can deduplicate on. The record says so.
-		logger.Warn("sending again a key an earlier attempt may have sent", "maybe_sent_at", claim.MaybeSentBefore)
+	if done, err := a.notClaimed(ctx, claim, &res, detail, logger); done {
+		return res, err
 	}
 	// From here on this attempt holds the key: anything that ends it
 	// without a send releases it, so the next attempt need not wait out
-	// the lease. The provider's rate cap gives the call its slot first.
-	if err := a.waitForSendSlot(ctx); err != nil {
+	// the lease.
+
+	// 2. Wait for the call's slot of the provider's rate cap.
+	waited, err := a.waitForSendSlot(ctx)
+	// 3. Look for a cancel: one that reached Temporal during a wait (the
+	// slot's, or a slow claim's) stops the send here, and nothing is sent.
+	if err == nil {
+		err = a.lookForCancel(ctx, waited || time.Since(heard) >= budget.HeartbeatThrottle)
+	}
+	if err != nil {
 		a.release(ctx, key, owner, logger)
 		return res, err
-	}
-	if err := ctx.Err(); err != nil {
-		a.release(ctx, key, owner, logger)
-		return res, err
-	}
-	if in.purpose() == reminder.PurposeReminder {
-		// The key names the due time the workflow asked for.
-		claim.Target.Reminder.DueAt = in.DueAt
 	}
 
-	var providerID string
+	// 4. Send.
 	t := claim.Target
-	if t.EndpointDisabled && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
-		err = &delivery.Error{Channel: "webhook receiver", Status: 410, Permanent: true, Detail: "endpoint disabled after an earlier 410 Gone"}
-	} else {
-		// Once begun, a provider call is not cut short by a cancel: its
-		// answer decides whether anything was sent.
-		sendBy := attemptDeadline(ctx)
-		if info.IsLocalActivity {
-			// A local activity cannot heartbeat the provider's message
-			// id: its record must finish, or fail with the proof, first.
-			sendBy = sendBy.Add(-budget.LocalRecordReserve)
-		}
-		sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), sendBy)
-		began := time.Now()
-		providerID, err = a.send(sendCtx, in, t, key)
-		took = time.Since(began)
-		cancel()
+	if in.purpose() == reminder.PurposeReminder {
+		// The key names the due time the workflow asked for.
+		t.Reminder.DueAt = in.DueAt
 	}
-	provider := providerOf(in, t)
-	var derr *delivery.Error
-	if errors.As(err, &derr) && derr.OperatorDetail != "" {
-		// For the operator only: the reminder's trail gets derr.Error().
-		logger.Warn("delivery refused", "error", derr.Error(), "detail", derr.OperatorDetail)
+	providerID, took, err := a.call(ctx, in, t, key)
+
+	// 5. Record what came of it.
+	if err != nil {
+		return res, a.notSent(ctx, in, t, key, owner, err, logger)
 	}
-	switch {
-	case errors.As(err, &derr) && derr.Permanent:
-		return res, a.failed(ctx, key, t, in, derr)
-	case errors.As(err, &derr) && derr.MaybeSent:
-		// An ambiguous outcome is a send: the claim is kept, and nothing
-		// sends the key again before the provider's evidence, or the
-		// wait for it, says whether it went.
-		a.unconfirmed(ctx, key, owner, derr, logger)
-		delay := evidencePoll(1, a.EvidenceWait)
-		if t.Reminder.Channel != reminder.Email && in.purpose() != reminder.PurposeEscalation {
-			// No provider reports on it (the mirror's claim waits for
-			// evidence on email only): its receiver drops the repeat by
-			// the key, and the retry follows the backoff.
-			delay = a.backoff(ctx, provider, derr, info.Attempt)
-		}
-		return res, temporal.NewApplicationErrorWithOptions(derr.Error(), ErrTypeSendUnconfirmed,
-			temporal.ApplicationErrorOptions{NextRetryDelay: delay})
-	case errors.As(err, &derr):
-		a.release(ctx, key, owner, logger)
-		return res, temporal.NewApplicationErrorWithOptions(derr.Error(), errTypeDeliveryFailed,
-			temporal.ApplicationErrorOptions{NextRetryDelay: a.backoff(ctx, provider, derr, info.Attempt)})
-	case err != nil:
-		// Refused before any request was made (the body, the signature).
-		a.release(ctx, key, owner, logger)
-		return res, err
-	}
-	a.answered(ctx, provider, logger)
+	a.answered(ctx, providerOf(in, t), logger)
 	// Accepted. The proof goes to Temporal first (the SDK flushes it within
 	// its heartbeat throttle, and at once when the attempt fails or the
 	// worker stops), then to the mirror.
@@ -422,9 +348,125 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	return res, nil
 }
 
+// ownerOf names the attempt that claims a key; only it may release the
+// claim early or record its failure.
+func ownerOf(info activity.Info) string {
+	if info.IsLocalActivity {
+		// Local and regular activities number their ids apart.
+		return fmt.Sprintf("%s/%s/local-%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+	}
+	return fmt.Sprintf("%s/%s/%s#%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+}
+
+// notClaimed answers a claim that did not give this attempt the key to
+// send (done is false when it did): the reminder finished, the key was
+// sent or failed already, another live execution holds it, or an earlier
+// attempt may have sent it (settled by the provider's event, or waiting
+// for one).
+func (a *Activities) notClaimed(ctx context.Context, claim mirror.ClaimResult, res *NotifyResult, detail map[string]any, logger log.Logger) (done bool, err error) {
+	attempt := activity.GetInfo(ctx).Attempt
+	switch claim.Verdict {
+	case mirror.Refused:
+		logger.Info("reminder finished in the mirror; nothing sent", "state", string(claim.Target.State))
+		return true, temporal.NewNonRetryableApplicationError("the reminder is "+string(claim.Target.State)+
+			" in the mirror; nothing was sent", ErrTypeReminderFinished, nil, claim.Target.State)
+	case mirror.AlreadySent:
+		logger.Info("delivery already sent; nothing to do")
+		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
+		return true, nil
+	case mirror.NoticeSuppressed:
+		// The address opted out after the reminder reached it: no more
+		// mail, a notice included.
+		res.Skipped, res.SkipReason = true, "the subscriber's address has since unsubscribed (suppressed)"
+		return true, nil
+	case mirror.AlreadyFailed:
+		return true, temporal.NewNonRetryableApplicationError("delivery already failed permanently", ErrTypePermanentDelivery, nil)
+	case mirror.HeldElsewhere:
+		// Looked at again when its holder's lease lapses, if not sooner.
+		return true, temporal.NewApplicationErrorWithOptions("another execution holds the delivery key", errTypeInProgress,
+			temporal.ApplicationErrorOptions{NextRetryDelay: max(min(ownBackoff(attempt), time.Until(claim.Until)+500*time.Millisecond), 500*time.Millisecond)})
+	case mirror.Settled:
+		// The provider reported on the key: the unconfirmed send was a
+		// send. Record it; send nothing.
+		logger.Info("an unconfirmed send is settled by the provider's event; nothing sent again")
+		res.AlreadySent, res.ProviderMessageID = true, claim.ProviderMessageID
+		return true, a.recordSent(ctx, res.DeliveryKey, claim.ProviderMessageID, withDetail(detail, "settled_by", "the provider's event for the key"))
+	case mirror.Unconfirmed:
+		left := time.Until(claim.Until)
+		logger.Info("an earlier attempt may have sent this key; waiting for the provider's event", "left", left)
+		return true, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("an earlier attempt may have sent this key; nothing is sent again until the provider's event for it settles it, or %s pass without one",
+				left.Round(time.Second)),
+			ErrTypeSendUnconfirmed, temporal.ApplicationErrorOptions{NextRetryDelay: evidencePoll(attempt, left)})
+	}
+	if !claim.MaybeSentBefore.IsZero() {
+		// No evidence came: sent again under the same key, which the
+		// receiver can deduplicate on. The record says so.
+		logger.Warn("sending again a key an earlier attempt may have sent", "maybe_sent_at", claim.MaybeSentBefore)
+	}
+	return false, nil
+}
+
+// call makes the provider call. Once begun it is not cut short by a
+// cancel: its answer decides whether anything was sent.
+func (a *Activities) call(ctx context.Context, in NotifyInput, t mirror.Target, key string) (providerID string, took time.Duration, err error) {
+	if t.EndpointDisabled && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
+		return "", 0, &delivery.Error{Channel: "webhook receiver", Status: 410, Permanent: true, Detail: "endpoint disabled after an earlier 410 Gone"}
+	}
+	sendBy := attemptDeadline(ctx)
+	if activity.GetInfo(ctx).IsLocalActivity {
+		// A local activity cannot heartbeat the provider's message id:
+		// its record must finish, or fail with the proof, first.
+		sendBy = sendBy.Add(-budget.LocalRecordReserve)
+	}
+	sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), sendBy)
+	defer cancel()
+	began := time.Now()
+	providerID, err = a.send(sendCtx, in, t, key)
+	return providerID, time.Since(began), err
+}
+
+// notSent settles a call that did not end in the provider's acceptance: a
+// permanent refusal fails the key; an ambiguous outcome keeps the claim
+// (an ambiguous outcome is a send); a refusal for now, or no request at
+// all, releases it. It returns the attempt's error.
+func (a *Activities) notSent(ctx context.Context, in NotifyInput, t mirror.Target, key, owner string, err error, logger log.Logger) error {
+	provider := providerOf(in, t)
+	var derr *delivery.Error
+	if errors.As(err, &derr) && derr.OperatorDetail != "" {
+		// For the operator only: the reminder's trail gets derr.Error().
+		logger.Warn("delivery refused", "error", derr.Error(), "detail", derr.OperatorDetail)
+	}
+	switch {
+	case errors.As(err, &derr) && derr.Permanent:
+		return a.failed(ctx, key, owner, t, in, derr)
+	case errors.As(err, &derr) && derr.MaybeSent:
+		// An ambiguous outcome is a send: the claim is kept, and nothing
+		// sends the key again before the provider's evidence, or the
+		// wait for it, says whether it went.
+		a.unconfirmed(ctx, key, owner, derr, logger)
+		delay := evidencePoll(1, a.EvidenceWait)
+		if t.Reminder.Channel != reminder.Email && in.purpose() != reminder.PurposeEscalation {
+			// No provider reports on it (the mirror's claim waits for
+			// evidence on email only): its receiver drops the repeat by
+			// the key, and the retry follows the backoff.
+			delay = a.backoff(ctx, provider, derr, activity.GetInfo(ctx).Attempt)
+		}
+		return temporal.NewApplicationErrorWithOptions(derr.Error(), ErrTypeSendUnconfirmed,
+			temporal.ApplicationErrorOptions{NextRetryDelay: delay})
+	case errors.As(err, &derr):
+		a.release(ctx, key, owner, logger)
+		return temporal.NewApplicationErrorWithOptions(derr.Error(), errTypeDeliveryFailed,
+			temporal.ApplicationErrorOptions{NextRetryDelay: a.backoff(ctx, provider, derr, activity.GetInfo(ctx).Attempt)})
+	}
+	// Refused before any request was made (the body, the signature).
+	a.release(ctx, key, owner, logger)
+	return err
+}
+
 // failed records a permanent refusal (and, for a webhook's 410 Gone,
 // disables the endpoint) and returns the non-retryable error.
-func (a *Activities) failed(ctx context.Context, key string, t mirror.Target, in NotifyInput, derr *delivery.Error) error {
+func (a *Activities) failed(ctx context.Context, key, owner string, t mirror.Target, in NotifyInput, derr *delivery.Error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if derr.Status == 410 && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
@@ -432,7 +474,7 @@ func (a *Activities) failed(ctx context.Context, key string, t mirror.Target, in
 			return err
 		}
 	}
-	if err := a.Mirror.RecordDeliveryFailed(ctx, key, derr.Error()); err != nil {
+	if err := a.Mirror.RecordDeliveryFailed(ctx, key, owner, derr.Error()); err != nil {
 		return err
 	}
 	return temporal.NewNonRetryableApplicationError(derr.Error(), ErrTypePermanentDelivery, nil)
@@ -541,35 +583,106 @@ func providerOf(in NotifyInput, t mirror.Target) string {
 
 // waitForSendSlot holds a call to the provider's rate cap, kept in the
 // mirror for every worker: it waits in place for a slot up to maxSlotWait
-// (leaving the call its budget.SendAllowance), and past that asks to be retried
-// when one is near. Nothing has been sent; the caller releases its claim.
-func (a *Activities) waitForSendSlot(ctx context.Context) error {
+// (leaving the look for a cancel and the call their budgets), heartbeating
+// as it waits, and past that asks to be retried when one is near. waited
+// says whether it waited. Nothing has been sent; the caller releases its
+// claim if it fails.
+func (a *Activities) waitForSendSlot(ctx context.Context) (waited bool, err error) {
 	if a.SendsPerSecond <= 0 {
-		return nil
+		return false, nil
 	}
 	every := time.Duration(float64(time.Second) / a.SendsPerSecond)
-	ahead := max(min(maxSlotWait, time.Until(attemptDeadline(ctx))-budget.SendAllowance-time.Second), 0)
+	ahead := max(min(maxSlotWait, time.Until(attemptDeadline(ctx))-budget.CancelLook-budget.SendAllowance-time.Second), 0)
 	wait, ok, err := a.Mirror.TakeSendSlot(ctx, "notify", every, ahead)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !ok {
 		// Spread the retries over the wait, so they do not all come back
 		// for the same slot.
 		retry := wait + time.Duration(rand.Float64()*float64(max(wait, every)))
-		return temporal.NewApplicationErrorWithOptions("the provider's rate cap has no slot within "+maxSlotWait.String()+
+		return false, temporal.NewApplicationErrorWithOptions("the provider's rate cap has no slot within "+maxSlotWait.String()+
 			"; nothing was sent", errTypeRateCapped, temporal.ApplicationErrorOptions{NextRetryDelay: retry})
 	}
 	if wait <= 0 {
+		return false, nil
+	}
+	return true, waitHearing(ctx, wait)
+}
+
+// waitHearing waits d, heartbeating as it goes, so a cancel that reaches
+// Temporal meanwhile ends the wait early: the SDK cancels ctx when a
+// heartbeat's answer says so. Its heartbeats may be held for the SDK's
+// throttle, so a wait that ends is followed by lookForCancel all the same.
+func waitHearing(ctx context.Context, d time.Duration) error {
+	end := time.NewTimer(d)
+	defer end.Stop()
+	beat := time.NewTicker(budget.HeartbeatThrottle)
+	defer beat.Stop()
+	for {
+		select {
+		case <-end.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-beat.C:
+			activity.RecordHeartbeat(ctx, sentProgress{})
+		}
+	}
+}
+
+// lookForCancel asks Temporal, just before the provider call, whether this
+// attempt was cancelled; after a wait (asked) the answer to the attempt's
+// first heartbeat is no longer news. activity.RecordHeartbeat cannot be
+// the look: the SDK sends a heartbeat to the server only when none went in
+// its throttle interval (a second), holds it otherwise, and returns
+// nothing either way, so a heartbeat made after the wait may not reach the
+// server before the call. The look is its own RecordActivityTaskHeartbeat
+// call, bounded by budget.CancelLook, whose answer says whether a cancel
+// (or a pause or reset) was requested. On a cancel, the SDK's own heartbeat
+// then cancels ctx, so the attempt ends as cancelled, and nothing is sent.
+// A look that gets no answer sends nothing either: the attempt is retried.
+// A local attempt, which no cancel stops, is not looked for.
+func (a *Activities) lookForCancel(ctx context.Context, asked bool) error {
+	if err := ctx.Err(); err != nil || !asked {
+		return err
+	}
+	info := activity.GetInfo(ctx)
+	c := activity.GetClient(ctx)
+	if info.IsLocalActivity || c == nil {
 		return nil
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	lctx, cancel := context.WithTimeout(ctx, budget.CancelLook)
+	defer cancel()
+	// No details: the server keeps the heartbeat's details as the
+	// attempt's progress, and before the send there is none (the first
+	// heartbeat's sentProgress{} says as much).
+	resp, err := c.WorkflowService().RecordActivityTaskHeartbeat(lctx, &workflowservice.RecordActivityTaskHeartbeatRequest{
+		TaskToken: info.TaskToken, Namespace: info.WorkflowNamespace, Identity: "shipnotify notify: look for a cancel",
+	})
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return fmt.Errorf("error looking for a cancel before the send (nothing was sent): %w", err)
+	case resp.GetCancelRequested() || resp.GetActivityPaused() || resp.GetActivityReset():
+		return heardCancel(ctx)
+	}
+	return nil
+}
+
+// heardCancel ends an attempt whose look found it cancelled: the SDK's own
+// heartbeat (sent at once, or when its throttle interval ends) hears the
+// same answer and cancels ctx, and the attempt reports itself cancelled.
+func heardCancel(ctx context.Context) error {
+	activity.RecordHeartbeat(ctx, sentProgress{})
+	wait := time.NewTimer(2*budget.HeartbeatThrottle + time.Second)
+	defer wait.Stop()
 	select {
-	case <-timer.C:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-wait.C:
+		return temporal.NewCanceledError("the attempt was cancelled before the send; nothing was sent")
 	}
 }
 
@@ -734,12 +847,16 @@ func refusal(err error) error {
 	return err
 }
 
-// RecordCancel mirrors a cancel that met a send: a pending reminder ends
-// cancelled, and "cancelled" is appended ("cancelled_late" when the send
-// was recorded first). It returns the state the row is in after
-// (cancelled, or the final state it had reached). A local activity.
+// RecordCancel mirrors a cancel that met a send which did not report one:
+// a pending reminder whose own delivery may have reached the provider ends
+// sent, as a sent one would, with "cancelled_late" after it; otherwise it
+// ends cancelled, and "cancelled" is appended ("cancelled_late" when the
+// send was recorded first). It returns the state the row is in after
+// (cancelled, sent, or the final state it had reached), which the workflow
+// takes; the notice goes exactly when it is sent (nothingToSend). A local
+// activity (mirror.Store.CancelDuringSend).
 func (a *Activities) RecordCancel(ctx context.Context, in TransitionInput) (reminder.State, error) {
-	return a.Mirror.Cancel(ctx, in.ReminderID, in.Event, in.Detail)
+	return a.Mirror.CancelDuringSend(ctx, in.ReminderID, in.Event, in.Detail)
 }
 
 // RescheduleInput is a reminder's move to a new due time and delivery key.

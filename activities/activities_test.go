@@ -226,12 +226,20 @@ func TestRateLimitedMailRetriesAfterTheReset(t *testing.T) {
 	require.Equal(t, 2, f.delivery(t, res.DeliveryKey).Attempts)
 }
 
+// A claim another execution holds is not taken while its lease runs. Once
+// the lease lapses its holder may have died mid-call, after the provider
+// took the mail: at the production evidence wait nothing is sent until the
+// wait, counted from the lapse, passes with no event for the key; then the
+// key is taken over, and its record says it may have gone twice. (The
+// fixture's wait of 0 hid this: "taken over at once".)
 func TestClaimHeldByALiveExecutionIsNotTaken(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	f.acts.EvidenceWait = activities.DefaultEvidenceWait
 	in := f.schedule(t, reminder.Email)
 	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, in.DueAt)
-	_, err := f.db.Pool.Exec(context.Background(), `
+	ctx := context.Background()
+	_, err := f.db.Pool.Exec(ctx, `
 INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
 VALUES ($1, $2, 'reminder', 'sending', 'another-worker', now() + interval '1 minute')`, key, in.ReminderID)
 	require.NoError(t, err)
@@ -239,15 +247,33 @@ VALUES ($1, $2, 'reminder', 'sending', 'another-worker', now() + interval '1 min
 	_, err = f.notify(t, in)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.Equal(t, "DeliveryInProgress", appErr.Type())
 	require.False(t, appErr.NonRetryable(), "retry later: the other execution may still finish")
+	require.LessOrEqual(t, appErr.NextRetryDelay(), time.Minute+time.Second, "looked at again by the holder's lease")
 	require.Zero(t, f.mail.Requests(), "nothing sent while another execution holds the key")
 
-	// Once that holder's lease lapses (it died), the key is taken over.
-	_, err = f.db.Pool.Exec(context.Background(), `UPDATE deliveries SET lease_until = now() - interval '1 second'`)
+	// The holder's lease lapses (it died, maybe mid-call): nothing is sent
+	// while the provider's event for its send may still come.
+	_, err = f.db.Pool.Exec(ctx, `UPDATE deliveries SET lease_until = now() - interval '1 second'`)
+	require.NoError(t, err)
+	_, err = f.notify(t, in)
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.Equal(t, activities.ErrTypeSendUnconfirmed, appErr.Type())
+	require.Zero(t, f.mail.Requests(), "not taken over at once: the dead holder may have sent")
+	require.Equal(t, "maybe_sent", f.delivery(t, key).Status)
+
+	// No event within the wait from the lapse: taken over, sent once more.
+	_, err = f.db.Pool.Exec(ctx, `
+UPDATE deliveries SET maybe_sent_at = maybe_sent_at - interval '5 minutes 1 second', lease_until = lease_until - interval '5 minutes 1 second'`)
 	require.NoError(t, err)
 	_, err = f.notify(t, in)
 	require.NoError(t, err)
 	require.Len(t, f.mail.Mails(), 1)
+	require.Equal(t, 2, f.delivery(t, key).Attempts)
+	events, err := f.mirror.Events(ctx, in.ReminderID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"scheduled", "send_unconfirmed", "sent"}, f.eventTypes(t, in.ReminderID))
+	require.NotEmpty(t, events[2].Detail["maybe_sent_before"], "the record says the key may have gone twice")
 }
 
 // A reminder the mirror does not hold fails for good, for its own delivery

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -46,6 +48,36 @@ func TestNotifyRefusesAFinishedReminder(t *testing.T) {
 			require.Zero(t, claims, "nothing claimed")
 		})
 	}
+}
+
+// A reminder's own delivery under a key its pending row no longer holds is
+// refused: the mirror moved the reminder (a window move while its workflow
+// was not marked started) and the workflow still asks for its old due time.
+// Nothing is claimed or sent at the old time; under the row's key it goes.
+func TestAKeyThePendingRowNoLongerHoldsIsNotSent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	in := f.schedule(t, reminder.Email)
+	moved := in.DueAt.Add(time.Hour)
+	require.NoError(t, f.mirror.Reschedule(ctx, in.ReminderID, moved, reminder.DeliveryKey(in.ReminderID, in.SubscriberID, moved), nil))
+
+	_, err := f.notify(t, in)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "the old key is refused")
+	require.Equal(t, activities.ErrTypeReminderFinished, appErr.Type())
+	var got reminder.State
+	require.NoError(t, appErr.Details(&got))
+	require.Equal(t, reminder.Scheduled, got)
+	require.Zero(t, f.mail.Requests(), "nothing sent at the old time")
+	var claims int
+	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM deliveries`).Scan(&claims))
+	require.Zero(t, claims, "nothing claimed")
+
+	in.DueAt = moved
+	_, err = f.notify(t, in)
+	require.NoError(t, err)
+	require.Len(t, f.mail.Mails(), 1)
 }
 
 // A pending reminder whose address its tenant's subscriber opted out of
@@ -138,25 +170,82 @@ func TestLeaseIsCountedOnTheDatabaseClock(t *testing.T) {
 	require.InDelta(t, 42, left, 2)
 }
 
-// An attempt that is cancelled before it calls the provider sends nothing
-// and leaves no claim behind it.
+// An attempt cancelled between its claim and the provider call, here while
+// it waits seconds for its slot of the rate cap, sends nothing then or after
+// the wait, and gives its claim up, so the next attempt takes the key at
+// once. (The test cancelled before the activity began, never after the
+// claim.)
 func TestCancelledAttemptSendsNothing(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	f.acts.SendsPerSecond = 0.25 // a slot every 4 s
 	in := f.schedule(t, reminder.Email)
+	slots := holdSendRate(t, f.db)
+
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := f.notifyCtx(t, ctx, in)
-	require.ErrorContains(t, err, "context canceled")
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.runNotify(ctx, in)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return f.status(in.Key()) == "sending" }, 30*time.Second, 10*time.Millisecond,
+		"the attempt claims the key, then asks for its slot")
+	slots.release(t, 3*time.Second)
 	require.Zero(t, f.mail.Requests())
-	var claims int
-	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deliveries`).Scan(&claims))
-	require.Zero(t, claims, "nothing claimed")
+	cancel()
+	err := <-done
+	require.ErrorContains(t, err, "canceled")
+	require.Zero(t, f.mail.Requests(), "nothing sent after the wait")
+	require.Equal(t, "released", f.status(in.Key()), "nothing was sent: the claim is given up")
+
+	f.acts.SendsPerSecond = 0
+	_, err = f.notify(t, in)
+	require.NoError(t, err, "the next attempt takes the key at once")
+	require.Len(t, f.mail.Mails(), 1)
 }
 
-// notifyCtx runs the activity with ctx as its worker's background context.
-func (f *fixture) notifyCtx(t *testing.T, ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+// sendRate holds the rate cap's row: an attempt that asks for its slot
+// waits on it until release.
+type sendRate struct {
+	db testenv.DB
+	tx pgx.Tx
+}
+
+// holdSendRate takes the rate cap's row, so the test, not the machine's
+// speed, decides where in its steps it finds an attempt.
+func holdSendRate(t *testing.T, db testenv.DB) sendRate {
 	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, `
+INSERT INTO send_rate (name, next_at) VALUES ('notify', now()) ON CONFLICT (name) DO UPDATE SET next_at = excluded.next_at`)
+	require.NoError(t, err)
+	return sendRate{db: db, tx: tx}
+}
+
+// release lets the waiting attempt take the slot after one wait from now,
+// and returns once it has: it then waits for its slot in place.
+func (r sendRate) release(t *testing.T, wait time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	var set time.Time
+	require.NoError(t, r.tx.QueryRow(ctx, `
+UPDATE send_rate SET next_at = clock_timestamp() + make_interval(secs => $1) WHERE name = 'notify' RETURNING next_at`,
+		wait.Seconds()).Scan(&set))
+	require.NoError(t, r.tx.Commit(ctx))
+	require.Eventually(t, func() bool {
+		var taken bool
+		_ = r.db.Pool.QueryRow(ctx, `SELECT next_at > $1 FROM send_rate WHERE name = 'notify'`, set).Scan(&taken)
+		return taken
+	}, 30*time.Second, 5*time.Millisecond, "the attempt takes its slot")
+}
+
+// runNotify runs the activity with ctx as its worker's background context,
+// from any goroutine (it asserts nothing).
+func (f *fixture) runNotify(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestActivityEnvironment()
@@ -165,9 +254,17 @@ func (f *fixture) notifyCtx(t *testing.T, ctx context.Context, in activities.Not
 	val, err := env.ExecuteActivity(f.acts.Notify, in)
 	var res activities.NotifyResult
 	if err == nil {
-		require.NoError(t, val.Get(&res))
+		err = val.Get(&res)
 	}
 	return res, err
+}
+
+// status is a delivery key's claim status ("" when it has none), from any
+// goroutine.
+func (f *fixture) status(key string) string {
+	var status string
+	_ = f.db.Pool.QueryRow(context.Background(), `SELECT status FROM deliveries WHERE delivery_key = $1`, key).Scan(&status)
+	return status
 }
 
 // A webhook whose host resolves somewhere the guard refuses at connection

@@ -16,6 +16,7 @@ import (
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -281,4 +282,122 @@ func TestALapsedWebhookClaimIsOnTheTrailBeforeItGoesAgain(t *testing.T) {
 	require.Equal(t, in.Key(), events[1].Detail["delivery_key"])
 	require.Contains(t, events[1].Detail["reason"], "lapsed")
 	require.NotEmpty(t, events[2].Detail["maybe_sent_before"])
+}
+
+// A resend whose worker died mid-call may have sent the key a second time:
+// the next attempt waits for the evidence of that send, counted from when
+// its claim lapsed (the latest moment it may have gone out), not from the
+// first attempt's unanswered call, whose wait is long over; once that wait
+// passes with no event, the key goes again and its record says since when
+// it may have gone twice. (The takeover kept the first attempt's
+// maybe_sent_at, and the third attempt sent at once.)
+func TestAResendWhoseWorkerDiedIsWaitedForLikeTheFirstSend(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	in, _ := f.unconfirmedSend(t, activities.DefaultEvidenceWait)
+	// No event came within the production wait: the resend may go.
+	_, err := f.db.Pool.Exec(ctx, `
+UPDATE deliveries SET maybe_sent_at = maybe_sent_at - interval '6 minutes', lease_until = lease_until - interval '6 minutes'`)
+	require.NoError(t, err)
+	second, err := f.mirror.ClaimDelivery(ctx, mirror.Claim{
+		Key: in.Key(), ReminderID: in.ReminderID, Purpose: reminder.PurposeReminder, Owner: "attempt-2-whose-worker-dies",
+		LeaseFor: time.Minute, EvidenceWait: activities.DefaultEvidenceWait,
+	})
+	require.NoError(t, err)
+	require.Equal(t, mirror.Claimed, second.Verdict, "the resend takes the key")
+	// Its worker dies mid-call, after the provider took the mail: no
+	// record, no release; its lease lapses.
+	_, err = f.db.Pool.Exec(ctx, `UPDATE deliveries SET lease_until = now() - interval '1 second'`)
+	require.NoError(t, err)
+	f.mail.SetLatency(0)
+	f.acts.Email = email.NewSender(email.Options{APIKey: testenv.MailAPIKey, BaseURL: f.mail.URL(), FromEmail: "reminders@shipnotify.example"})
+
+	for range 2 {
+		_, err = f.notify(t, in)
+		require.Equal(t, activities.ErrTypeSendUnconfirmed, errType(err), "the third attempt waits for the second's evidence: %v", err)
+		require.Greater(t, retryDelay(t, err), time.Duration(0))
+		require.Equal(t, 1, f.mail.Requests(), "nothing sent while the resend may have gone")
+	}
+	var sinceLapse float64
+	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - maybe_sent_at) FROM deliveries`).Scan(&sinceLapse))
+	require.Less(t, sinceLapse, 60.0, "the wait counts from the resend's lapse, not from the first call")
+
+	// No event within the wait from the lapse either: sent again.
+	_, err = f.db.Pool.Exec(ctx, `
+UPDATE deliveries SET maybe_sent_at = maybe_sent_at - interval '5 minutes 1 second', lease_until = lease_until - interval '5 minutes 1 second'`)
+	require.NoError(t, err)
+	_, err = f.notify(t, in)
+	require.NoError(t, err)
+	require.Equal(t, 2, f.mail.Requests())
+	events, err := f.mirror.Events(ctx, in.ReminderID)
+	require.NoError(t, err)
+	last := events[len(events)-1]
+	require.Equal(t, "sent", last.Type)
+	require.NotEmpty(t, last.Detail["maybe_sent_before"])
+}
+
+// A cancel that meets a send which may have reached the provider (its call
+// got no answer, or its attempt ended holding the claim without a word)
+// finds a sent reminder: the row stays sent, the trail says sent (and why it
+// may have gone) and then cancelled_late, the tracker hears sent, then
+// cancelled, and the notice goes, as for a sent reminder cancelled later.
+// Without such a send it is a plain cancel and no notice goes. (The row
+// ended cancelled, while the notice went out and the cancel answered
+// compensated.)
+func TestACancelMeetingAMaybeSentSendFindsItSent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		claim func(f *fixture, t *testing.T) activities.NotifyInput
+		want  reminder.State
+		trail []string
+	}{
+		{"no answer after the request left", func(f *fixture, t *testing.T) activities.NotifyInput {
+			in, _ := f.unconfirmedSend(t, 0)
+			return in
+		}, reminder.Sent, []string{"scheduled", "send_unconfirmed", "sent", "cancelled_late", "cancellation_sent"}},
+		{"its attempt ended holding the claim", func(f *fixture, t *testing.T) activities.NotifyInput {
+			in := f.schedule(t, reminder.Email)
+			f.lapsedClaim(t, in)
+			return in
+		}, reminder.Sent, []string{"scheduled", "send_unconfirmed", "sent", "cancelled_late", "cancellation_sent"}},
+		{"released: nothing was sent", func(f *fixture, t *testing.T) activities.NotifyInput {
+			in := f.schedule(t, reminder.Email)
+			f.mail.Fail(sink.Answer{Status: 503})
+			_, err := f.notify(t, in)
+			require.Error(t, err)
+			return in
+		}, reminder.Cancelled, []string{"scheduled", "cancelled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			ctx := context.Background()
+			in := tc.claim(f, t)
+			f.mail.SetLatency(0)
+			f.acts.Email = email.NewSender(email.Options{APIKey: testenv.MailAPIKey, BaseURL: f.mail.URL(), FromEmail: "reminders@shipnotify.example"})
+			sent := f.mail.Requests()
+
+			state, err := f.acts.RecordCancel(ctx, activities.TransitionInput{ReminderID: in.ReminderID, To: reminder.Cancelled,
+				Event: "cancelled", Detail: map[string]any{"by": "tracker", "during": "send"}})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, state, "the state the workflow takes")
+			row, err := f.mirror.Get(ctx, in.ReminderID)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, row.State)
+
+			res, err := f.notify(t, activities.NotifyInput{Purpose: reminder.PurposeCancellation, ReminderID: in.ReminderID, SubscriberID: in.SubscriberID})
+			require.NoError(t, err)
+			require.Equal(t, tc.want == reminder.Cancelled, res.Skipped, "the notice goes exactly when the reminder may have")
+			require.Equal(t, tc.trail, f.eventTypes(t, in.ReminderID))
+			var latest, at string
+			require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT type, state FROM reminder_changes WHERE reminder_id = $1`, in.ReminderID).
+				Scan(&latest, &at))
+			require.Equal(t, []string{"cancelled", string(tc.want)}, []string{latest, at}, "what the tracker hears last")
+			if tc.want == reminder.Sent {
+				require.Equal(t, sent+1, f.mail.Requests(), "the one notice")
+			}
+		})
+	}
 }

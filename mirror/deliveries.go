@@ -90,14 +90,19 @@ type ClaimResult struct {
 
 // The claim and the read of what to send share one round trip. A reminder's
 // own delivery is refused when its row is finished (cancelled, expired,
-// failed, suppressed, or sent under another key), or when it is pending
-// and its email address is suppressed for its tenant (ClaimDelivery then
-// moves it to suppressed); its cancellation notice, not yet begun, is not
-// claimed when the address is suppressed now. Otherwise a new key is inserted; an
+// failed, suppressed), or holds another key (sent under it, or moved to it
+// while pending: a window move that reached the mirror and not the
+// workflow, whose key names its old due time), or when it is pending and
+// its email address is suppressed for its tenant (ClaimDelivery then moves
+// it to suppressed); its cancellation notice, not yet begun, is not claimed
+// when the address is suppressed now. Otherwise a new key is inserted; an
 // existing key is taken over when its last holder released it knowing
 // nothing was sent, or when it may have been sent (maybe_sent, or a
 // 'sending' claim whose lease lapsed) and the wait for the provider's
-// evidence ($6 seconds, for email) has passed with no event for the key.
+// evidence ($6 seconds, for email) has passed with no event for the key,
+// counted from the latest moment it may have gone out (sentUntil): a
+// lapsed claim's holder may have sent it until its lease lapsed, however
+// long an earlier attempt's wait has been over.
 // A 'sent' or 'failed' key is left alone; attempts comes back NULL and the
 // caller looks at why. A lapsed claim taken over at once (a webhook, or no
 // evidence wait) is said so: ClaimDelivery leaves send_unconfirmed on the
@@ -115,8 +120,7 @@ WITH prior AS (
 ), refused AS (
     SELECT 1 FROM reminders
      WHERE id = $2 AND $3 = 'reminder'
-       AND (state IN ` + sqlUnsentFinal + ` OR (state IN ` + sqlHanded + ` AND delivery_key <> $1)
-            OR EXISTS (SELECT 1 FROM suppressed))
+       AND (state IN ` + sqlUnsentFinal + ` OR delivery_key <> $1 OR EXISTS (SELECT 1 FROM suppressed))
 ), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
     SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
@@ -126,16 +130,17 @@ WITH prior AS (
            status = 'sending',
            claimed_by = excluded.claimed_by,
            lease_until = excluded.lease_until,
-           -- A lapsed claim's holder may have sent: the row keeps saying so.
+           -- A lapsed claim's holder may have sent, until its lease lapsed:
+           -- the row keeps saying so, from then.
            maybe_sent_at = CASE WHEN deliveries.status = 'sending'
-                                THEN coalesce(deliveries.maybe_sent_at, deliveries.lease_until)
+                                THEN ` + sentUntil("deliveries") + `
                                 ELSE deliveries.maybe_sent_at END,
            maybe_sent_reason = CASE WHEN deliveries.status = 'sending'
-                                    THEN coalesce(deliveries.maybe_sent_reason, '` + reasonLapsed + `')
+                                    THEN '` + reasonLapsed + `'
                                     ELSE deliveries.maybe_sent_reason END
      WHERE deliveries.status = 'released'
         OR (deliveries.status IN ('sending', 'maybe_sent') AND deliveries.lease_until < now()
-            AND coalesce(deliveries.maybe_sent_at, deliveries.lease_until) + ` + evidenceWait("$6") + ` <= now()
+            AND ` + sentUntil("deliveries") + ` + ` + evidenceWait("$6") + ` <= now()
             AND NOT ` + evidenceExists + `)
     RETURNING attempts, maybe_sent_at
 )
@@ -179,6 +184,17 @@ func evidenceWait(param string) string {
                 ELSE interval '0' END FROM reminders WHERE id = $2)`
 }
 
+// sentUntil is the latest moment the key of the claim d may have gone out:
+// a 'sending' claim's holder may call the provider until its lease lapses
+// (a resend after an unconfirmed send, say, whose worker died mid-call),
+// so its wait for evidence is counted from then, not from the earlier
+// attempt's maybe_sent_at; a maybe_sent key went out, if at all, by when
+// it was marked.
+func sentUntil(d string) string {
+	return `(CASE WHEN ` + d + `.status = 'sending' THEN greatest(` + d + `.lease_until, ` + d + `.maybe_sent_at)
+             ELSE coalesce(` + d + `.maybe_sent_at, ` + d + `.lease_until) END)`
+}
+
 // SQL fragments of the claim and its follow-up read ($1 the key, $2 the
 // reminder).
 const (
@@ -187,6 +203,10 @@ const (
 	evidenceExists = `EXISTS (SELECT 1 FROM reminder_events e
                 WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1)`
 	reasonLapsed = "its claim lapsed with no record: the attempt may have sent it"
+	// bounced: the provider reported the reminder's own delivery bounced
+	// or dropped (undeliverable, or undeliverable_at on a row whose send
+	// was not yet recorded): it reached no one. Reads reminders' columns.
+	bounced = `(state = 'undeliverable' OR undeliverable_at IS NOT NULL)`
 )
 
 // ClaimDelivery claims a delivery key before the provider is called, so that
@@ -265,7 +285,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 var notClaimed = `
 SELECT d.status, coalesce(d.provider_message_id, ''), d.attempts, d.lease_until < now(),
        greatest(extract(epoch FROM d.lease_until - now()), 0)::float8,
-       greatest(extract(epoch FROM coalesce(d.maybe_sent_at, d.lease_until) + ` + evidenceWait("$4") + ` - now()), 0)::float8,
+       greatest(extract(epoch FROM ` + sentUntil("d") + ` + ` + evidenceWait("$4") + ` - now()), 0)::float8,
        ` + evidenceExists + `,
        coalesce((SELECT e.detail->>'provider_message_id' FROM reminder_events e
                   WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1
@@ -360,15 +380,16 @@ func (s *Store) MarkMaybeSent(ctx context.Context, key, owner, reason string) er
 // reminder cancelled after such a send is compensated, and prune is not
 // held back by a claim nothing will ever finish.
 func (s *Store) AbandonClaims(ctx context.Context, reminderID string) error {
-	return s.markMaybeSent(ctx, `reminder_id = $1 AND purpose = 'reminder'`, `coalesce(maybe_sent_at, now())`,
-		`coalesce(maybe_sent_reason, $2)`, reminderID, "its attempt ended without a record or a release")
+	return s.markMaybeSent(ctx, `reminder_id = $1 AND purpose = 'reminder'`, `greatest(maybe_sent_at, least(lease_until, now()))`,
+		`$2`, reminderID, "its attempt ended without a record or a release")
 }
 
 // markLapsed records a claim whose lease lapsed with no word from its holder
-// as maybe sent, from when the lease lapsed.
+// as maybe sent, from when the lease lapsed: its holder may have sent until
+// then, after any earlier attempt's unconfirmed send.
 func (s *Store) markLapsed(ctx context.Context, key string) error {
-	return s.markMaybeSent(ctx, `delivery_key = $1 AND lease_until < now()`, `coalesce(maybe_sent_at, lease_until)`,
-		`coalesce(maybe_sent_reason, $2)`, key, reasonLapsed)
+	return s.markMaybeSent(ctx, `delivery_key = $1 AND lease_until < now()`, `greatest(maybe_sent_at, lease_until)`,
+		`$2`, key, reasonLapsed)
 }
 
 // Marking a delivery sent, moving its reminder to 'sent' (for a reminder's own
@@ -440,17 +461,70 @@ func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, d
 // its attempt left without a word: an ambiguous outcome is a send), and the
 // provider did not bounce or drop it: only then is there anything to
 // compensate (a notice to an address that bounced would bounce too). It is
-// asked once no attempt of the reminder's own delivery runs.
+// asked once no attempt of the reminder's own delivery runs, and says what
+// CancelDuringSend decided: a reminder it found sent gets the notice.
 func (s *Store) WasDelivered(ctx context.Context, reminderID string) (bool, error) {
 	var ok bool
 	err := s.pool.QueryRow(ctx, `
 SELECT EXISTS (SELECT 1 FROM deliveries
                 WHERE reminder_id = $1 AND purpose = 'reminder' AND status IN ('sent', 'maybe_sent', 'sending'))
-   AND NOT EXISTS (SELECT 1 FROM reminders WHERE id = $1 AND state = 'undeliverable')`, reminderID).Scan(&ok)
+   AND NOT EXISTS (SELECT 1 FROM reminders WHERE id = $1 AND `+bounced+`)`, reminderID).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("error reading deliveries: %w", err)
 	}
 	return ok, nil
+}
+
+// sentBeforeCancel moves a pending reminder whose own delivery may have
+// reached the provider (sent, or maybe sent) and did not bounce into the
+// state a recorded send gives it, with its "sent" event (and "delivered",
+// if the provider reported that before), as recordSent does. The event
+// says why: the send was never confirmed, and since when it may have gone.
+// A webhook's maybe-sent is sent, not delivered: no receiver answered 2xx.
+var sentBeforeCancel = `
+WITH d AS (
+    SELECT delivery_key, attempts, maybe_sent_at, maybe_sent_reason FROM deliveries
+     WHERE reminder_id = $1 AND purpose = 'reminder' AND status IN ('sent', 'maybe_sent')
+     ORDER BY maybe_sent_at DESC NULLS LAST LIMIT 1
+), r AS (
+    UPDATE reminders
+       SET state = CASE WHEN channel = 'email' THEN reminder_state_after_send(channel, delivered_at, undeliverable_at)
+                        ELSE 'sent' END,
+           sent_at = coalesce((SELECT maybe_sent_at FROM d), now()),
+           awaiting_outcome_since = CASE WHEN channel = 'email' AND delivered_at IS NULL THEN now() END,
+           updated_at = now()
+     WHERE id = $1 AND state IN ` + sqlIntoSent + ` AND NOT ` + bounced + ` AND EXISTS (SELECT 1 FROM d)
+    RETURNING id, state
+), ev AS (
+    INSERT INTO reminder_events (reminder_id, type, detail)
+    SELECT r.id, 'sent', jsonb_build_object('delivery_key', d.delivery_key, 'attempts', d.attempts,
+               'unconfirmed', coalesce(d.maybe_sent_reason, 'its send was not recorded'), 'maybe_sent_at', d.maybe_sent_at,
+               'by', 'a cancel met a send that may have reached the provider: an ambiguous send is a send')
+      FROM r, d
+    UNION ALL
+    SELECT r.id, r.state, jsonb_build_object('delivery_key', d.delivery_key, 'by', 'the provider reported it before the send was recorded')
+      FROM r, d WHERE r.state <> 'sent'
+)
+SELECT EXISTS (SELECT 1 FROM r)`
+
+// CancelDuringSend records a cancel that met a send which did not report
+// one (it was stopped, failed, or its outcome is unknown), once no attempt
+// of the reminder's own delivery runs: a claim one left without a word is
+// marked maybe sent (AbandonClaims). An ambiguous send is a send: a pending
+// reminder whose own delivery may have reached the provider, and did not
+// bounce, ends as a sent one does (sentBeforeCancel) and the cancel is the
+// note after it (cancelled_late), as for a reminder sent before its cancel;
+// its notice goes (WasDelivered). Otherwise it is a plain cancel (Cancel).
+// It returns the state the row is in after.
+func (s *Store) CancelDuringSend(ctx context.Context, reminderID, eventType string, detail map[string]any) (reminder.State, error) {
+	if err := s.AbandonClaims(ctx, reminderID); err != nil {
+		return "", err
+	}
+	var sent bool
+	if err := s.pool.QueryRow(ctx, sentBeforeCancel, reminderID).Scan(&sent); err != nil {
+		return "", fmt.Errorf("error recording a send the cancel met: %w", err)
+	}
+	return s.Cancel(ctx, reminderID, eventType, detail)
 }
 
 // EscalationContact returns the escalation address of a reminder's update
@@ -493,19 +567,21 @@ SELECT reminder_id, 'endpoint_disabled', jsonb_build_object('reason', $3::text) 
 }
 
 // RecordDeliveryFailed records a permanent failure of the delivery: the
-// provider refused it for good. The reminder's own state is the workflow's to
-// change.
-func (s *Store) RecordDeliveryFailed(ctx context.Context, key, reason string) error {
+// provider refused it for good. Only the claim's owner records it: a
+// superseded attempt (its worker froze past its lease, and another took the
+// key over) leaves the claim and the trail to the holder. The reminder's own
+// state is the workflow's to change.
+func (s *Store) RecordDeliveryFailed(ctx context.Context, key, owner, reason string) error {
 	_, err := s.pool.Exec(ctx, `
 WITH d AS (
     UPDATE deliveries SET status = 'failed', finished_at = now()
-     WHERE delivery_key = $1 AND status = 'sending'
+     WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $3
     RETURNING reminder_id, purpose, attempts
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
 SELECT reminder_id, 'delivery_failed',
        jsonb_build_object('delivery_key', $1::text, 'purpose', purpose, 'reason', $2::text, 'attempts', attempts)
-  FROM d`, key, reason)
+  FROM d`, key, reason, owner)
 	if err != nil {
 		return fmt.Errorf("error recording delivery failure: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 var (
 	sqlPending     = inStates(reminder.PendingStates)
 	sqlFinal       = inStates(reminder.FinalStates)
-	sqlHanded      = inStates(reminder.HandedStates)
 	sqlUnsentFinal = inStates(reminder.UnsentFinalStates)
 	sqlIntoSent    = inStates(reminder.Into(reminder.Sent))
 	sqlIntoCancel  = inStates(reminder.Into(reminder.Cancelled))

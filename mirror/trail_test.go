@@ -323,7 +323,7 @@ func TestTheRealPathsWriteTheirMovesAsTheRuntimeRole(t *testing.T) {
 	decide(1, reminder.Cancelled, "rejected")
 	finish(2, reminder.Expired, "expired")
 	claim(3)
-	require.NoError(t, store.RecordDeliveryFailed(ctx, st[3].DeliveryKey, "550 no such user"))
+	require.NoError(t, store.RecordDeliveryFailed(ctx, st[3].DeliveryKey, "test", "550 no such user"))
 	finish(3, reminder.Failed, "failed")
 	newDue := due.Add(time.Hour)
 	require.NoError(t, store.Reschedule(ctx, id(4), newDue, reminder.DeliveryKey(id(4), st[4].Requested.SubscriberID, newDue), nil))

@@ -94,11 +94,14 @@ func (s State) Stands() bool { return s.Pending() || s.Handed() }
 
 // RefusesSend is the rule that a finished reminder is never sent: its own
 // delivery under key is refused when the reminder was cancelled, expired,
-// failed or suppressed, or when it was handed under another key (an earlier due
-// time). A handed reminder's own key may be claimed again: a retry that
-// finds it sent is answered from its record.
+// failed or suppressed, or when its row holds another key: handed under it
+// (an earlier due time), or, pending, moved to it (a window move that
+// reached the mirror and not the workflow, whose key names the old due
+// time: sent then, it would go at the wrong time). A handed reminder's own
+// key may be claimed again: a retry that finds it sent is answered from its
+// record.
 func (s State) RefusesSend(sameKey bool) bool {
-	return (s.Terminal() && !s.Handed()) || (s.Handed() && !sameKey)
+	return (s.Terminal() && !s.Handed()) || !sameKey
 }
 
 // UnsentFinalStates are the final states a reminder reaches without a send.

@@ -54,8 +54,8 @@ func TestTheStateMachineHoldsItsShape(t *testing.T) {
 func TestAFinishedReminderRefusesItsSend(t *testing.T) {
 	t.Parallel()
 	want := map[reminder.State][2]bool{ // [same key, another key]
-		reminder.Scheduled:        {false, false},
-		reminder.AwaitingApproval: {false, false},
+		reminder.Scheduled:        {false, true},
+		reminder.AwaitingApproval: {false, true},
 		reminder.Sent:             {false, true},
 		reminder.Delivered:        {false, true},
 		reminder.Undeliverable:    {false, true},

@@ -343,9 +343,18 @@ func (s *Starter) RescheduleUpdate(ctx context.Context, tenant, shipmentID, upda
 		due := reminder.NormalizeTime(row.RequestedDueAt.Add(shift))
 		if row.WorkflowStartedAt == nil && row.State.Pending() {
 			// Its workflow never started: the row moves, and the workflow
-			// starts from it (or, started meanwhile, follows it).
-			if out, ok, err := s.rescheduleUnstarted(ctx, row, due, who); ok || err != nil {
-				return out, err
+			// starts from it (or, started meanwhile, follows it). One that
+			// started and whose mark failed is moved as a marked one is:
+			// the row alone would leave it to its old due time, where the
+			// claim refuses its old key.
+			running, err := s.workflowRunning(ctx, row.WorkflowID)
+			if err != nil {
+				return Outcome{ReminderID: row.ID, State: row.State}, err
+			}
+			if !running {
+				if out, ok, err := s.rescheduleUnstarted(ctx, row, due, who); ok || err != nil {
+					return out, err
+				}
 			}
 		}
 		return s.rescheduleOne(ctx, row, due, who)
@@ -372,6 +381,19 @@ func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due t
 	}
 	out.Status, out.DueAt, out.DeliveryKey = StatusRescheduled, &due, key
 	return out, true, nil
+}
+
+// workflowRunning reports whether a reminder's workflow runs, as Temporal
+// says: a row not marked started may have one (its mark failed).
+func (s *Starter) workflowRunning(ctx context.Context, workflowID string) (bool, error) {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	switch {
+	case workflowGone(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("error describing the reminder's workflow: %w", err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // RescheduleReminder moves one reminder's due time. A refusal (finished

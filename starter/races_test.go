@@ -505,3 +505,38 @@ SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND
 	require.NotContains(t, eventTypes(t, s, r.ReminderID), "approved")
 	require.Empty(t, mailsFor(s, r.ReminderID, reminder.PurposeReminder), "the reminder is never sent")
 }
+
+// A workflow that started but whose mark in the mirror failed is moved by a
+// window move along with its row: it sends at the new due time, under the
+// key the row holds. (The move went to the mirror alone; the workflow slept
+// on to its old due time and would have sent under its old key then.)
+func TestAWindowMoveReachesAWorkflowWhoseMarkFailed(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	window := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	u := s.Update(t, window.Add(-time.Hour), reminder.Email)
+	u.WindowStart = window
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	terminateAtCleanup(t, s, r.WorkflowID)
+	// The start succeeded; its mark in the mirror did not.
+	_, err = s.DB.Pool.Exec(ctx, `UPDATE reminders SET workflow_started_at = NULL`)
+	require.NoError(t, err)
+
+	// The window moves so the reminder comes due in a few seconds.
+	moved := window.Add(time.Now().Add(3 * time.Second).Sub(r.DueAt)).Truncate(time.Second)
+	outs, err := s.Starter.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, moved, starter.Actor{By: "planner"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusRescheduled, outs[0].Status)
+	key := outs[0].DeliveryKey
+	require.Equal(t, key, row(t, s, r.ReminderID).DeliveryKey)
+
+	res := waitFor(t, s, r.WorkflowID)
+	require.Equal(t, reminder.Sent, res.State, "sent at the new due time")
+	require.Equal(t, key, res.DeliveryKey)
+	mails := s.Mail.Mails()
+	require.Len(t, mails, 1)
+	require.Equal(t, key, mails[0].CustomArgs["delivery_key"])
+}

@@ -30,6 +30,10 @@ const (
 	// SlotWait is the longest an attempt waits in place for its slot of
 	// the provider's rate cap; a slot further out is asked for by a retry.
 	SlotWait = 5 * time.Second
+	// CancelLook bounds the look for a cancel an attempt makes after a
+	// wait, just before the provider call (a heartbeat that reaches the
+	// server); without an answer in it nothing is sent.
+	CancelLook = 2 * time.Second
 	// Record bounds the write of a completed send (and the claim's other
 	// writes after the call). It runs on a context the attempt's cancel
 	// does not end; the claim's lease covers it.

@@ -14,8 +14,8 @@ func TestTheBudgetsOutlastWhatTheyMust(t *testing.T) {
 	}{
 		{SendAllowance >= EmailCall && SendAllowance >= WebhookCall,
 			"a provider call is given at least its client's own timeout on every path"},
-		{NotifyAttempt >= SlotWait+SendAllowance+time.Second,
-			"an attempt can wait its whole slot and still give the call its allowance"},
+		{NotifyAttempt >= SlotWait+CancelLook+SendAllowance+time.Second,
+			"an attempt can wait its whole slot, look for a cancel and still give the call its allowance"},
 		{WorkerStop > NotifyAttempt+Record,
 			"a stopping worker lets an attempt and its record finish: a deploy cuts no accepted send"},
 		{HeartbeatThrottle < Record,

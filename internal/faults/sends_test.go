@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // Every send is safe, seen from outside through the binary: a slow
@@ -110,6 +113,176 @@ func TestAWebUICancelDuringASendEndsCancelledWithOneNotice(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "sent", "cancelled_late", "cancellation_sent"}, types, "never failed, never silent")
 	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "it was sent: the row says so, the trail says it was cancelled after")
 	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-from-outside-during-send"))
+}
+
+// A cancel that comes while the send waits for its slot of the rate cap is
+// heard before the provider is called: the cancel answers cancelled,
+// nothing is sent then or after, no notice follows, and the claim is given
+// up. The attempt is held at the cap's row after its claim until Temporal
+// has the cancel request, then waits 3 s in place for its slot: at the cap
+// of 0.2/s a slot is seconds away. (The attempt heartbeated only before its
+// claim and waited for its slot without listening: the reminder went out,
+// then the notice, and the cancel answered compensated.)
+func TestACancelDuringTheSlotWaitSendsNothing(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=0.2"), testenv.Binary(t), "worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	slots := holdSendRate(t, s)
+	u := emailUpdate(t, 1, time.Now(), 0)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	require.Eventually(t, func() bool { return claimStatus(s, r.DeliveryKey) == "sending" }, time.Minute, 10*time.Millisecond,
+		"the send claims its key and asks for its slot\n%s", worker.Log())
+
+	answer := make(chan []starter.Outcome, 1)
+	go func() {
+		outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+		if err != nil {
+			outs = []starter.Outcome{{Error: err.Error()}}
+		}
+		answer <- outs
+	}()
+	require.Eventually(t, func() bool { return cancelRequested(ctx, s, r.WorkflowID) }, time.Minute, 10*time.Millisecond,
+		"the workflow asks its send to stop")
+	slots.release(t, 3*time.Second)
+
+	outs := <-answer
+	require.Equal(t, starter.StatusCancelled, outs[0].Status, "%+v\n%s", outs[0], worker.Log())
+	var res workflows.ReminderResult
+	require.NoError(t, s.Temporal.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res))
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.Zero(t, s.Mail.Requests(), "nothing was sent, then or after the slot")
+	require.Equal(t, reminder.Cancelled, row(t, s, r.ReminderID))
+	require.Equal(t, []string{"scheduled", "cancelled"}, trail(t, s, r.ReminderID))
+	require.Equal(t, "released", claimStatus(s, r.DeliveryKey), "the claim is given up: nothing was sent")
+}
+
+// cancelRequested reports whether Temporal holds a cancel request for the
+// workflow's running activity.
+func cancelRequested(ctx context.Context, s *testenv.Stack, workflowID string) bool {
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return false
+	}
+	for _, a := range desc.GetPendingActivities() {
+		if a.GetState() == enums.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED {
+			return true
+		}
+	}
+	return false
+}
+
+// sendRate holds the rate cap's row: an attempt that asks for its slot
+// waits on it until release.
+type sendRate struct {
+	s  *testenv.Stack
+	tx pgx.Tx
+}
+
+// holdSendRate takes the rate cap's row, so the test, not the machine's
+// speed, decides where in its steps it finds an attempt.
+func holdSendRate(t *testing.T, s *testenv.Stack) sendRate {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, `
+INSERT INTO send_rate (name, next_at) VALUES ('notify', now()) ON CONFLICT (name) DO UPDATE SET next_at = excluded.next_at`)
+	require.NoError(t, err)
+	return sendRate{s: s, tx: tx}
+}
+
+// release lets the waiting attempt take the slot after one wait from now,
+// and returns once it has: it then waits for its slot in place.
+func (r sendRate) release(t *testing.T, wait time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	var set time.Time
+	require.NoError(t, r.tx.QueryRow(ctx, `
+UPDATE send_rate SET next_at = clock_timestamp() + make_interval(secs => $1) WHERE name = 'notify' RETURNING next_at`,
+		wait.Seconds()).Scan(&set))
+	require.NoError(t, r.tx.Commit(ctx))
+	require.Eventually(t, func() bool {
+		var taken bool
+		_ = r.s.DB.Pool.QueryRow(ctx, `SELECT next_at > $1 FROM send_rate WHERE name = 'notify'`, set).Scan(&taken)
+		return taken
+	}, 30*time.Second, 5*time.Millisecond, "the attempt takes its slot")
+}
+
+// A reminder whose send may have reached the provider, then cancelled, was
+// sent as far as anyone can tell, and every account says so: the mail API
+// takes the mail at once and answers 6 s later, the worker is SIGKILLed
+// before the answer, there is no Event Webhook. The row stays sent, the
+// trail notes the cancel after it, the tracker hears sent and then
+// cancelled, the workflow ends sent and compensated, and the one notice
+// goes out. (The row ended cancelled, the tracker heard cancelled, while
+// the cancel answered "compensated" and the notice went: trail
+// [scheduled cancelled send_unconfirmed cancellation_sent].)
+func TestAMaybeSentReminderThatIsCancelledStaysSent(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	s.Mail.SetLatency(6 * time.Second)
+	worker := testenv.StartProcess(t, s.Env(), testenv.Binary(t), "worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	u := emailUpdate(t, 1, time.Now(), 0)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	// The mail API has the reminder (it accepts it whether or not its
+	// caller is still there) and holds its answer: the worker dies.
+	_, err = s.Mail.Wait(ctx, func([]sink.Mail) bool { return s.Mail.InFlight() == 1 })
+	require.NoError(t, err, worker.Log())
+	worker.Kill()
+	worker.Start()
+
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	require.NoError(t, err)
+	// The workflow answers once the dead attempt times out (30 s), which
+	// may be after the cancel's own wait (20 s): then cancel_requested.
+	require.Contains(t, []string{starter.StatusCompensated, starter.StatusCancelRequested}, outs[0].Status, worker.Log())
+	var res workflows.ReminderResult
+	require.NoError(t, s.Temporal.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res))
+	require.Equal(t, reminder.Sent, res.State, "the workflow ends as a sent reminder does")
+	require.True(t, res.Compensated)
+
+	_, err = s.Mail.Wait(ctx, func(m []sink.Mail) bool { return len(m) == 2 && s.Mail.InFlight() == 0 })
+	require.NoError(t, err, "the reminder and one notice")
+	purposes := map[string]int{}
+	for _, m := range s.Mail.Mails() {
+		purposes[m.CustomArgs["purpose"]]++
+	}
+	require.Equal(t, map[string]int{string(reminder.PurposeReminder): 1, string(reminder.PurposeCancellation): 1}, purposes)
+	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID), "a maybe-sent reminder is a sent one")
+	require.Equal(t, []string{"scheduled", "send_unconfirmed", "sent", "cancelled_late", "cancellation_sent"},
+		slices.DeleteFunc(trail(t, s, r.ReminderID), func(e string) bool { return e == "cancel_requested" }))
+	var latest, state string
+	require.NoError(t, s.DB.Pool.QueryRow(ctx, `SELECT type, state FROM reminder_changes WHERE reminder_id = $1`, r.ReminderID).
+		Scan(&latest, &state))
+	require.Equal(t, []string{"cancelled", "sent"}, []string{latest, state}, "the tracker hears a sent reminder's cancel")
+}
+
+// claimStatus is a delivery key's claim status ("" when it has none).
+func claimStatus(s *testenv.Stack, key string) string {
+	var status string
+	_ = s.DB.Pool.QueryRow(context.Background(), `SELECT status FROM deliveries WHERE delivery_key = $1`, key).Scan(&status)
+	return status
+}
+
+// trail is a reminder's event types in order.
+func trail(t *testing.T, s *testenv.Stack, id string) []string {
+	t.Helper()
+	events, err := s.Mirror.Events(context.Background(), id)
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	return types
 }
 
 func row(t *testing.T, s *testenv.Stack, id string) reminder.State {
