@@ -448,6 +448,10 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 	return s.each(ctx, rows, func(ctx context.Context, row mirror.Row) (Outcome, error) {
 		out := Outcome{ReminderID: row.ID, State: row.State}
 		if d, ok := decided[row.ID]; ok && row.State != reminder.AwaitingApproval {
+			// The mirror's word is the answer; its workflow is made to
+			// agree, should it not yet (what keeps it from it, reconcile
+			// --verify reports and settles again).
+			_ = s.settleApproval(ctx, row, d)
 			return decidedBefore(out, d, approve), nil
 		}
 		var res workflows.DecisionResult
@@ -470,6 +474,48 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 		out.Status, out.State = status, res.State
 		return out, nil
 	})
+}
+
+// settleApproval gives a reminder's running workflow the approval its
+// mirror row records, when the workflow still awaits a decision (its
+// ReminderState, which it upserts once it takes one, says so): the
+// approval is in flight (the workflow accepted it and writes the mirror
+// first; it then refuses this one), or it was lost by a release before
+// changeAcceptedFirst, whose workflow task wrote the mirror and then timed
+// out with a stalled worker. The workflow's write finds the row approved
+// and writes nothing more. A workflow that refuses it holds a decision
+// already (one in flight, or the same one taken meanwhile) or is being
+// cancelled; the error says which. Nothing is done for a row not pending,
+// nor for a decision the mirror does not record as an approval: a lost
+// rejection leaves the row cancelled, and the workflow ends as the mirror
+// says.
+func (s *Starter) settleApproval(ctx context.Context, row mirror.Row, d mirror.Decision) error {
+	if !d.Approved || !row.State.Pending() {
+		return nil
+	}
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
+	if workflowGone(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("error describing workflow: %w", err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil
+	}
+	if state, _, err := reminderAttributes(info.GetSearchAttributes()); err != nil || state != reminder.AwaitingApproval {
+		return err
+	}
+	by := d.By
+	if by == "" {
+		by = reconciler
+	}
+	w := s.window(ctx)
+	var res workflows.DecisionResult
+	return s.update(ctx, w, row.WorkflowID, workflows.UpdateApprove, workflows.Decision{
+		By: by, Key: d.Key, Reason: "the approval the mirror records", Deadline: w.deadline,
+	}, &res)
 }
 
 // decidedBefore is the outcome of a decision on a reminder decided d
