@@ -48,8 +48,9 @@ const (
 	StatusRescheduled     = "rescheduled"
 	// StatusUnchanged: the reminder was due at that time already.
 	StatusUnchanged = "unchanged"
-	// StatusFailed: the reminder could not record the change in time;
-	// nothing moved. Error says why; try again.
+	// StatusFailed: the change did not reach the reminder, or the
+	// reminder could not record it in time; nothing moved. Error says why;
+	// try again.
 	StatusFailed   = "failed"
 	StatusApproved = "approved"
 	StatusRejected = "rejected"
@@ -60,10 +61,17 @@ const (
 	// answer was lost. Nothing changed.
 	StatusAlreadyApproved = "already_approved"
 	StatusAlreadyRejected = "already_rejected"
-	// StatusNoAnswer: the reminder's workflow did not answer in time (no
-	// worker running, or one far behind); nothing was changed, and
-	// repeating the operation is safe.
+	// StatusNoAnswer: the reminder's workflow did not take the change in
+	// time (no worker running, or one stalled or far behind); nothing was
+	// changed, nor can it be later (the request's deadline has passed),
+	// and repeating the operation is safe.
 	StatusNoAnswer = "no_answer"
+	// StatusAccepted: the reminder's workflow accepted the change and had
+	// not finished it when the wait ended (a worker stalled, or the mirror
+	// slow to take it). It lands, in the mirror and the workflow alike,
+	// unless the reminder finishes first (then it is refused in both);
+	// reading the reminder shows it. Repeating it is safe.
+	StatusAccepted = "accepted"
 )
 
 // Outcome is what an operation did to one reminder.
@@ -410,8 +418,9 @@ func (s *Starter) RescheduleReminder(ctx context.Context, tenant, reminderID str
 func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Time, who Actor) (Outcome, error) {
 	out := Outcome{ReminderID: row.ID, State: row.State}
 	var res workflows.RescheduleResult
-	err := s.update(ctx, row.WorkflowID, workflows.UpdateReschedule, workflows.RescheduleRequest{
-		DueAt: due, By: who.By, Key: who.Key, Reason: who.Reason, Deadline: s.requestDeadline(),
+	w := s.window(ctx)
+	err := s.update(ctx, w, row.WorkflowID, workflows.UpdateReschedule, workflows.RescheduleRequest{
+		DueAt: due, By: who.By, Key: who.Key, Reason: who.Reason, Deadline: w.deadline,
 	}, &res)
 	if refused(err, &out) {
 		return out, nil
@@ -461,11 +470,16 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 	return s.each(ctx, rows, func(ctx context.Context, row mirror.Row) (Outcome, error) {
 		out := Outcome{ReminderID: row.ID, State: row.State}
 		if d, ok := decided[row.ID]; ok && row.State != reminder.AwaitingApproval {
+			// The mirror's word is the answer; its workflow is made to
+			// agree, should it not yet (what keeps it from it, reconcile
+			// --verify reports and settles again).
+			_ = s.settleApproval(ctx, row, d)
 			return decidedBefore(out, d, approve), nil
 		}
 		var res workflows.DecisionResult
-		err := s.update(ctx, row.WorkflowID, name,
-			workflows.Decision{By: who.By, Key: who.Key, Reason: who.Reason, Deadline: s.requestDeadline()}, &res)
+		w := s.window(ctx)
+		err := s.update(ctx, w, row.WorkflowID, name,
+			workflows.Decision{By: who.By, Key: who.Key, Reason: who.Reason, Deadline: w.deadline}, &res)
 		if refused(err, &out) {
 			// Decided by another since the mirror was read?
 			if now, err := s.Mirror.Decisions(ctx, []string{row.ID}); err == nil {
@@ -482,6 +496,48 @@ func (s *Starter) Decide(ctx context.Context, sel Selection, approve bool, who A
 		out.Status, out.State = status, res.State
 		return out, nil
 	})
+}
+
+// settleApproval gives a reminder's running workflow the approval its
+// mirror row records, when the workflow still awaits a decision (its
+// ReminderState, which it upserts once it takes one, says so): the
+// approval is in flight (the workflow accepted it and writes the mirror
+// first; it then refuses this one), or it was lost by a release before
+// changeAcceptedFirst, whose workflow task wrote the mirror and then timed
+// out with a stalled worker. The workflow's write finds the row approved
+// and writes nothing more. A workflow that refuses it holds a decision
+// already (one in flight, or the same one taken meanwhile) or is being
+// cancelled; the error says which. Nothing is done for a row not pending,
+// nor for a decision the mirror does not record as an approval: a lost
+// rejection leaves the row cancelled, and the workflow ends as the mirror
+// says.
+func (s *Starter) settleApproval(ctx context.Context, row mirror.Row, d mirror.Decision) error {
+	if !d.Approved || !row.State.Pending() {
+		return nil
+	}
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
+	if workflowGone(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("error describing workflow: %w", err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil
+	}
+	if state, _, err := reminderAttributes(info.GetSearchAttributes()); err != nil || state != reminder.AwaitingApproval {
+		return err
+	}
+	by := d.By
+	if by == "" {
+		by = reconciler
+	}
+	w := s.window(ctx)
+	var res workflows.DecisionResult
+	return s.update(ctx, w, row.WorkflowID, workflows.UpdateApprove, workflows.Decision{
+		By: by, Key: d.Key, Reason: "the approval the mirror records", Deadline: w.deadline,
+	}, &res)
 }
 
 // decidedBefore is the outcome of a decision on a reminder decided d
@@ -540,27 +596,76 @@ func (s *Starter) Get(ctx context.Context, tenant, reminderID string) (mirror.Ro
 	return row, err
 }
 
-// ErrNoAnswer is returned when a reminder's workflow did not answer a change
-// within UpdateWait (no worker running, or one far behind). The request
-// carried a deadline the workflow checks, so it cannot land later.
-var ErrNoAnswer = errors.New("the reminder's workflow did not answer in time (is a worker running?); nothing was changed")
+// ErrNoAnswer is returned when a reminder's workflow did not take a change
+// within its wait (no worker running, or one stalled or far behind). The
+// request carried a deadline the workflow checks, and the wait outlasted
+// it by more than a late acceptance takes (budget.LateAcceptance), so it
+// cannot land later.
+var ErrNoAnswer = errors.New("the reminder's workflow did not take the change in time (is a worker running?); nothing was changed, nor can it be later")
 
-// update sends a workflow update and waits for its result, at most
-// UpdateWait.
-func (s *Starter) update(ctx context.Context, workflowID, name string, arg, result any) error {
-	wctx, cancel := context.WithTimeout(ctx, s.updateWait())
+// ErrAccepted is returned when a reminder's workflow accepted a change and
+// had not finished it when the wait ended: it lands, in the mirror and the
+// workflow alike, unless the reminder finishes first.
+var ErrAccepted = errors.New("the reminder's workflow accepted the change and had not finished it in time " +
+	"(a worker stalled, or the mirror is slow); it will land, in the mirror and the workflow alike")
+
+// updateWindow is one change's wait: the deadline its request carries,
+// which the workflow checks, and how long the starter waits for it.
+type updateWindow struct {
+	deadline time.Time
+	wait     time.Duration
+}
+
+// window is the wait of a change sent now: UpdateWait, or what is left of
+// the caller's own deadline. The request's deadline leaves a late
+// acceptance (budget.LateAcceptance) inside the wait, so a change not seen
+// accepted by the end of the wait can no longer be: half the wait, or less
+// when the caller's deadline is near (at worst in the past: the workflow
+// then refuses it, and nothing moves).
+func (s *Starter) window(ctx context.Context) updateWindow {
+	wait := s.updateWait()
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	return updateWindow{deadline: s.now().Add(min(wait/2, wait-budget.LateAcceptance)), wait: wait}
+}
+
+// update sends a workflow update and waits for it within w. Until the
+// workflow accepts it, the wait is w's alone (a caller that goes away does
+// not cut it): its end then means the change can no longer land
+// (ErrNoAnswer). Once accepted, the change lands whoever waits, and a wait
+// that ends before its result is ErrAccepted.
+func (s *Starter) update(ctx context.Context, w updateWindow, workflowID, name string, arg, result any) error {
+	kept := context.WithoutCancel(ctx)
+	wctx, cancel := context.WithTimeout(kept, w.wait)
 	defer cancel()
 	h, err := s.Temporal.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflowID, UpdateName: name, Args: []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
+		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
-	if err == nil {
-		err = h.Get(wctx, result)
+	if err != nil {
+		if waitedOut(kept, wctx, err) {
+			return ErrNoAnswer
+		}
+		return err
 	}
-	if waitedOut(ctx, wctx, err) {
-		return ErrNoAnswer
+	// Accepted: the wait for the result ends with w's, or with the caller.
+	end, _ := wctx.Deadline()
+	rctx, stop := context.WithDeadline(ctx, end)
+	defer stop()
+	err = h.Get(rctx, result)
+	if err != nil && !updateOutcome(err) {
+		return fmt.Errorf("%w: %w", ErrAccepted, err)
 	}
 	return err
+}
+
+// updateOutcome reports whether err is the update's own answer (the
+// handler's refusal or failure), not the end of the wait for it.
+func updateOutcome(err error) bool {
+	var appErr *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	return errors.As(err, &appErr) || errors.As(err, &canceled)
 }
 
 // waitedOut reports whether err ended the wait wctx bounds, not the
@@ -574,13 +679,6 @@ func waitedOut(ctx, wctx context.Context, err error) bool {
 	var deadline *serviceerror.DeadlineExceeded
 	var timedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	return wctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline) || errors.As(err, &timedOut)
-}
-
-// requestDeadline is when a change sent now must have reached its workflow:
-// half the wait, which leaves the workflow's own mirror write (at most 20 s)
-// time to finish before the caller gives up.
-func (s *Starter) requestDeadline() time.Time {
-	return s.now().Add(s.updateWait() / 2)
 }
 
 func (s *Starter) updateWait() time.Duration {
@@ -638,18 +736,22 @@ func (s *Starter) each(ctx context.Context, rows []mirror.Row, fn func(context.C
 	return outs, errors.Join(errs...)
 }
 
-// unanswered is the outcome of a reminder an operation reached, and did
-// not change, when err stopped it: no_answer when its workflow did not
-// answer in time, failed otherwise. (The error's own text may name
-// servers: the caller logs it; the outcome does not carry it.)
+// unanswered is the outcome of a reminder an operation reached when err
+// stopped it: accepted when its workflow took the change and had not
+// finished it, no_answer when it did not take it in time, failed
+// otherwise (nothing reached it). (The error's own text may name servers:
+// the caller logs it; the outcome does not carry it.)
 func unanswered(out Outcome, err error) Outcome {
 	if err == nil || out.ReminderID == "" || out.Status != "" {
 		return out
 	}
-	if errors.Is(err, ErrNoAnswer) {
+	switch {
+	case errors.Is(err, ErrNoAnswer):
 		out.Status, out.Error = StatusNoAnswer, ErrNoAnswer.Error()
-	} else {
-		out.Status, out.Error = StatusFailed, "the change could not be confirmed; repeating it is safe"
+	case errors.Is(err, ErrAccepted):
+		out.Status, out.Error = StatusAccepted, ErrAccepted.Error()
+	default:
+		out.Status, out.Error = StatusFailed, "the change did not reach the reminder's workflow; nothing changed, and repeating it is safe"
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -214,6 +215,7 @@ func TestApproveAndReject(t *testing.T) {
 	require.Equal(t, reminder.Cancelled, waitFor(t, s, rejected.WorkflowID).State)
 	testenv.RecordHistory(t, s.Temporal, approved.WorkflowID, testenv.AtCurrentLevel("approved"))
 	testenv.RecordHistory(t, s.Temporal, rejected.WorkflowID, "rejected-mirror-first")
+	testenv.RecordHistory(t, s.Temporal, rejected.WorkflowID, testenv.AtCurrentLevel("rejected"))
 	require.Len(t, mailsFor(s, approved.ReminderID, reminder.PurposeReminder), 1)
 	require.Empty(t, mailsFor(s, rejected.ReminderID, reminder.PurposeReminder))
 	require.Equal(t, []string{"scheduled", "approved", "sent"}, eventTypes(t, s, approved.ReminderID))
@@ -244,6 +246,63 @@ func TestApproveAndReject(t *testing.T) {
 	require.Equal(t, "bob", byID[rejected.ReminderID].DecidedBy)
 	require.Equal(t, starter.StatusRefused, byID[approved.ReminderID].Status)
 	require.Equal(t, []string{"scheduled", "approved", "sent"}, eventTypes(t, s, approved.ReminderID), "nothing written")
+}
+
+// Every operator change is in the workflow's history before the mirror
+// hears of it: its acceptance, then a timer that ends the accepting
+// workflow task, then the local activity that writes the mirror
+// (changeAcceptedFirst). A reminder started before this release (here:
+// before levels) asks for the change's version at its first operator
+// change (a marker the replay test holds), and takes the same order.
+func TestTheHistoryHoldsAChangeBeforeTheMirrorHearsOfIt(t *testing.T) {
+	t.Parallel()
+	for _, earlier := range []bool{false, true} {
+		t.Run(map[bool]string{false: "current level", true: "started before levels"}[earlier], func(t *testing.T) {
+			t.Parallel()
+			var o testenv.StackOptions
+			if earlier {
+				o.Versions = map[string]workflow.Version{workflows.ChangeLocalFirstAttempt: 2}
+			}
+			s := testenv.NewStackWith(t, o)
+			ctx := context.Background()
+			u := s.Update(t, time.Now().Add(time.Hour), reminder.Email)
+			u.Approval.Required = true
+			u.EscalationEmail = escalationContact
+			results, err := s.Starter.Schedule(ctx, u)
+			require.NoError(t, err)
+			r := results[0]
+			outs, err := s.Starter.Decide(ctx, starter.Selection{ReminderID: r.ReminderID}, true, starter.Actor{By: "alice"})
+			require.NoError(t, err)
+			require.Equal(t, starter.StatusApproved, outs[0].Status, outs[0].Error)
+			out, err := s.Starter.RescheduleReminder(ctx, "", r.ReminderID, time.Now().Add(2*time.Second), starter.Actor{By: "ops"})
+			require.NoError(t, err)
+			require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
+			require.Equal(t, reminder.Sent, waitFor(t, s, r.WorkflowID).State)
+
+			h := testenv.History(t, s.Temporal, r.WorkflowID)
+			var order []string
+			for _, ev := range h.GetEvents() {
+				switch {
+				case ev.GetWorkflowExecutionUpdateAcceptedEventAttributes() != nil:
+					order = append(order, "accepted")
+				case ev.GetTimerStartedEventAttributes() != nil && ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration() == time.Millisecond:
+					order = append(order, "task ended")
+				case ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity":
+					order = append(order, "mirror written")
+				case ev.GetWorkflowExecutionUpdateCompletedEventAttributes() != nil:
+					order = append(order, "completed")
+				}
+			}
+			change := []string{"accepted", "task ended", "mirror written", "completed"}
+			// The send writes the mirror in its activity, not locally.
+			require.Equal(t, append(append([]string{}, change...), change...), order)
+			name := testenv.AtCurrentLevel("approved-then-rescheduled")
+			if earlier {
+				name = "approved-then-rescheduled-accepted-first-unleveled"
+			}
+			testenv.RecordHistory(t, s.Temporal, r.WorkflowID, name)
+		})
+	}
 }
 
 // No decision in time: the escalation contact hears once, then the reminder

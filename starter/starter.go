@@ -99,9 +99,10 @@ type Starter struct {
 	// finish it before answering cancel_requested (0 means 20 s).
 	CancelWait time.Duration
 	// UpdateWait bounds how long a reschedule or a decision waits for the
-	// workflow to answer (0 means 60 s). A request the workflow has not
-	// accepted by then is refused when it arrives later, so a reported
-	// failure never moves anything afterwards.
+	// workflow to answer (0 means 60 s). A request carries a deadline that
+	// leaves a late acceptance inside the wait (budget.LateAcceptance), so
+	// one the workflow had not accepted by then never moves anything
+	// afterwards; one it had accepted lands (StatusAccepted).
 	UpdateWait time.Duration
 	// Unleveled starts reminders as the releases before workflow levels
 	// did (ReminderInput.Level 0), so they ask GetVersion for every change
@@ -399,8 +400,9 @@ func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Re
 	// new workflows follow.
 	_, moveErrs := parallel(ctx, s.concurrency(), moved, func(ctx context.Context, m moveTo) (Outcome, error) {
 		var res workflows.RescheduleResult
-		return Outcome{}, s.update(ctx, m.row.WorkflowID, workflows.UpdateReschedule, workflows.RescheduleRequest{
-			DueAt: m.due, By: "shipnotify", Reason: "moved while its workflow was being started", Deadline: s.requestDeadline(),
+		w := s.window(ctx)
+		return Outcome{}, s.update(ctx, w, m.row.WorkflowID, workflows.UpdateReschedule, workflows.RescheduleRequest{
+			DueAt: m.due, By: "shipnotify", Reason: "moved while its workflow was being started", Deadline: w.deadline,
 		}, &res)
 	})
 	return results, errors.Join(startErr, errors.Join(cancelErrs...), errors.Join(moveErrs...))

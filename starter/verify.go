@@ -47,6 +47,13 @@ const (
 	// DivergenceStateDiffers: the row's state is not its running
 	// workflow's. Repaired: the row takes the workflow's state.
 	DivergenceStateDiffers = "state_differs"
+	// DivergenceApprovalNotInWorkflow: a pending row records an approval
+	// its running workflow still awaits: in flight (the workflow accepted
+	// it and writes the mirror before it moves), or lost by a release
+	// before changeAcceptedFirst. Repaired: the workflow takes the
+	// approval; the mirror keeps it (an acknowledged decision is never
+	// undone).
+	DivergenceApprovalNotInWorkflow = "approval_not_in_workflow"
 	// DivergenceDueDiffers: the row's due time or delivery key is not its
 	// running workflow's. Repaired: the row takes the workflow's.
 	DivergenceDueDiffers = "due_differs"
@@ -273,6 +280,20 @@ func (s *Starter) verifyLive(ctx context.Context, row mirror.Row, sa *commonpb.S
 	}
 	d := s.diverge(kind, fresh, "running, "+describe(st.State, st.DueAt, st.DeliveryKey))
 	d.Mirror = describe(fresh.State, fresh.DueAt, fresh.DeliveryKey)
+	if kind == DivergenceStateDiffers && st.State == reminder.AwaitingApproval {
+		decided, err := s.Mirror.Decisions(ctx, []string{fresh.ID})
+		if err != nil {
+			return nil, err
+		}
+		if dec, ok := decided[fresh.ID]; ok && dec.Approved {
+			d.Kind = DivergenceApprovalNotInWorkflow
+			d.Mirror += ", approved by " + dec.By
+			if o.Repair {
+				s.settleInWorkflow(ctx, &d, fresh, dec)
+			}
+			return []Divergence{d}, nil
+		}
+	}
 	if o.Repair {
 		s.repair(ctx, &d, mirror.Repair{
 			ReminderID: fresh.ID, From: fresh.State, Seen: fresh.UpdatedAt,
@@ -281,6 +302,27 @@ func (s *Starter) verifyLive(ctx context.Context, row mirror.Row, sa *commonpb.S
 		})
 	}
 	return []Divergence{d}, nil
+}
+
+// settleInWorkflow repairs an approval the mirror records and its
+// workflow does not hold yet: the workflow takes it (settleApproval).
+func (s *Starter) settleInWorkflow(ctx context.Context, d *Divergence, row mirror.Row, dec mirror.Decision) {
+	d.Repair = "the workflow takes the approval the mirror records (by " + dec.By + ")"
+	err := s.settleApproval(ctx, row, dec)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrAccepted):
+		d.Repair = "the workflow accepted the approval the mirror records (by " + dec.By + "); it lands when a worker finishes it"
+	case errors.Is(err, ErrNoAnswer):
+		d.Error = "the workflow did not answer (is a worker running?); the mirror keeps the approval; verify again"
+	default:
+		var out Outcome
+		if refused(err, &out) {
+			d.Error = "the workflow refused it (" + out.Error + "); the mirror keeps the approval; verify again"
+			return
+		}
+		d.Error = err.Error()
+	}
 }
 
 // liveStatus asks a running reminder where it stands; when no worker

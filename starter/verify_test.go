@@ -254,6 +254,54 @@ func TestVerifyRestoresTheWorkflowsState(t *testing.T) {
 	require.Equal(t, reminder.AwaitingApproval, row(t, s, r.ReminderID).State)
 }
 
+// The mirror records an approval its workflow never took: a worker of the
+// release before changeAcceptedFirst, stalled past the workflow task that
+// wrote the approval, lost the task and the approval with it. Verify does
+// not put the row back to awaiting_approval, undoing a decision that was
+// acknowledged: the workflow takes the approval the mirror records, and the
+// trail records it once.
+func TestVerifyGivesTheWorkflowAnApprovalTheMirrorRecords(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	r := scheduleOne(t, s, time.Now().Add(48*time.Hour), func(u *reminder.Update) {
+		u.Approval.Required = true
+		u.EscalationEmail = escalationContact
+	})
+	// As the lost task left it: the row approved, the approval recorded.
+	exec(t, s, `UPDATE reminders SET state = 'scheduled' WHERE id = $1`, r.ReminderID)
+	exec(t, s, `INSERT INTO reminder_events (reminder_id, type, detail) VALUES ($1, 'approved', '{"by": "alice", "reason": "customer confirmed"}')`, r.ReminderID)
+
+	d := verifyRepairs(t, s, starter.DivergenceApprovalNotInWorkflow, r.ReminderID)
+	require.Contains(t, d.Mirror, "approved by alice")
+	require.Contains(t, d.Engine, "awaiting_approval")
+	require.Equal(t, reminder.Scheduled, row(t, s, r.ReminderID).State, "the approval stands")
+	st := status(t, s, r.WorkflowID)
+	require.Equal(t, reminder.Scheduled, st.State, "the workflow took it")
+	require.NotNil(t, st.Approval.Decision)
+	require.Equal(t, "alice", st.Approval.Decision.By)
+	require.Equal(t, []string{"scheduled", "approved"}, eventTypes(t, s, r.ReminderID), "recorded once")
+}
+
+// The same, found by a repeat of the decision: it answers already_approved
+// from the mirror, and the workflow takes the approval it recorded.
+func TestARepeatedApprovalGivesTheWorkflowTheOneTheMirrorRecords(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	r := scheduleOne(t, s, time.Now().Add(48*time.Hour), func(u *reminder.Update) {
+		u.Approval.Required = true
+		u.EscalationEmail = escalationContact
+	})
+	exec(t, s, `UPDATE reminders SET state = 'scheduled' WHERE id = $1`, r.ReminderID)
+	exec(t, s, `INSERT INTO reminder_events (reminder_id, type, detail) VALUES ($1, 'approved', '{"by": "alice"}')`, r.ReminderID)
+
+	outs, err := s.Starter.Decide(context.Background(), starter.Selection{ReminderID: r.ReminderID}, true, starter.Actor{By: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusAlreadyApproved, outs[0].Status, outs[0].Error)
+	require.Equal(t, reminder.Scheduled, status(t, s, r.WorkflowID).State, "the workflow took it")
+	require.Empty(t, verify(t, s, true))
+	require.Equal(t, []string{"scheduled", "approved"}, eventTypes(t, s, r.ReminderID))
+}
+
 // The row lost its due time and key: it takes the running workflow's back.
 func TestVerifyRestoresTheWorkflowsDueTime(t *testing.T) {
 	t.Parallel()

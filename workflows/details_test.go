@@ -71,7 +71,8 @@ func TestCurrentDetailsSayHowTheReminderEnded(t *testing.T) {
 		want  string
 	}{
 		{"rejected", func(h *harness) {
-			h.update(time.Hour, workflows.UpdateReject, workflows.Decision{By: "alice", Reason: "wrong window"})
+			// It lands a moment after its acceptance.
+			h.update(time.Hour-landing, workflows.UpdateReject, workflows.Decision{By: "alice", Reason: "wrong window"})
 		}, withApproval(input(t0.Add(2 * day))), "Done: rejected at 2026-11-30 10:00 UTC; nothing sent"},
 		{"expired", func(*harness) {}, withApproval(input(t0.Add(5 * day))),
 			"Done: expired at 2026-12-03 09:00 UTC, with no decision by the final deadline"},

@@ -13,16 +13,36 @@ import (
 )
 
 // ErrTypeMirrorUnavailable is an operator's change the mirror did not take
-// within operatorWriteBudget: nothing moved; try again.
+// within operatorWriteBudget: nothing moved; try again. (Reminders before
+// changeAcceptedFirst; from it an accepted change's write is retried until
+// the mirror takes or refuses it.)
 const ErrTypeMirrorUnavailable = "MirrorUnavailable"
 
 // checkDeadline refuses a request that reaches the workflow after its
-// caller stopped waiting: a change reported as failed must never land later.
+// deadline. The caller waits longer than the deadline plus a workflow
+// task's timeout (budget.UpdateWait): a change it did not see accepted by
+// then can no longer be, so its "nothing changed" stays true.
 func checkDeadline(ctx workflow.Context, deadline time.Time) error {
 	if !deadline.IsZero() && workflow.Now(ctx).After(deadline) {
-		return errors.New("the request arrived after its caller stopped waiting; nothing was changed")
+		return errors.New("the request reached the reminder after its deadline (a worker stalled or far behind); nothing was changed")
 	}
 	return nil
+}
+
+// acceptedFirstTimer is the timer that ends the workflow task accepting
+// an operator's change: the shortest the server takes.
+const acceptedFirstTimer = time.Millisecond
+
+// acceptedFirst ends the workflow task that accepted an operator's change,
+// so its acceptance is in the history before the mirror hears of it
+// (changeAcceptedFirst). A workflow task that times out, its worker stalled,
+// takes its acceptance with it; the mirror, written only in a task after
+// it, has then moved for nothing. A timer is the lightest command that ends
+// a task.
+func acceptedFirst(ctx workflow.Context) error {
+	return workflow.NewTimerWithOptions(ctx, acceptedFirstTimer, workflow.TimerOptions{
+		Summary: "the change is accepted; the mirror is written next",
+	}).Get(ctx, nil)
 }
 
 func mirrorUnavailable(what string, err error) error {
@@ -76,10 +96,13 @@ func (r *run) pending(what string) error {
 	return nil
 }
 
-// reschedule moves the due time. The mirror takes the new due time and key
-// first; only then do the timer, the key and the search attribute move, so
-// a reschedule that reports failure has moved nothing. Moving to the due
-// time it already has changes nothing, so repeating a reschedule is safe.
+// reschedule moves the due time. Its acceptance reaches the history first
+// (changeAcceptedFirst), then the mirror takes the new due time and key,
+// retried until it takes or refuses them; only then do the timer, the key
+// and the search attribute move. A reschedule the workflow did not accept
+// has moved nothing, and one it accepted lands in both or is refused by the
+// mirror in both. Moving to the due time it already has changes nothing,
+// so repeating a reschedule is safe.
 func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (RescheduleResult, error) {
 	r.busy++
 	defer func() { r.busy-- }()
@@ -98,11 +121,22 @@ func (r *run) reschedule(ctx workflow.Context, req RescheduleRequest) (Reschedul
 	if due.Equal(r.due) {
 		return RescheduleResult{DueAt: r.due, DeliveryKey: r.deliveryKey, Unchanged: true}, nil
 	}
+	wctx := operatorWriteOptions(ctx)
+	if r.version(ctx, changeAcceptedFirst) == 1 {
+		if err := acceptedFirst(ctx); err != nil {
+			return RescheduleResult{}, err
+		}
+		// A cancel may have come while the task ended.
+		if err := r.checkReschedule(ctx, req); err != nil {
+			return RescheduleResult{}, err
+		}
+		wctx = acceptedWriteOptions(ctx)
+	}
 	key := reminder.DeliveryKey(r.in.ReminderID, r.in.SubscriberID, due)
-	err := workflow.ExecuteLocalActivity(operatorWriteOptions(ctx), a.RecordReschedule, activities.RescheduleInput{
+	err := workflow.ExecuteLocalActivity(wctx, a.RecordReschedule, activities.RescheduleInput{
 		ReminderID: r.in.ReminderID, DueAt: due, DeliveryKey: key,
 		Detail: map[string]any{"from": r.due, "to": due, "delivery_key": key, "by": req.By, "key": req.Key, "reason": req.Reason},
-	}).Get(ctx, nil)
+	}).Get(wctx, nil)
 	if _, refused := refusedAs(err); refused {
 		return RescheduleResult{}, err
 	}
@@ -175,12 +209,15 @@ func (r *run) reject(ctx workflow.Context, d Decision) (DecisionResult, error) {
 	return r.decide(ctx, d, false)
 }
 
-// decide takes a decision: the mirror first, then the workflow, so a
-// decision that reports failure has changed nothing. (Unlike a reschedule,
-// this order emits the same commands as the memory-first order reminders
-// started before it ran: the main loop waits for the handler either way, and
-// local-activity markers are matched apart from other commands. The
-// recorded approved and rejected histories replay through it.)
+// decide takes a decision: its acceptance reaches the history first
+// (changeAcceptedFirst), then the mirror takes it, retried until it takes
+// or refuses it, then the workflow. A decision the workflow did not accept
+// has changed nothing, and one it accepted lands in both or is refused by
+// the mirror in both. (Before changeAcceptedFirst the mirror write ran in
+// the accepting task, in the same commands as the memory-first order
+// reminders started before that ran: the main loop waits for the handler
+// either way, and local-activity markers are matched apart from other
+// commands. The recorded approved and rejected histories replay through it.)
 func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionResult, error) {
 	r.busy++
 	defer func() { r.busy-- }()
@@ -198,9 +235,22 @@ func (r *run) decide(ctx workflow.Context, d Decision, approved bool) (DecisionR
 		to, event = reminder.Scheduled, "approved"
 	}
 	r.deciding = true
-	err := workflow.ExecuteLocalActivity(operatorWriteOptions(ctx), a.RecordTransition, activities.TransitionInput{
+	wctx := operatorWriteOptions(ctx)
+	if r.version(ctx, changeAcceptedFirst) == 1 {
+		err := acceptedFirst(ctx)
+		if err == nil && r.cancel != nil {
+			// A cancel came while the task ended.
+			err = errors.New("reminder is being cancelled")
+		}
+		if err != nil {
+			r.deciding = false
+			return DecisionResult{}, err
+		}
+		wctx = acceptedWriteOptions(ctx)
+	}
+	err := workflow.ExecuteLocalActivity(wctx, a.RecordTransition, activities.TransitionInput{
 		ReminderID: r.in.ReminderID, From: []reminder.State{reminder.AwaitingApproval}, To: to, Event: event, Detail: detail,
-	}).Get(ctx, nil)
+	}).Get(wctx, nil)
 	r.deciding = false
 	if _, refused := refusedAs(err); refused {
 		// The mirror holds another state (another path finished it):

@@ -811,8 +811,20 @@ func mirrorWriteOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// acceptedWriteOptions write an operator's change the workflow has
+// accepted (changeAcceptedFirst) as the workflow's own changes are
+// written: retried until the mirror takes or refuses it, on a context a
+// cancel of the workflow does not stop, since an attempt cut short may
+// have been taken. The change is in the history already; it must land in
+// the mirror or nowhere.
+func acceptedWriteOptions(ctx workflow.Context) workflow.Context {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	return mirrorWriteOptions(ctx)
+}
+
 // operatorWriteOptions retry an operator's change a short while only: the
-// operator waits for the answer and can try again.
+// operator waits for the answer and can try again. Reminders before
+// changeAcceptedFirst wrote with them in the task that accepted the change.
 func operatorWriteOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    5 * time.Second,

@@ -53,6 +53,18 @@ const (
 	// such an attempt late in a provider outage waited the attempt count's
 	// next 5 to 10 minutes, long after the provider answered again.
 	changeTimeoutRetryCeiling = "notify-timeout-retry-ceiling"
+	// changeAcceptedFirst: an operator's change (a reschedule, a decision)
+	// is in the history before the mirror hears of it. The handler ends the
+	// workflow task that accepts it (acceptedFirst), then writes the mirror
+	// in the next, retried until the mirror takes or refuses it. Before it,
+	// a local activity wrote the mirror inside the accepting task, whose
+	// acceptance is durable only once the task completes: a worker stalled
+	// past the task's timeout left the mirror moved and the change lost (or,
+	// running a stale task after the stall, moved the mirror for a change the
+	// workflow refused). A run that took an operator change before this
+	// release resolved the change id then, and keeps the old path for the
+	// rest of that run.
+	changeAcceptedFirst = "operator-change-accepted-first"
 )
 
 // The versions of changeLocalFirstAttempt.
@@ -70,10 +82,11 @@ var latest = map[string]workflow.Version{
 	changeLocalFirstAttempt:     firstAttemptRetired,
 	changeCancelSettlesTheSend:  1,
 	changeTimeoutRetryCeiling:   1,
+	changeAcceptedFirst:         1,
 }
 
 // CurrentLevel is the level the starter starts reminders at.
-const CurrentLevel = 2
+const CurrentLevel = 3
 
 // levels are the versions a reminder started at each level runs, with no
 // GetVersion. A level is frozen once released: a change added later goes
@@ -81,8 +94,12 @@ const CurrentLevel = 2
 // one, since a reminder started at level 1 must replay as level 1 did.
 var levels = map[int]map[string]workflow.Version{
 	1: level1,
-	2: with(level1, changeTimeoutRetryCeiling, 1),
+	2: level2,
+	3: with(level2, changeAcceptedFirst, 1),
 }
+
+// level2 is level1 with the notify's retry ceiling.
+var level2 = with(level1, changeTimeoutRetryCeiling, 1)
 
 // level1 is the first level: every change made before levels.
 var level1 = map[string]workflow.Version{

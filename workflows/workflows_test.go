@@ -29,6 +29,10 @@ var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
 const day = 24 * time.Hour
 
+// landing is how long after its acceptance an operator's change lands: the
+// timer that ends the workflow task accepting it (changeAcceptedFirst).
+const landing = time.Millisecond
+
 func input(due time.Time) workflows.ReminderInput {
 	return workflows.ReminderInput{
 		ReminderID: "SHP-1/window-1/ops", ShipmentID: "SHP-1", UpdateID: "window-1",
@@ -65,8 +69,10 @@ type harness struct {
 	fail error
 	// respond, when set, answers the reminder's own delivery instead.
 	respond func(activities.NotifyInput) (activities.NotifyResult, error)
-	// failEscalation, failReschedule and failDecision make those fail.
+	// failEscalation, failReschedule and failDecision make those fail
+	// (the last two until failUntil of workflow time, when it is set).
 	failEscalation, failReschedule, failDecision error
+	failUntil                                    time.Time
 	// mayHaveSent: a reminder's own send reported a send, or an unknown
 	// outcome; the cancellation notice stand-in sends only then, as the
 	// notify activity does from the mirror.
@@ -83,6 +89,9 @@ func refuse(state reminder.State) error {
 	return temporal.NewNonRetryableApplicationError("refused: the reminder is "+string(state)+" in the mirror",
 		activities.ErrTypeTransitionRefused, nil, state)
 }
+
+// failing reports whether failReschedule and failDecision still fail.
+func (h *harness) failing() bool { return h.failUntil.IsZero() || h.env.Now().Before(h.failUntil) }
 
 // finished reports whether the stand-in row is in a final state.
 func (h *harness) finished() bool { return h.row != "" && !h.row.Pending() }
@@ -136,7 +145,7 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		})
 	h.transition = h.env.OnActivity(acts.RecordTransition, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.TransitionInput) error {
-			if h.failDecision != nil && (in.Event == "approved" || in.Event == "rejected") {
+			if h.failDecision != nil && (in.Event == "approved" || in.Event == "rejected") && h.failing() {
 				return h.failDecision
 			}
 			switch {
@@ -162,7 +171,7 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		})
 	h.env.OnActivity(acts.RecordReschedule, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RescheduleInput) error {
-			if h.failReschedule != nil {
+			if h.failReschedule != nil && h.failing() {
 				return h.failReschedule
 			}
 			if h.finished() {
@@ -366,7 +375,7 @@ func TestRescheduleLaterEarlierAndIntoThePast(t *testing.T) {
 	}{
 		{"later", t0.Add(5 * day), t0.Add(5 * day)},
 		{"earlier", t0.Add(time.Hour), t0.Add(time.Hour)},
-		{"into the past", t0.Add(-time.Hour), t0.Add(30 * time.Minute)},
+		{"into the past", t0.Add(-time.Hour), t0.Add(30*time.Minute + landing)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -500,7 +509,7 @@ func TestApproveAfterDueSendsAtOnce(t *testing.T) {
 	h.run(withApproval(input(t0.Add(time.Hour))))
 
 	require.Len(t, h.sends(""), 1)
-	require.Equal(t, t0.Add(5*time.Hour), h.sends("")[0].At, "approved after the due time: sent at once")
+	require.Equal(t, t0.Add(5*time.Hour+landing), h.sends("")[0].At, "approved after the due time: sent at once")
 }
 
 // A second decision that arrives while the reject is still being written
@@ -572,7 +581,7 @@ func TestApprovalAfterEscalationStillSends(t *testing.T) {
 	res := h.run(withApproval(input(t0.Add(12 * time.Hour))))
 	require.Equal(t, reminder.Sent, res.State)
 	require.Len(t, h.sends(reminder.PurposeEscalation), 1)
-	require.Equal(t, t0.Add(2*day), h.sends("")[0].At)
+	require.Equal(t, t0.Add(2*day+landing), h.sends("")[0].At)
 }
 
 func TestStatusQuery(t *testing.T) {
@@ -599,11 +608,14 @@ func TestStatusQuery(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "rescheduled"}, events)
 }
 
-// A reschedule whose mirror write fails moves nothing: the update fails,
-// and the reminder is sent at its old due time under its old key.
+// A reschedule whose mirror write fails moves nothing, as reminders before
+// changeAcceptedFirst write it (in the task that accepts it, for 20 s): the
+// update fails, and the reminder is sent at its old due time under its old
+// key.
 func TestFailedRescheduleMovesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.pin(workflows.ChangeAcceptedFirst, workflow.DefaultVersion)
 	h.failReschedule = errors.New("connection refused")
 	due := t0.Add(2 * day)
 	o := h.update(time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(5 * day), By: "ops"})
@@ -637,8 +649,8 @@ func TestRescheduleToTheSameTimeChangesNothing(t *testing.T) {
 	require.Empty(t, h.reschedules)
 }
 
-// A request that reaches the workflow after its caller stopped waiting is
-// refused: a change reported as failed never lands later.
+// A request that reaches the workflow after its deadline is refused: a
+// change its caller stopped waiting for, unaccepted, never lands later.
 func TestLateRequestsAreRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -646,22 +658,95 @@ func TestLateRequestsAreRefused(t *testing.T) {
 	resched := h.update(time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(day), By: "ops", Deadline: stale})
 	decide := h.update(time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice", Deadline: stale})
 	h.run(withApproval(input(t0.Add(2 * day))))
-	require.ErrorContains(t, resched.rejected, "after its caller stopped waiting")
-	require.ErrorContains(t, decide.rejected, "after its caller stopped waiting")
+	require.ErrorContains(t, resched.rejected, "after its deadline")
+	require.ErrorContains(t, decide.rejected, "after its deadline")
 	require.Empty(t, h.reschedules)
 }
 
-// A decision whose mirror write fails changes nothing: the reminder keeps
-// waiting, and expires at its deadline.
+// A decision whose mirror write fails changes nothing, as reminders before
+// changeAcceptedFirst write it: the reminder keeps waiting, and expires at
+// its deadline.
 func TestFailedDecisionChangesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.pin(workflows.ChangeAcceptedFirst, workflow.DefaultVersion)
 	h.failDecision = errors.New("connection refused")
 	o := h.update(time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
 	res := h.run(withApproval(input(t0.Add(2 * day))))
 	require.ErrorContains(t, o.err, "nothing moved")
 	require.Equal(t, reminder.Expired, res.State)
 	require.Empty(t, h.sends(""))
+}
+
+// A reschedule the workflow accepted is seen through: its mirror write,
+// failing for two hours (PostgreSQL failing over), is retried until the
+// mirror takes it, and only then do the timer and the key move. The old
+// due time passes meanwhile and nothing is sent at it: the reminder goes
+// out once, at the new time, under the new key.
+func TestAnAcceptedRescheduleLandsOnceTheMirrorTakesIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.failReschedule, h.failUntil = errors.New("connection refused"), t0.Add(3*time.Hour)
+	due, moved := t0.Add(90*time.Minute), t0.Add(5*day)
+	o := h.update(time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: moved, By: "ops"})
+
+	res := h.run(input(due))
+
+	require.NoError(t, o.err)
+	require.True(t, o.at.After(h.failUntil), "answered once the mirror took it, at %s", o.at)
+	require.Equal(t, moved, o.result.(workflows.RescheduleResult).DueAt)
+	require.Len(t, h.reschedules, 1)
+	require.Len(t, h.sends(""), 1, "sent once")
+	require.Equal(t, moved, h.sends("")[0].At, "at the new due time, not the old one")
+	require.Equal(t, reminder.DeliveryKey("SHP-1/window-1/ops", "ops", moved), res.DeliveryKey)
+}
+
+// A decision the workflow accepted is seen through likewise: the reminder
+// stays awaiting approval until the mirror takes the approval, then is
+// sent at its due time.
+func TestAnAcceptedDecisionLandsOnceTheMirrorTakesIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.failDecision, h.failUntil = errors.New("connection refused"), t0.Add(3*time.Hour)
+	o := h.update(time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	var st workflows.Status
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&st))
+	}, 2*time.Hour)
+
+	res := h.run(withApproval(input(t0.Add(2 * day))))
+
+	require.Equal(t, reminder.AwaitingApproval, st.State, "not approved before the mirror took it")
+	require.NoError(t, o.err)
+	require.True(t, o.at.After(h.failUntil))
+	require.Equal(t, reminder.Sent, res.State)
+	require.Equal(t, []string{"approved"}, h.events()[:1])
+	require.Len(t, h.sends(""), 1)
+	require.Equal(t, t0.Add(2*day), h.sends("")[0].At)
+}
+
+// The mirror hears of an accepted change only in a workflow task after the
+// one that accepted it (a timer ends that task): a task that times out with
+// its worker stalled takes the acceptance with it, and the mirror never
+// heard of a change the workflow lost. (A real server's history shows the
+// order: TestAStalledWorkerNeverHidesAnOperatorsChange, in internal/faults.)
+func TestTheMirrorHearsOfAChangeAfterItsAcceptance(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var timers int
+	h.env.SetOnTimerScheduledListener(func(_ string, d time.Duration) {
+		if d == time.Millisecond {
+			timers++
+		}
+	})
+	approve := h.update(time.Hour, workflows.UpdateApprove, workflows.Decision{By: "alice"})
+	move := h.update(2*time.Hour, workflows.UpdateReschedule, workflows.RescheduleRequest{DueAt: t0.Add(3 * day), By: "ops"})
+	h.run(withApproval(input(t0.Add(2 * day))))
+	require.NoError(t, approve.err)
+	require.NoError(t, move.err)
+	require.Equal(t, 2, timers, "each change ended its accepting task before its write")
 }
 
 // A reminder whose mirror row another path finished (cancelled while its

@@ -238,10 +238,11 @@ func (a *API) decideReminder(approve bool) handlerFunc {
 }
 
 // outcomes answers an operation: 200 with every outcome, or, when some
-// reminders could not be reached, a problem carrying the outcomes of those
-// that were: 504 when a workflow did not answer in time (nothing was changed
-// for it) or the request ran out of time, 503 otherwise. Operations are safe
-// to repeat.
+// reminders did not finish it, a problem carrying every outcome: 504 when
+// a workflow accepted the change and had not finished it (unfinished: it
+// lands), when a workflow did not take it in time (no-answer: nothing
+// changed for it, nor can later) or the request ran out of time, 503
+// otherwise. Operations are safe to repeat.
 func (a *API) outcomes(w http.ResponseWriter, ctx context.Context, outs []starter.Outcome, err error) error {
 	outs = slices.DeleteFunc(outs, func(o starter.Outcome) bool { return o.ReminderID == "" })
 	if err == nil {
@@ -250,6 +251,14 @@ func (a *API) outcomes(w http.ResponseWriter, ctx context.Context, outs []starte
 	}
 	var p *Problem
 	switch {
+	case errors.Is(err, starter.ErrAccepted):
+		// First: a reminder that will still change must not read as one
+		// that did not.
+		p = typed(TypeUnfinished, http.StatusGatewayTimeout, "A change is not finished yet",
+			"a reminder's workflow accepted the change and had not finished it in time (a worker stalled, or the mirror is slow): "+
+				"it lands, in the mirror and the workflow alike, unless the reminder finishes first; outcomes says which reminders "+
+				"(accepted) and which did not take it (no_answer: nothing changed for them); reading a reminder shows where it stands, "+
+				"and repeating the request is safe")
 	case errors.Is(err, starter.ErrNoAnswer):
 		p = typed(TypeNoAnswer, http.StatusGatewayTimeout, "A reminder did not answer", starter.ErrNoAnswer.Error())
 	case ctx.Err() != nil:

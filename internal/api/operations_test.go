@@ -13,6 +13,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // approvalUpdate is an update of four email subscribers that waits for
@@ -289,4 +290,49 @@ func TestAChangeNoWorkflowAnswersIs504NoAnswer(t *testing.T) {
 	row, err := e.Mirror.Get(context.Background(), reminder.ID("", shipment, "window-1", "a"))
 	require.NoError(t, err)
 	require.Equal(t, reminder.AwaitingApproval, row.State, "nothing changed")
+}
+
+// A decision its workflow accepted and had not finished when the
+// starter's wait ended (its mirror write held by a lock past the 60 s wait,
+// as a stalled PostgreSQL would hold it) answers 504 unfinished, the
+// reminder's outcome accepted: it has not moved yet, and it lands in the
+// mirror and the workflow alike once the write goes through. A reminder
+// the answer called accepted is never left unchanged.
+func TestAnAcceptedChangeNotFinishedIs504Unfinished(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	shipment := testenv.ID(t, "SHP")
+	window := time.Now().Add(96 * time.Hour).UTC().Truncate(time.Second)
+	resp := e.do(t, "POST", "/v1/updates", "tracker", approvalUpdate(t, shipment, window))
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	id := reminder.ID("", shipment, "window-1", "a")
+
+	ctx := context.Background()
+	tx, err := e.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `LOCK TABLE reminder_events IN SHARE ROW EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	resp = e.do(t, "POST", "/v1/shipments/"+shipment+"/updates/window-1/reminders/a/approve", "approver", nil)
+	require.Equal(t, http.StatusGatewayTimeout, resp.status, "%s", resp.body)
+	p := resp.problem(t)
+	require.Equal(t, api.TypeUnfinished, p.Type)
+	require.Equal(t, []starter.Outcome{{ReminderID: id, Status: starter.StatusAccepted, State: reminder.AwaitingApproval,
+		Error: starter.ErrAccepted.Error()}}, p.Outcomes)
+	row, err := e.Mirror.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, reminder.AwaitingApproval, row.State, "not moved yet")
+
+	require.NoError(t, tx.Rollback(ctx))
+	require.Eventually(t, func() bool {
+		row, err := e.Mirror.Get(ctx, id)
+		if err != nil || row.State != reminder.Scheduled {
+			return false
+		}
+		v, err := e.Temporal.QueryWorkflow(ctx, row.WorkflowID, "", workflows.QueryStatus)
+		var st workflows.Status
+		return err == nil && v.Get(&st) == nil && st.State == reminder.Scheduled
+	}, time.Minute, 100*time.Millisecond, "the accepted approval lands in the mirror and the workflow")
+	outs := outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/updates/window-1/reminders/a/approve", "approver", nil))
+	require.Equal(t, starter.StatusAlreadyApproved, outs[0].Status)
 }

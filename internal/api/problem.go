@@ -55,6 +55,7 @@ const (
 	TypeNoWindow         = "urn:shipnotify:problem:no-window"
 	TypeNothingToDecide  = "urn:shipnotify:problem:nothing-to-decide"
 	TypeNoAnswer         = "urn:shipnotify:problem:no-answer"
+	TypeUnfinished       = "urn:shipnotify:problem:unfinished"
 	TypeIncomplete       = "urn:shipnotify:problem:incomplete"
 	TypeWorkflowIDTaken  = "urn:shipnotify:problem:workflow-id-taken"
 )

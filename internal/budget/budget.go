@@ -82,13 +82,28 @@ const (
 
 // The operator's changes and the API.
 const (
-	// OperatorWrite bounds the workflow's mirror write of an operator's
-	// change (a reschedule, a decision).
+	// OperatorWrite bounded the workflow's mirror write of an operator's
+	// change (a reschedule, a decision) in reminders before
+	// changeAcceptedFirst; from it the write, made once the change is
+	// accepted, is retried until the mirror takes or refuses it.
 	OperatorWrite = 20 * time.Second
 	// UpdateWait is how long the starter waits for a workflow to take a
-	// reschedule or a decision; the workflow is told to give up on it
-	// after half of it, which leaves OperatorWrite time to finish.
+	// reschedule or a decision. The request's deadline is half of it: a
+	// change the workflow had not accepted by the end of the wait can no
+	// longer be (LateAcceptance), and one it accepted lands.
 	UpdateWait = time.Minute
+	// WorkflowTask is a workflow task's timeout: Temporal's default, which
+	// the starter leaves alone. A task that outlives it cannot complete,
+	// so a change its update validator passed is accepted within it or not
+	// at all.
+	WorkflowTask = 10 * time.Second
+	// CallerClockAhead is the most a caller's clock (serve's, the CLI's)
+	// may run ahead of Temporal's for a change's deadline to hold.
+	CallerClockAhead = 5 * time.Second
+	// LateAcceptance is how long after its deadline, by the caller's
+	// clock, a change may still be accepted: its validator passed in a
+	// task started by the deadline, which completes within WorkflowTask.
+	LateAcceptance = WorkflowTask + CallerClockAhead
 	// CancelWait is how long the starter waits for a workflow to take a
 	// cancel before it cancels the workflow itself.
 	CancelWait = 20 * time.Second

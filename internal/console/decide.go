@@ -178,7 +178,7 @@ func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel st
 		c.problem(w, r, http.StatusServiceUnavailable, "No answer",
 			"The reminder did not answer in time (is a worker running?); nothing was changed. Try again.")
 		return
-	case err != nil && (len(outs) == 0 || sel.ReminderID != ""):
+	case err != nil && !errors.Is(err, starter.ErrAccepted) && (len(outs) == 0 || sel.ReminderID != ""):
 		c.log.Error("console: decision failed", "reminder_id", sel.ReminderID, "error", err)
 		c.problem(w, r, http.StatusServiceUnavailable, "Failed", "The decision could not be recorded; try again.")
 		return
@@ -195,14 +195,29 @@ func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel st
 		}
 		d.Items = append(d.Items, item)
 		switch out.Status {
+		case starter.StatusAccepted:
+			// Taken, not finished: it lands.
+			status = max(status, http.StatusAccepted)
 		case starter.StatusRefused:
 			status = max(status, http.StatusConflict)
 		case starter.StatusFailed, "", starter.StatusNoAnswer:
 			status = http.StatusServiceUnavailable
 		}
 	}
-	if err != nil {
+	if err != nil && !onlyAccepted(outs) {
 		status = http.StatusServiceUnavailable
 	}
 	c.render(w, status, "result.html", page{Title: "Decision", Approver: c.approverName(r), Data: d})
+}
+
+// onlyAccepted reports whether every outcome that did not finish is one
+// its workflow accepted: the decision lands on each.
+func onlyAccepted(outs []starter.Outcome) bool {
+	for _, o := range outs {
+		switch o.Status {
+		case starter.StatusFailed, "", starter.StatusNoAnswer:
+			return false
+		}
+	}
+	return true
 }
