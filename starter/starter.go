@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -445,7 +446,11 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, erro
 		TaskQueue:                s.TaskQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		TypedSearchAttributes:    workflows.StartSearchAttributes(in),
+		// Temporal's default, said here: an operator's change answered
+		// no_answer can never be accepted later because a task started by
+		// its deadline completes within this (budget.LateAcceptance).
+		WorkflowTaskTimeout:   budget.WorkflowTask,
+		TypedSearchAttributes: workflows.StartSearchAttributes(in),
 		// Ids and the due time only, as the search attributes: the Web UI
 		// shows them through the codec server.
 		StaticSummary: workflows.ReminderSummary(in),

@@ -93,7 +93,8 @@ const (
 	// longer be (LateAcceptance), and one it accepted lands.
 	UpdateWait = time.Minute
 	// WorkflowTask is a workflow task's timeout: Temporal's default, which
-	// the starter leaves alone. A task that outlives it cannot complete,
+	// the starter sets on every reminder it starts (a continue-as-new
+	// keeps it). A task that outlives it cannot complete,
 	// so a change its update validator passed is accepted within it or not
 	// at all.
 	WorkflowTask = 10 * time.Second
