@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -207,18 +208,38 @@ SELECT requested_window_start, window_start FROM updates WHERE shipment_id = $1 
 // the move's own reads and writes, and everything else, need.
 const maxUpdateLocks = 8
 
+// lockKeepalive are the server's TCP keepalives on an update lock's
+// connection: a peer silent for 10 s is probed every 5 s, and dropped
+// after 3 probes unanswered, which ends its session and its lock.
+var lockKeepalive = map[string]string{
+	"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3",
+}
+
 // LockUpdate serialises the operations that move an update's window: it
 // holds a session advisory lock, on a connection of its own outside the
 // pool (at most maxUpdateLocks of them at once; a further mover waits for
 // one, holding nothing), until unlock is called or the session ends with
 // the process. However many moves run, the pool stays the pool's.
+//
+// The lock's bounds: a waiter waits at most until ctx ends (the API's
+// request deadline); a holder that exits drops it with its connection at
+// once; a holder whose host dies or is cut off drops it when PostgreSQL's
+// keepalives on that connection go unanswered (lockKeepalive, about 25 s)
+// rather than after the kernel's two hours. A holder that is only frozen
+// (SIGSTOP, a GC pause) still answers keepalives and keeps the lock until
+// it thaws: its move is under way, and the next waits for it.
 func (s *Store) LockUpdate(ctx context.Context, tenant, shipmentID, updateID string) (unlock func(), err error) {
 	select {
 	case s.updateLocks <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("error locking update: %w", ctx.Err())
 	}
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	cfg := s.pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	maps.Copy(cfg.RuntimeParams, lockKeepalive)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		<-s.updateLocks
 		return nil, fmt.Errorf("error locking update: %w", err)

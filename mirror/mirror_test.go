@@ -2,6 +2,7 @@ package mirror_test
 
 import (
 	"context"
+	"crypto/rand"
 	"testing"
 	"time"
 
@@ -149,4 +150,44 @@ func TestGaugesGiveUpAfterTheStatementTimeout(t *testing.T) {
 	require.GreaterOrEqual(t, took, mirror.GaugesStatementTimeout)
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "57014", pgErr.Code, "query_canceled")
+}
+
+// An update's lock is bounded both ways: a second mover waits only until
+// its own deadline (the API's request deadline), and a holder whose
+// connection PostgreSQL drops (its process killed, or its host silent past
+// the lock connection's keepalives) frees it for the next at once.
+func TestAnUpdateLockIsBoundedForWaiterAndHolder(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	// Advisory locks are the database's, not the schema's: a shipment of
+	// this test's own.
+	shipment := "SHP-LOCK-" + rand.Text()[:8]
+	unlock, err := store.LockUpdate(ctx, "", shipment, "u-1")
+	require.NoError(t, err)
+	defer unlock()
+
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = store.LockUpdate(wctx, "", shipment, "u-1")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a waiter gives up at its deadline")
+
+	other, err := store.LockUpdate(ctx, "", shipment, "u-2")
+	require.NoError(t, err, "another update's lock is free")
+	other()
+
+	var dropped bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+WITH k AS (SELECT hashtextextended('shipnotify update ' || $1 || '/' || $2, 0) AS key)
+SELECT pg_terminate_backend(l.pid) FROM pg_locks l, k
+ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+   AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid`,
+		reminder.TenantShipment("", shipment), "u-1").Scan(&dropped))
+	require.True(t, dropped, "the holder's session is found by its lock")
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer lcancel()
+	next, err := store.LockUpdate(lctx, "", shipment, "u-1")
+	require.NoError(t, err, "the holder's dropped session freed the lock")
+	next()
 }
