@@ -14,7 +14,7 @@ import (
 )
 
 // pages name tests as the proof of what they say.
-var pages = []string{"guarantees.md", "development.md", "testing.md"}
+var pages = []string{"guarantees.md", "development.md", "testing.md", "architecture.md"}
 
 var (
 	// A test named in a page, in backticks: TestName, pkg.TestName or
@@ -147,5 +147,40 @@ func TestEveryPathNamedInTheDocsExists(t *testing.T) {
 		if seen == 0 {
 			t.Errorf("%s names no path; the pattern that finds them has probably stopped matching", page)
 		}
+	}
+}
+
+// Every row of architecture.md's lease table (every lease, claim, lock and
+// wait in the system) names the test in which the longest work under it
+// outlives it safely; TestEveryTestNamedInTheDocsExists checks that test
+// exists.
+func TestEveryLeaseRowNamesATest(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	start := strings.Index(page, "## Leases, claims, locks and waits")
+	if start < 0 {
+		t.Fatal("architecture.md has no lease table")
+	}
+	section := page[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	rows := 0
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| **") {
+			continue
+		}
+		rows++
+		cells := strings.Split(line, "|")
+		if last := cells[len(cells)-2]; !namedTest.MatchString(last) {
+			t.Errorf("the lease row %q names no test in its last column", strings.TrimSpace(cells[1]))
+		}
+	}
+	if rows < 10 {
+		t.Errorf("the lease table has %d rows; its rows are no longer found", rows)
 	}
 }
