@@ -75,7 +75,8 @@ type harness struct {
 	failUntil                                    time.Time
 	// mayHaveSent: a reminder's own send reported a send, or an unknown
 	// outcome; the cancellation notice stand-in sends only then, as the
-	// notify activity does from the mirror.
+	// notify activity does from the mirror, and a cancel that meets the
+	// send finds it sent (mirror.Store.CancelDuringSend).
 	mayHaveSent bool
 	// row is the mirror row's state as the stand-ins keep it, refusing as
 	// the mirror does: a change that must leave a pending state finds a
@@ -164,7 +165,13 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		func(_ context.Context, in activities.TransitionInput) (reminder.State, error) {
 			h.transitions = append(h.transitions, in)
 			h.transitionsAt = append(h.transitionsAt, h.env.Now().UTC())
-			if !h.finished() {
+			switch {
+			case h.finished():
+			case h.mayHaveSent:
+				// An ambiguous send is a send: the row ends sent, the
+				// cancel a note after it.
+				h.row = reminder.Sent
+			default:
 				h.row = reminder.Cancelled
 			}
 			return h.row, nil
@@ -950,8 +957,8 @@ func TestWorkflowCancelledWhileTheSendRetriesEndsCancelled(t *testing.T) {
 }
 
 // An unconfirmed send (no answer after the request left) is a send: a
-// cancel while its retries wait for the provider's evidence ends cancelled
-// with the notice.
+// cancel while its retries wait for the provider's evidence finds it sent
+// in the mirror, and the reminder stays sent, with the notice.
 func TestCancelAfterAnUnconfirmedSendSendsTheNotice(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -961,11 +968,12 @@ func TestCancelAfterAnUnconfirmedSendSendsTheNotice(t *testing.T) {
 	}
 	o := h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
 	res := h.run(input(t0.Add(time.Hour)))
-	require.Equal(t, reminder.Cancelled, res.State)
+	require.Equal(t, reminder.Sent, res.State, "a maybe-sent send is a send")
 	require.True(t, res.Compensated)
 	require.Len(t, h.sends(reminder.PurposeCancellation), 1)
 	require.NoError(t, o.err)
 	require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+	require.Equal(t, reminder.Sent, o.result.(workflows.CancelResult).State)
 	require.Equal(t, []string{"cancelled"}, h.events())
 }
 
