@@ -582,7 +582,8 @@ func (r *run) compensate(ctx workflow.Context) (outcome string) {
 // report one, then sends the cancellation notice, which goes out only if the
 // mirror holds a delivery of the reminder that may have reached the
 // provider, and says which it came to. The reminder takes the state the
-// mirror gives it: cancelled, or the one it already ended in.
+// mirror gives it: cancelled, sent (a maybe-sent send is a send), or the
+// one it already ended in; the answer tells the same story as the row.
 func (r *run) compensateDuringSend(ctx workflow.Context) (outcome string) {
 	state := reminder.Cancelled
 	err := workflow.ExecuteLocalActivity(mirrorWriteOptions(ctx), a.RecordCancel, activities.TransitionInput{
@@ -607,6 +608,14 @@ func (r *run) compensateDuringSend(ctx workflow.Context) (outcome string) {
 		r.note(ctx, "cancellation_failed", failureReason(err))
 		showCompensation(ctx, OutcomeCompensationFailed)
 		return OutcomeCompensationFailed
+	case res.Skipped && state.Handed():
+		// The mirror holds it sent (it may have reached the provider), and
+		// the notice did not go (the address opted out since, say): as
+		// compensate answers, never "nothing was sent". Only the update's
+		// answer differs from a plain cancel's, not a command.
+		r.note(ctx, "cancellation_skipped", res.SkipReason)
+		showCompensation(ctx, OutcomeCompensationSkipped)
+		return OutcomeCompensationSkipped
 	case res.Skipped:
 		// Nothing of it can have reached the provider: a plain cancel.
 		r.note(ctx, "cancellation_skipped", res.SkipReason)

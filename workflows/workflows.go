@@ -214,8 +214,10 @@ const (
 	// OutcomeCompensated: it had been sent; the cancellation notice was
 	// accepted by the provider.
 	OutcomeCompensated = "compensated"
-	// OutcomeCompensationSkipped: it had been sent, but the notice found
-	// nothing to compensate (no delivery recorded as sent).
+	// OutcomeCompensationSkipped: it had been sent (or may have been: a
+	// maybe-sent send is a send), and no notice went: the notice found
+	// nothing to compensate (no delivery recorded as sent, or its provider
+	// bounced it), or the address has opted out since.
 	OutcomeCompensationSkipped = "compensation_skipped"
 	// OutcomeCompensationFailed: it had been sent, and the notice failed for
 	// good; the audit trail says why.

@@ -78,6 +78,10 @@ type harness struct {
 	// notify activity does from the mirror, and a cancel that meets the
 	// send finds it sent (mirror.Store.CancelDuringSend).
 	mayHaveSent bool
+	// noticeSuppressed: the subscriber's address opted out since the
+	// reminder may have reached it, so the notice is skipped whatever was
+	// sent (the notify's mirror.NoticeSuppressed).
+	noticeSuppressed bool
 	// row is the mirror row's state as the stand-ins keep it, refusing as
 	// the mirror does: a change that must leave a pending state finds a
 	// finished row and is refused, naming its state; a note on a finished
@@ -130,6 +134,8 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 				return activities.NotifyResult{}, h.failEscalation
 			case in.Purpose == reminder.PurposeCancellation && !h.mayHaveSent:
 				return activities.NotifyResult{Skipped: true, SkipReason: "the reminder was never delivered"}, nil
+			case in.Purpose == reminder.PurposeCancellation && h.noticeSuppressed:
+				return activities.NotifyResult{Skipped: true, SkipReason: "the subscriber's address has since unsubscribed (suppressed)"}, nil
 			case in.Purpose != "":
 			case h.respond != nil:
 				res, err := h.respond(in)
@@ -975,6 +981,39 @@ func TestCancelAfterAnUnconfirmedSendSendsTheNotice(t *testing.T) {
 	require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
 	require.Equal(t, reminder.Sent, o.result.(workflows.CancelResult).State)
 	require.Equal(t, []string{"cancelled"}, h.events())
+}
+
+// A cancel that meets a maybe-sent send whose notice is then skipped (the
+// subscriber unsubscribed after the reminder may have reached them, so no
+// more mail goes) tells the row's story: the reminder was sent, the notice
+// skipped, and the answer says compensation_skipped, as a cancel after a
+// recorded send does, never "cancelled" (nothing sent).
+func TestACancelAfterAMaybeSentSendWhoseNoticeIsSkippedSaysItWasSent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.noticeSuppressed = true
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		return activities.NotifyResult{}, temporal.NewApplicationError("mail API gave no answer after the request may have reached it",
+			activities.ErrTypeSendUnconfirmed)
+	}
+	o := h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	res := h.run(input(t0.Add(time.Hour)))
+
+	require.Equal(t, reminder.Sent, res.State, "the row says sent")
+	require.False(t, res.Compensated, "no notice went")
+	require.Len(t, h.sends(reminder.PurposeCancellation), 1, "the notice was asked for, and skipped")
+	require.NoError(t, o.err)
+	got := o.result.(workflows.CancelResult)
+	require.Equal(t, workflows.OutcomeCompensationSkipped, got.Outcome, "it may have been sent: not a plain cancel")
+	require.Equal(t, reminder.Sent, got.State)
+	v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+	last := st.Transitions[len(st.Transitions)-1]
+	require.Equal(t, "cancellation_skipped", last.Event)
+	require.Equal(t, reminder.Sent, last.State)
+	require.Contains(t, last.Detail, "unsubscribed")
 }
 
 // A cancel that finds the reminder already sent in the mirror (its record
