@@ -209,17 +209,6 @@ func mirrorRow(t *testing.T, s *testenv.Stack, reminderID string) mirror.Row {
 	return got
 }
 
-func trail(t *testing.T, s *testenv.Stack, reminderID string) []string {
-	t.Helper()
-	events, err := s.Mirror.Events(context.Background(), reminderID)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range events {
-		out = append(out, e.Type)
-	}
-	return out
-}
-
 func countOf(events []string, event string) int {
 	n := 0
 	for _, e := range events {
