@@ -29,6 +29,14 @@ const (
 // worker may pin it (worker.Options.Versions) to walk that path.
 const ChangeLocalFirstAttempt = changeLocalFirstAttempt
 
+// ChangeFollowsTheMirrorsMove is the change id under which a reminder
+// whose send was refused because its mirror row moved (another due time
+// and key) takes the row's and sleeps again (version 1); before it
+// (workflow.DefaultVersion) the reminder ended in its pending state and
+// reconcile --verify started it again. A worker may pin it to walk that
+// path.
+const ChangeFollowsTheMirrorsMove = changeFollowsTheMirrorsMove
+
 // Update and query names of ReminderWorkflow.
 const (
 	// UpdateReschedule moves the due time (RescheduleRequest → RescheduleResult).

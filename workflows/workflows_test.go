@@ -1151,3 +1151,109 @@ func TestAStateChangeTheMirrorRefusesEndsAsTheMirrorSays(t *testing.T) {
 	require.ErrorContains(t, o.err, "refused: the reminder is expired", "a decision the mirror refused is an answer")
 	require.Equal(t, reminder.Expired, res.State)
 }
+
+// moved is the notify's refusal of a key whose pending mirror row moved to
+// due (activities.ErrTypeReminderMoved).
+func moved(in activities.NotifyInput, due time.Time) error {
+	return temporal.NewNonRetryableApplicationError("the reminder moved in the mirror", activities.ErrTypeReminderMoved, nil,
+		reminder.Scheduled, activities.MovedTo{DueAt: due, DeliveryKey: reminder.DeliveryKey(in.ReminderID, in.SubscriberID, due)})
+}
+
+// A send refused because the mirror row moved to another due time and key
+// while the workflow did not hear (a window move that found no workflow
+// for a row whose mark failed) takes the row's due time and key and sleeps
+// again: it is sent once, at the row's due time under its key, never at
+// the old time, and the mirror is not written (it holds the move). The
+// workflow asks the notify to say where a row moved (FollowsMoves). (It
+// ended "as the mirror says" in the pending state scheduled: lost.)
+func TestASendRefusedUnderAMovedKeyFollowsTheMirror(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		level int
+	}{{"current level", workflows.CurrentLevel}, {"started before levels", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			due, later := t0.Add(time.Hour), t0.Add(3*time.Hour)
+			h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+				require.True(t, in.FollowsMoves, "the workflow follows a move")
+				if !in.DueAt.Equal(later) {
+					return activities.NotifyResult{}, moved(in, later)
+				}
+				return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: "pm-1"}, nil
+			}
+			var st workflows.Status
+			h.env.RegisterDelayedCallback(func() {
+				v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+				require.NoError(t, err)
+				require.NoError(t, v.Get(&st))
+			}, 2*time.Hour)
+			in := input(due)
+			in.Level = tc.level
+			res := h.run(in)
+
+			key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, later)
+			require.Equal(t, reminder.Sent, res.State)
+			require.Equal(t, key, res.DeliveryKey)
+			sends := h.sends("")
+			require.Len(t, sends, 2, "refused at the old due time, sent at the new one")
+			require.Equal(t, due, sends[0].At)
+			require.Equal(t, later, sends[1].At, "not before the row's due time")
+			require.Equal(t, key, sends[1].In.Key())
+			require.Empty(t, h.events(), "the mirror holds the move already")
+			require.Equal(t, reminder.Scheduled, st.State, "sleeping again")
+			require.Equal(t, later, st.DueAt)
+			require.Equal(t, key, st.DeliveryKey)
+			require.Equal(t, "moved_by_the_mirror", st.Transitions[len(st.Transitions)-1].Event)
+		})
+	}
+}
+
+// A cancel that comes while the reminder sleeps again after following the
+// mirror's move is a plain cancel: nothing was sent, nor is.
+func TestACancelAfterFollowingTheMirrorsMoveSendsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		return activities.NotifyResult{}, moved(in, t0.Add(3*time.Hour))
+	}
+	o := h.update(2*time.Hour, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	res := h.run(input(t0.Add(time.Hour)))
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.Len(t, h.sends(""), 1, "the refused one only")
+	require.Empty(t, h.sends(reminder.PurposeCancellation))
+	require.NoError(t, o.err)
+	require.Equal(t, workflows.OutcomeCancelled, o.result.(workflows.CancelResult).Outcome)
+	require.Equal(t, []string{"cancelled"}, h.events())
+}
+
+// A refusal the workflow cannot follow ends it as the mirror says, in the
+// pending state, once, rather than going round: a reminder of a release
+// before changeFollowsTheMirrorsMove (here pinned to it), and a move to the
+// due time the workflow already has. reconcile --verify starts such a
+// reminder again (starter.TestVerifyStartsAgainAReminderWhoseWorkflowEndedPending).
+func TestARefusalUnderAMovedKeyItCannotFollowEndsAsTheMirrorSays(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		pin  bool
+		to   time.Duration
+	}{{"before the change", true, 3 * time.Hour}, {"moved to its own due time", false, time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			in := input(t0.Add(time.Hour))
+			if tc.pin {
+				h.pin(workflows.ChangeFollowsTheMirrorsMove, workflow.DefaultVersion)
+				in.Level = 0
+			}
+			h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+				return activities.NotifyResult{}, moved(in, t0.Add(tc.to))
+			}
+			res := h.run(in)
+			require.Equal(t, reminder.Scheduled, res.State, "ended as the mirror says")
+			require.Len(t, h.sends(""), 1, "once, not round again")
+			require.Empty(t, h.sends(reminder.PurposeEscalation), "not a failure")
+			require.Empty(t, h.events())
+		})
+	}
+}
