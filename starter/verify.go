@@ -41,7 +41,8 @@ const (
 	// a move), and nothing was sent, nor ever would be. Repaired: its
 	// workflow is started again from the row, a new run under the same id
 	// (cancelled instead, if a cancel was asked for); reported only when
-	// a delivery of it may have gone under another key.
+	// a delivery of it may have gone under another key, or the row's key
+	// is not its due time's.
 	DivergenceClosedPending = "closed_pending"
 	// DivergenceWorkflowTerminated: a pending row whose workflow was
 	// terminated (or timed out) outside shipnotify; it will never send.
@@ -278,7 +279,8 @@ func (s *Starter) verifyClosed(ctx context.Context, row mirror.Row, status enums
 // second verify meanwhile finds the new run running. A send recorded under
 // the row's key is sent_not_mirrored; one that may have gone under another
 // key (a bounced one aside) is reported for a person: sending again could
-// double it.
+// double it. So is a row whose key is not its due time's: a new run would
+// be refused under it and end pending again.
 func (s *Starter) verifyClosedPending(ctx context.Context, row mirror.Row, engine string, repair bool) ([]Divergence, error) {
 	sent, err := s.Mirror.DeliverySent(ctx, row.ID, row.DeliveryKey)
 	if err != nil {
@@ -295,6 +297,8 @@ func (s *Starter) verifyClosedPending(ctx context.Context, row mirror.Row, engin
 		return nil, err
 	case maybe:
 		d.Error = "a delivery of the reminder may have gone under another key (its events say which); look before starting it again"
+	case row.DeliveryKey != reminder.DeliveryKey(row.ID, row.SubscriberID, row.DueAt):
+		d.Error = "the row's delivery key is not its due time's; a new run would be refused under it: look at its history"
 	case repair:
 		s.restart(ctx, row, &d, "started its workflow again: its last run ended without sending it", true)
 	}

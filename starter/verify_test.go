@@ -466,3 +466,24 @@ func TestVerifyStartsAgainAReminderWhoseWorkflowEndedPending(t *testing.T) {
 		})
 	}
 }
+
+// A row whose delivery key is not its due time's (no path writes one) ends
+// its workflow pending too, and is reported, not started again: a new run
+// would be refused under the key it derives and end pending, over and over.
+func TestVerifyReportsAnEndedPendingRowItCannotStartAgain(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{
+		Versions: map[string]workflow.Version{workflows.ChangeFollowsTheMirrorsMove: workflow.DefaultVersion},
+	})
+	r := scheduleOne(t, s, time.Now().Add(time.Second))
+	exec(t, s, `UPDATE reminders SET delivery_key = md5('x') || md5('y') WHERE id = $1`, r.ReminderID)
+	require.Equal(t, reminder.Scheduled, waitFor(t, s, r.WorkflowID).State, "the workflow ended pending")
+
+	divs := verify(t, s, true)
+	require.Len(t, divs, 1, "%+v", divs)
+	require.Equal(t, starter.DivergenceClosedPending, divs[0].Kind)
+	require.False(t, divs[0].Repaired(), "%+v", divs[0])
+	require.Contains(t, divs[0].Error, "delivery key is not its due time's")
+	require.Equal(t, reminder.Scheduled, waitFor(t, s, r.WorkflowID).State, "no new run")
+	require.Zero(t, s.Mail.Requests())
+}
