@@ -28,7 +28,7 @@ import (
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
-// Error types the workflow tells apart; all three are non-retryable.
+// Error types the workflow tells apart; the exported ones are non-retryable.
 const (
 	// ErrTypePermanentDelivery: the provider refused the delivery for good.
 	ErrTypePermanentDelivery = "PermanentDeliveryFailure"
@@ -38,6 +38,14 @@ const (
 	// expired, failed, or sent under another key), so the reminder's own
 	// delivery is refused. The error's details carry the row's state.
 	ErrTypeReminderFinished = "ReminderFinished"
+	// ErrTypeReminderMoved: the mirror row is pending under another key
+	// (a window move reached it and not the workflow), so the delivery
+	// under the workflow's key, which names its old due time, is refused,
+	// and nothing was claimed or sent. The error's details carry the row's
+	// state, then where it moved to (MovedTo). Only for a workflow that
+	// follows a move (NotifyInput.FollowsMoves); others get
+	// ErrTypeReminderFinished with the pending state.
+	ErrTypeReminderMoved = "ReminderMoved"
 	// errTypeInProgress: another live execution holds the delivery key.
 	errTypeInProgress = "DeliveryInProgress"
 	// ErrTypeSentNotRecorded: the provider accepted but the mirror did not
@@ -164,6 +172,19 @@ type NotifyInput struct {
 	// made but could not record (a local attempt has no heartbeat to keep
 	// it in): this execution records it and sends nothing.
 	SentAs string `json:",omitempty"`
+	// FollowsMoves: the workflow takes a moved row's due time and key
+	// (ErrTypeReminderMoved). A workflow of a release before it does not
+	// know that error and would fail the reminder for it; it hears
+	// ErrTypeReminderFinished with the pending state, as before, and
+	// ends as the mirror says (reconcile --verify starts it again).
+	FollowsMoves bool `json:",omitempty"`
+}
+
+// MovedTo is where a reminder's row moved while its workflow did not hear:
+// the due time and the delivery key the row holds.
+type MovedTo struct {
+	DueAt       time.Time
+	DeliveryKey string
 }
 
 // SentProof is what a failed attempt that did send says about it.
@@ -304,7 +325,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	if retry {
 		a.Metrics.Retry(channel)
 	}
-	if done, err := a.notClaimed(ctx, claim, &res, detail, logger); done {
+	if done, err := a.notClaimed(ctx, in, claim, &res, detail, logger); done {
 		return res, err
 	}
 	// From here on this attempt holds the key: anything that ends it
@@ -359,13 +380,25 @@ func ownerOf(info activity.Info) string {
 }
 
 // notClaimed answers a claim that did not give this attempt the key to
-// send (done is false when it did): the reminder finished, the key was
+// send (done is false when it did): the reminder finished or moved to
+// another key while its workflow did not hear, the key was
 // sent or failed already, another live execution holds it, or an earlier
 // attempt may have sent it (settled by the provider's event, or waiting
 // for one).
-func (a *Activities) notClaimed(ctx context.Context, claim mirror.ClaimResult, res *NotifyResult, detail map[string]any, logger log.Logger) (done bool, err error) {
+func (a *Activities) notClaimed(ctx context.Context, in NotifyInput, claim mirror.ClaimResult, res *NotifyResult, detail map[string]any, logger log.Logger) (done bool, err error) {
 	attempt := activity.GetInfo(ctx).Attempt
 	switch claim.Verdict {
+	case mirror.Moved:
+		to := MovedTo{DueAt: claim.Target.Reminder.DueAt, DeliveryKey: claim.Target.DeliveryKey}
+		logger.Info("the reminder moved in the mirror; nothing sent at the old due time",
+			"state", string(claim.Target.State), "due_at", to.DueAt)
+		if !in.FollowsMoves {
+			return true, temporal.NewNonRetryableApplicationError("the reminder is "+string(claim.Target.State)+
+				" in the mirror under another key; nothing was sent", ErrTypeReminderFinished, nil, claim.Target.State)
+		}
+		return true, temporal.NewNonRetryableApplicationError("the reminder moved in the mirror to "+
+			to.DueAt.UTC().Format(time.RFC3339)+"; nothing was sent at the old due time", ErrTypeReminderMoved, nil,
+			claim.Target.State, to)
 	case mirror.Refused:
 		logger.Info("reminder finished in the mirror; nothing sent", "state", string(claim.Target.State))
 		return true, temporal.NewNonRetryableApplicationError("the reminder is "+string(claim.Target.State)+

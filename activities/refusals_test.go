@@ -53,22 +53,38 @@ func TestNotifyRefusesAFinishedReminder(t *testing.T) {
 // A reminder's own delivery under a key its pending row no longer holds is
 // refused: the mirror moved the reminder (a window move while its workflow
 // was not marked started) and the workflow still asks for its old due time.
-// Nothing is claimed or sent at the old time; under the row's key it goes.
+// Nothing is claimed or sent at the old time. A workflow that follows a
+// move hears where the row moved to (ErrTypeReminderMoved, after the
+// row's state); one of a release before hears the pending state as a
+// finished reminder's refusal, which it knows. Under the row's key it goes.
 func TestAKeyThePendingRowNoLongerHoldsIsNotSent(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	in := f.schedule(t, reminder.Email)
-	moved := in.DueAt.Add(time.Hour)
-	require.NoError(t, f.mirror.Reschedule(ctx, in.ReminderID, moved, reminder.DeliveryKey(in.ReminderID, in.SubscriberID, moved), nil))
+	moved := reminder.NormalizeTime(in.DueAt.Add(time.Hour))
+	key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, moved)
+	require.NoError(t, f.mirror.Reschedule(ctx, in.ReminderID, moved, key, nil))
 
 	_, err := f.notify(t, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr, "the old key is refused")
-	require.Equal(t, activities.ErrTypeReminderFinished, appErr.Type())
+	require.Equal(t, activities.ErrTypeReminderFinished, appErr.Type(), "a workflow of a release before hears what it knows")
 	var got reminder.State
 	require.NoError(t, appErr.Details(&got))
 	require.Equal(t, reminder.Scheduled, got)
+
+	in.FollowsMoves = true
+	_, err = f.notify(t, in)
+	require.ErrorAs(t, err, &appErr, "the old key is refused")
+	require.Equal(t, activities.ErrTypeReminderMoved, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	var to activities.MovedTo
+	require.NoError(t, appErr.Details(&got, &to))
+	require.Equal(t, reminder.Scheduled, got, "the state first, as a finished reminder's refusal has it")
+	require.True(t, to.DueAt.Equal(moved), "%s", to.DueAt)
+	require.Equal(t, key, to.DeliveryKey)
+
 	require.Zero(t, f.mail.Requests(), "nothing sent at the old time")
 	var claims int
 	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM deliveries`).Scan(&claims))
@@ -78,6 +94,7 @@ func TestAKeyThePendingRowNoLongerHoldsIsNotSent(t *testing.T) {
 	_, err = f.notify(t, in)
 	require.NoError(t, err)
 	require.Len(t, f.mail.Mails(), 1)
+	require.Equal(t, key, f.mail.Mails()[0].CustomArgs["delivery_key"])
 }
 
 // A pending reminder whose address its tenant's subscriber opted out of

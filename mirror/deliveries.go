@@ -28,6 +28,11 @@ const (
 	// suppressed, which finished it as suppressed (Target.State says how
 	// it ended); its own delivery must not go out. Nothing was claimed.
 	Refused
+	// Moved: the reminder is pending in the mirror under another key (a
+	// window move reached the row and not the workflow, whose key names
+	// its old due time). Nothing was claimed; the delivery goes, if at
+	// all, at Target.Reminder.DueAt under Target.DeliveryKey, the row's.
+	Moved
 	// Unconfirmed: an earlier attempt may have sent the key (its call got
 	// no answer after the request left, or its claim lapsed with no
 	// record), and no provider event has settled it yet. Send nothing;
@@ -64,8 +69,11 @@ type Claim struct {
 
 // Target is what a claimed delivery needs to be sent.
 type Target struct {
-	Reminder        reminder.Reminder
-	State           reminder.State
+	Reminder reminder.Reminder
+	State    reminder.State
+	// DeliveryKey is the key the row holds for the reminder's own
+	// delivery: the claim's key, or, when Moved, the one it moved to.
+	DeliveryKey     string
 	Kind            string
 	WindowStart     time.Time
 	Message         reminder.Message
@@ -92,7 +100,8 @@ type ClaimResult struct {
 // own delivery is refused when its row is finished (cancelled, expired,
 // failed, suppressed), or holds another key (sent under it, or moved to it
 // while pending: a window move that reached the mirror and not the
-// workflow, whose key names its old due time), or when it is pending and
+// workflow, whose key names its old due time; ClaimDelivery says Moved,
+// with the row's due time and key), or when it is pending and
 // its email address is suppressed for its tenant (ClaimDelivery then moves
 // it to suppressed); its cancellation notice, not yet begun, is not claimed
 // when the address is suppressed now. Otherwise a new key is inserted; an
@@ -146,7 +155,7 @@ WITH prior AS (
 )
 SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce(r.email, ''), coalesce(r.webhook_url, ''), coalesce(r.webhook_secret, ''), coalesce(r.address, ''),
-       r.due_at, r.state, u.kind, u.window_start, u.subject, u.body,
+       r.due_at, r.state, r.delivery_key, u.kind, u.window_start, u.subject, u.body,
        coalesce(u.escalation_email, ''), coalesce(u.template_id, ''), u.template_data,
        coalesce(r.subscriber_name, ''), coalesce(r.time_zone, ''), coalesce(r.locale, ''),
        EXISTS (SELECT 1 FROM disabled_endpoints d
@@ -233,7 +242,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		c.EvidenceWait.Seconds()).Scan(
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret, &r.Address,
-		&r.DueAt, &state, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
+		&r.DueAt, &state, &t.DeliveryKey, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
 		&t.EscalationEmail, &t.Message.TemplateID, &t.Message.TemplateData,
 		&r.Name, &r.TimeZone, &r.Locale, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &suppressed, &tookLapsed)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
@@ -260,6 +269,9 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 	}
 	if refused {
 		res.Verdict = Refused
+		if t.State.Pending() && c.Purpose == reminder.PurposeReminder && t.DeliveryKey != c.Key {
+			res.Verdict = Moved
+		}
 		return res, nil
 	}
 	if attempts != nil {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -196,6 +197,58 @@ func TestWorkflowCancelledWhileItsSendRetriesEndsCancelled(t *testing.T) {
 	require.Equal(t, []string{"scheduled", "cancelled"}, types)
 	require.Equal(t, "send", events[1].Detail["during"])
 	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-from-outside-while-send-retries"))
+}
+
+// A cancel that meets a send which may have reached the provider (the mail
+// API took the mail and did not answer within the client's timeout), to an
+// address that opted out meanwhile: the reminder was sent, so the row stays
+// sent, the trail says cancelled_late, no notice goes (no more mail to that
+// address), and the cancel answers compensation_skipped, never cancelled
+// ("nothing was sent"). The answer tells the row's story. (It answered
+// cancelled while the row said sent.)
+func TestACancelAfterAMaybeSentSendToAnAddressThatOptedOutSaysSo(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
+	ctx := context.Background()
+	// The mail API takes each mail at once and answers after 3 s; the
+	// client gives up after 300 ms: the send's outcome is unknown, and no
+	// evidence comes within the wait.
+	s.Mail.SetLatency(3 * time.Second)
+	s.Activities.Email = email.NewSender(email.Options{
+		APIKey: testenv.MailAPIKey, BaseURL: s.Mail.URL(), FromEmail: "reminders@shipnotify.example", Timeout: 300 * time.Millisecond,
+	})
+	s.Activities.EvidenceWait = 10 * time.Minute
+	s.StartWorker(t)
+	u := s.Update(t, time.Now(), reminder.Email)
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	r := results[0]
+	require.Eventually(t, func() bool {
+		var status string
+		err := s.DB.Pool.QueryRow(ctx, `SELECT status FROM deliveries WHERE delivery_key = $1`, r.DeliveryKey).Scan(&status)
+		return err == nil && status == "maybe_sent"
+	}, time.Minute, 20*time.Millisecond, "the send may have gone")
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = s.Mail.Wait(wctx, func(m []sink.Mail) bool { return len(m) == 1 && s.Mail.InFlight() == 0 })
+	require.NoError(t, err, "the mail API took it")
+	found, err := s.Mirror.SuppressAddressOf(ctx, r.ReminderID, "unsubscribe")
+	require.NoError(t, err)
+	require.True(t, found)
+
+	outs, err := s.Starter.Cancel(ctx, "", u.ShipmentID, starter.Actor{By: "tracker", Reason: "order withdrawn"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusCompensationSkipped, outs[0].Status, "it may have been sent: %+v", outs[0])
+	require.Equal(t, reminder.Sent, outs[0].State)
+	res := waitFor(t, s, r.WorkflowID)
+	require.Equal(t, reminder.Sent, res.State)
+	require.False(t, res.Compensated)
+	require.Equal(t, reminder.Sent, row(t, s, r.ReminderID).State, "the row says sent")
+	require.Empty(t, mailsFor(s, r.ReminderID, reminder.PurposeCancellation), "no mail to an address that opted out")
+	trail := eventTypes(t, s, r.ReminderID)
+	require.Contains(t, trail, "sent")
+	require.Equal(t, "cancelled_late", trail[len(trail)-1], "%v", trail)
+	testenv.RecordHistory(t, s.Temporal, r.WorkflowID, testenv.AtCurrentLevel("cancelled-after-maybe-sent-notice-skipped"))
 }
 
 // A cancellation notice that failed is not reported as already done: a

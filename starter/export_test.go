@@ -12,3 +12,7 @@ func (s *Starter) CrashAfterMirror(err error) {
 func (s *Starter) BetweenMirrorAndStart(fn func() error) {
 	s.afterMirror = fn
 }
+
+// ReminderAttributes reads a reminder workflow's state and due time from
+// its search attributes.
+var ReminderAttributes = reminderAttributes

@@ -11,6 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
@@ -557,4 +560,96 @@ func TestAWindowMoveReachesAWorkflowWhoseMarkFailed(t *testing.T) {
 	mails := s.Mail.Mails()
 	require.Len(t, mails, 1)
 	require.Equal(t, key, mails[0].CustomArgs["delivery_key"])
+}
+
+// describeHook is a Temporal client whose first DescribeWorkflowExecution
+// runs hook after the server answered and before the caller hears it: what
+// happens between a look at a workflow and what its caller does next.
+type describeHook struct {
+	client.Client
+	once sync.Once
+	hook func()
+}
+
+func (c *describeHook) DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	desc, err := c.Client.DescribeWorkflowExecution(ctx, workflowID, runID)
+	c.once.Do(c.hook)
+	return desc, err
+}
+
+// The race the window move's look at Temporal leaves open: the move finds
+// no workflow for a row never marked started, and, before it moves the
+// row, the workflow starts from the row's old due time and its mark in the
+// mirror fails. The move then moves the row alone, and the workflow sleeps
+// on to its old due time, where the claim refuses the key the row no
+// longer holds. The workflow takes the due time and key the mirror holds
+// instead, sleeps again, and sends once, at the new due time, under the
+// row's key: never at the old time, never lost. (It ended "as the mirror
+// says" in the pending state scheduled: the workflow closed, the row
+// stayed scheduled, and nothing was ever sent.) A reminder started before
+// levels asks GetVersion for the change when the refusal comes.
+func TestAWindowMoveThatMissesAStartingWorkflowIsFollowedAtItsSend(t *testing.T) {
+	t.Parallel()
+	for _, earlier := range []bool{false, true} {
+		t.Run(map[bool]string{false: "current level", true: "started before levels"}[earlier], func(t *testing.T) {
+			t.Parallel()
+			var o testenv.StackOptions
+			if earlier {
+				o.Versions = map[string]workflow.Version{workflows.ChangeLocalFirstAttempt: 2}
+			}
+			s := testenv.NewStackWith(t, o)
+			ctx := context.Background()
+			// Due 4 s from now, a day before its window.
+			window := time.Now().Add(24*time.Hour + 4*time.Second).UTC().Truncate(time.Second)
+			u := windowedUpdate(t, s, window)
+			crashing := *s.Starter
+			crashing.CrashAfterMirror(errors.New("starter killed"))
+			_, err := crashing.Schedule(ctx, u)
+			require.ErrorContains(t, err, "starter killed")
+			old := row(t, s, reminder.ID("", u.ShipmentID, u.UpdateID, u.Subscribers[0].ID))
+
+			moving := *s.Starter
+			var started []starter.Result
+			moving.Temporal = &describeHook{Client: s.Temporal, hook: func() {
+				// The reconciler starts the workflow from the row (its old
+				// due time); its mark is lost.
+				started, err = s.Starter.Reconcile(ctx, 0)
+				require.NoError(t, err)
+				_, err = s.DB.Pool.Exec(ctx, `UPDATE reminders SET workflow_started_at = NULL WHERE id = $1`, old.ID)
+				require.NoError(t, err)
+			}}
+			later := window.Add(5 * time.Second)
+			outs, err := moving.RescheduleUpdate(ctx, "", u.ShipmentID, u.UpdateID, later, starter.Actor{By: "planner"})
+			require.NoError(t, err)
+			require.Len(t, started, 1, "the workflow started during the move")
+			r := started[0]
+			terminateAtCleanup(t, s, r.WorkflowID)
+			require.True(t, r.DueAt.Equal(old.DueAt), "started at the old due time")
+			require.Equal(t, starter.StatusRescheduled, outs[0].Status, outs[0].Error)
+			newDue := later.Add(-24 * time.Hour)
+			moved := row(t, s, r.ReminderID)
+			require.True(t, moved.DueAt.Equal(newDue), "the row alone moved")
+			require.Equal(t, reminder.DeliveryKey(r.ReminderID, r.SubscriberID, newDue), moved.DeliveryKey)
+
+			res := waitFor(t, s, r.WorkflowID)
+			require.Equal(t, reminder.Sent, res.State, "sent, not lost")
+			require.Equal(t, moved.DeliveryKey, res.DeliveryKey, "under the key the row holds")
+			mails := s.Mail.Mails()
+			require.Len(t, mails, 1, "sent once")
+			require.Equal(t, moved.DeliveryKey, mails[0].CustomArgs["delivery_key"])
+			require.False(t, mails[0].Received.Before(newDue), "not before the new due time: received %s, due %s",
+				mails[0].Received.Format(time.StampMilli), newDue.Format(time.StampMilli))
+			require.Equal(t, reminder.Sent, row(t, s, r.ReminderID).State)
+			desc, err := s.Temporal.DescribeWorkflowExecution(ctx, r.WorkflowID, "")
+			require.NoError(t, err)
+			_, due, err := starter.ReminderAttributes(desc.GetWorkflowExecutionInfo().GetSearchAttributes())
+			require.NoError(t, err)
+			require.True(t, due.Equal(newDue), "the DueAt search attribute follows: %s", due)
+			name := testenv.AtCurrentLevel("follows-the-mirrors-move")
+			if earlier {
+				name = "follows-the-mirrors-move-unleveled"
+			}
+			testenv.RecordHistory(t, s.Temporal, r.WorkflowID, name)
+		})
+	}
 }

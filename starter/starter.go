@@ -351,10 +351,21 @@ func (s *Starter) now() time.Time {
 // startAll starts a workflow per row with bounded concurrency and marks in
 // the mirror those Temporal holds. Results keep the rows' order; a failed
 // start leaves its result empty. A row a cancel finished while its workflow
-// was being started gets its new workflow cancelled at once.
+// was being started gets its new workflow cancelled at once. A workflow id
+// that ever ran is never started again (startAgain allows it).
 func (s *Starter) startAll(ctx context.Context, rows []mirror.NewReminder) ([]Result, error) {
+	return s.startRows(ctx, rows, enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
+
+// startAgain is startAll for rows whose workflow ran and closed without
+// finishing them: a new run under the same id, unless one runs already.
+func (s *Starter) startAgain(ctx context.Context, rows []mirror.NewReminder) ([]Result, error) {
+	return s.startRows(ctx, rows, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+}
+
+func (s *Starter) startRows(ctx context.Context, rows []mirror.NewReminder, reuse enums.WorkflowIdReusePolicy) ([]Result, error) {
 	results, errs := parallel(ctx, s.concurrency(), rows, func(ctx context.Context, r mirror.NewReminder) (Result, error) {
-		status, err := s.start(ctx, r)
+		status, err := s.start(ctx, r, reuse)
 		res := Result{
 			ReminderID: r.ID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
 			DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status, State: r.InitialState(),
@@ -433,7 +444,7 @@ func parallel[T, R any](ctx context.Context, limit int, items []T, fn func(conte
 	return results, errs
 }
 
-func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, error) {
+func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.WorkflowIdReusePolicy) (Status, error) {
 	in := workflows.ReminderInput{
 		ReminderID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
 		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval, Level: workflows.CurrentLevel,
@@ -444,7 +455,7 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder) (Status, erro
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       r.WorkflowID,
 		TaskQueue:                s.TaskQueue,
-		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy:    reuse,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Temporal's default, said here: an operator's change answered
 		// no_answer can never be accepted later because a task started by

@@ -34,6 +34,16 @@ const (
 	// DivergenceClosedNotMirrored: a pending row whose workflow completed.
 	// Repaired: the row takes the workflow's final state.
 	DivergenceClosedNotMirrored = "closed_not_mirrored"
+	// DivergenceClosedPending: a pending row whose workflow completed
+	// without finishing it, in a pending state: its send was refused
+	// under a key the row no longer holds (a window move reached the row
+	// and not the workflow, on a release before the workflow followed such
+	// a move), and nothing was sent, nor ever would be. Repaired: its
+	// workflow is started again from the row, a new run under the same id
+	// (cancelled instead, if a cancel was asked for); reported only when
+	// a delivery of it may have gone under another key, or the row's key
+	// is not its due time's.
+	DivergenceClosedPending = "closed_pending"
 	// DivergenceWorkflowTerminated: a pending row whose workflow was
 	// terminated (or timed out) outside shipnotify; it will never send.
 	// Repaired: cancelled.
@@ -155,15 +165,18 @@ func (s *Starter) verifyRow(ctx context.Context, row mirror.Row, o VerifyOptions
 		return nil, fmt.Errorf("error describing workflow: %w", err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
+	closed := !gone && info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING
 	var found []Divergence
-	if row.WorkflowStartedAt == nil {
+	// A closed workflow whose mark failed is the closed divergence alone:
+	// its repair starts it again (and marks it) or settles the row.
+	if row.WorkflowStartedAt == nil && !closed {
 		d := s.diverge(DivergenceUnstarted, row, "no workflow")
 		d.Mirror += ", workflow never started"
 		if !gone {
 			d.Engine = statusName(info.GetStatus())
 		}
 		if o.Repair {
-			s.restart(ctx, row, &d, "started its workflow")
+			s.restart(ctx, row, &d, "started its workflow", false)
 		}
 		found = append(found, d)
 		if gone {
@@ -209,7 +222,7 @@ func (s *Starter) verifyGone(ctx context.Context, row mirror.Row, engine, kind s
 		return []Divergence{d}, nil
 	}
 	if to == "" {
-		s.restart(ctx, fresh, &d, "started its workflow again")
+		s.restart(ctx, fresh, &d, "started its workflow again", false)
 		return []Divergence{d}, nil
 	}
 	s.repair(ctx, &d, mirror.Repair{
@@ -244,15 +257,50 @@ func (s *Starter) verifyClosed(ctx context.Context, row mirror.Row, status enums
 	if err != nil || !same {
 		return nil, err
 	}
+	if !res.State.Terminal() {
+		return s.verifyClosedPending(ctx, fresh, engine+", "+string(res.State), repair)
+	}
 	d := s.diverge(DivergenceClosedNotMirrored, fresh, engine+", "+string(res.State))
 	switch {
-	case !res.State.Terminal():
-		d.Error = "the workflow ended in a state that is not final; look at its history"
 	case repair:
 		s.repair(ctx, &d, mirror.Repair{
 			ReminderID: fresh.ID, From: fresh.State, Seen: fresh.UpdatedAt, To: res.State, DeliveryKey: res.DeliveryKey,
 			Detail: map[string]any{"by": reconciler, "kind": d.Kind, "workflow_status": engine},
 		})
+	}
+	return []Divergence{d}, nil
+}
+
+// verifyClosedPending settles a pending row whose workflow completed in a
+// pending state (DivergenceClosedPending). The closed run sent nothing
+// under the row's key (its send was refused), so its workflow starts again
+// from the row: a new run, which sleeps to the row's due time and sends
+// under its key; the key makes a send already recorded a no-op, and a
+// second verify meanwhile finds the new run running. A send recorded under
+// the row's key is sent_not_mirrored; one that may have gone under another
+// key (a bounced one aside) is reported for a person: sending again could
+// double it. So is a row whose key is not its due time's: a new run would
+// be refused under it and end pending again.
+func (s *Starter) verifyClosedPending(ctx context.Context, row mirror.Row, engine string, repair bool) ([]Divergence, error) {
+	sent, err := s.Mirror.DeliverySent(ctx, row.ID, row.DeliveryKey)
+	if err != nil {
+		return nil, err
+	}
+	if sent {
+		return s.verifyGone(ctx, row, engine, DivergenceClosedPending, "", repair)
+	}
+	d := s.diverge(DivergenceClosedPending, row, engine)
+	d.Mirror = describe(row.State, row.DueAt, row.DeliveryKey)
+	maybe, err := s.Mirror.WasDelivered(ctx, row.ID)
+	switch {
+	case err != nil:
+		return nil, err
+	case maybe:
+		d.Error = "a delivery of the reminder may have gone under another key (its events say which); look before starting it again"
+	case row.DeliveryKey != reminder.DeliveryKey(row.ID, row.SubscriberID, row.DueAt):
+		d.Error = "the row's delivery key is not its due time's; a new run would be refused under it: look at its history"
+	case repair:
+		s.restart(ctx, row, &d, "started its workflow again: its last run ended without sending it", true)
 	}
 	return []Divergence{d}, nil
 }
@@ -351,11 +399,12 @@ func (s *Starter) liveStatus(ctx context.Context, row mirror.Row, sa *commonpb.S
 	return workflows.Status{State: state, DueAt: due, DeliveryKey: reminder.DeliveryKey(row.ID, row.SubscriberID, due)}, nil
 }
 
-// restart starts a pending row's workflow from the mirror. A row already
-// approved (scheduled under an approval policy) starts without awaiting
-// approval again. The notify activity refuses finished rows and the
-// delivery key makes a second send a no-op, so starting again is safe.
-func (s *Starter) restart(ctx context.Context, row mirror.Row, d *Divergence, did string) {
+// restart starts a pending row's workflow from the mirror; again allows a
+// new run under a workflow id that ran and closed. A row already approved
+// (scheduled under an approval policy) starts without awaiting approval
+// again. The notify activity refuses finished rows and the delivery key
+// makes a second send a no-op, so starting again is safe.
+func (s *Starter) restart(ctx context.Context, row mirror.Row, d *Divergence, did string, again bool) {
 	if row.CancelRequestedAt != nil {
 		// A cancel was asked for and never finished: nothing that was
 		// asked to be cancelled is started again. The row ends cancelled.
@@ -376,8 +425,12 @@ func (s *Starter) restart(ctx context.Context, row mirror.Row, d *Divergence, di
 		if row.State != reminder.AwaitingApproval {
 			nr.Approval = reminder.Approval{}
 		}
+		start := s.startAll
+		if again {
+			start = s.startAgain
+		}
 		var results []Result
-		results, err = s.startAll(ctx, []mirror.NewReminder{nr})
+		results, err = start(ctx, []mirror.NewReminder{nr})
 		if err == nil && results[0].Status == AlreadyScheduled {
 			did = "marked its workflow started"
 		}

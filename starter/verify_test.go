@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -408,4 +409,81 @@ func TestVerifyDoesNotRestartWhatWasAskedToBeCancelled(t *testing.T) {
 	_, err := s.Temporal.DescribeWorkflowExecution(ctx, pending.WorkflowID, "")
 	require.Error(t, err, "no workflow was started again for it")
 	require.Empty(t, verify(t, s, true), "a second run finds nothing")
+}
+
+// A reminder whose workflow ended while its row was pending: its send was
+// refused under a key the row no longer holds (a window move reached the
+// mirror and not the workflow), and the workflow, of a release before it
+// followed the mirror's move (here: pinned to that path), ended "as the
+// mirror says", in the pending state scheduled. Nothing was sent and
+// nothing ever would be: verify reports it and starts its workflow again
+// from the row (a new run under the same id), which sends once, under the
+// row's key. Its mark in the mirror may have failed too; it is one
+// divergence, not two. (Verify reported closed_not_mirrored, "ended in a
+// state that is not final; look at its history", and left it lost.)
+func TestVerifyStartsAgainAReminderWhoseWorkflowEndedPending(t *testing.T) {
+	t.Parallel()
+	for _, unmarked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "marked started", true: "its mark failed"}[unmarked], func(t *testing.T) {
+			t.Parallel()
+			s := testenv.NewStackWith(t, testenv.StackOptions{
+				Versions: map[string]workflow.Version{workflows.ChangeFollowsTheMirrorsMove: workflow.DefaultVersion},
+			})
+			ctx := context.Background()
+			r := scheduleOne(t, s, time.Now().Add(2*time.Second))
+			if unmarked {
+				exec(t, s, `UPDATE reminders SET workflow_started_at = NULL WHERE id = $1`, r.ReminderID)
+			}
+			// The row alone moves, as a window move that found no workflow does.
+			due := reminder.NormalizeTime(time.Now().Add(5 * time.Second))
+			key := reminder.DeliveryKey(r.ReminderID, r.SubscriberID, due)
+			require.NoError(t, s.Mirror.Reschedule(ctx, r.ReminderID, due, key, map[string]any{"by": "planner"}))
+			require.Equal(t, reminder.Scheduled, waitFor(t, s, r.WorkflowID).State, "the workflow ended pending")
+			require.Zero(t, s.Mail.Requests(), "nothing was sent at the old time")
+			if !unmarked {
+				testenv.RecordHistory(t, s.Temporal, r.WorkflowID, "ended-pending-under-a-moved-key-unleveled")
+			}
+
+			divs := verify(t, s, true)
+			require.Len(t, divs, 1, "%+v", divs)
+			d := divs[0]
+			require.Equal(t, starter.DivergenceClosedPending, d.Kind, "%+v", d)
+			require.Equal(t, r.ReminderID, d.ReminderID)
+			require.Contains(t, d.Engine, "completed, scheduled")
+			require.True(t, d.Repaired(), "%+v", d)
+			require.Contains(t, d.Repair, "started its workflow again")
+
+			res := waitFor(t, s, r.WorkflowID)
+			require.Equal(t, reminder.Sent, res.State, "the new run sent it")
+			require.Equal(t, key, res.DeliveryKey)
+			mails := s.Mail.Mails()
+			require.Len(t, mails, 1)
+			require.Equal(t, key, mails[0].CustomArgs["delivery_key"])
+			got := row(t, s, r.ReminderID)
+			require.Equal(t, reminder.Sent, got.State)
+			require.NotNil(t, got.WorkflowStartedAt, "marked started")
+			require.Empty(t, verify(t, s, true), "a second run finds nothing")
+		})
+	}
+}
+
+// A row whose delivery key is not its due time's (no path writes one) ends
+// its workflow pending too, and is reported, not started again: a new run
+// would be refused under the key it derives and end pending, over and over.
+func TestVerifyReportsAnEndedPendingRowItCannotStartAgain(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStackWith(t, testenv.StackOptions{
+		Versions: map[string]workflow.Version{workflows.ChangeFollowsTheMirrorsMove: workflow.DefaultVersion},
+	})
+	r := scheduleOne(t, s, time.Now().Add(time.Second))
+	exec(t, s, `UPDATE reminders SET delivery_key = md5('x') || md5('y') WHERE id = $1`, r.ReminderID)
+	require.Equal(t, reminder.Scheduled, waitFor(t, s, r.WorkflowID).State, "the workflow ended pending")
+
+	divs := verify(t, s, true)
+	require.Len(t, divs, 1, "%+v", divs)
+	require.Equal(t, starter.DivergenceClosedPending, divs[0].Kind)
+	require.False(t, divs[0].Repaired(), "%+v", divs[0])
+	require.Contains(t, divs[0].Error, "delivery key is not its due time's")
+	require.Equal(t, reminder.Scheduled, waitFor(t, s, r.WorkflowID).State, "no new run")
+	require.Zero(t, s.Mail.Requests())
 }

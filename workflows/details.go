@@ -171,7 +171,7 @@ func showCompensation(ctx workflow.Context, outcome string) {
 	case OutcomeCompensated:
 		show(ctx, "Done: sent, then cancelled; the cancellation notice was sent at %s", displayTime(workflow.Now(ctx)))
 	case OutcomeCompensationSkipped:
-		show(ctx, "Done: sent, then cancelled; no cancellation notice was needed (no delivery recorded as sent)")
+		show(ctx, "Done: sent, then cancelled; no cancellation notice went (nothing to compensate, or the address has opted out since)")
 	default:
 		show(ctx, "Done: sent, then cancelled; the cancellation notice failed for good at %s (the reminder's events say why)",
 			displayTime(workflow.Now(ctx)))

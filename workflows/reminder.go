@@ -151,7 +151,9 @@ func (r *run) register(ctx workflow.Context) error {
 	return nil
 }
 
-// live runs the reminder from where it stands to its end.
+// live runs the reminder from where it stands to its end. A send refused
+// because the mirror moved the reminder (followTheMirror) sleeps again, to
+// the mirror's due time.
 func (r *run) live(ctx workflow.Context) error {
 	if r.state == reminder.AwaitingApproval {
 		done, err := r.awaitDecision(ctx)
@@ -159,12 +161,20 @@ func (r *run) live(ctx workflow.Context) error {
 			return err
 		}
 	}
-	done, err := r.awaitDue(ctx)
-	if done || err != nil {
-		return err
+	for {
+		done, err := r.awaitDue(ctx)
+		if done || err != nil {
+			return err
+		}
+		if err := r.deliver(ctx); !errors.Is(err, errFollowed) {
+			return err
+		}
 	}
-	return r.deliver(ctx)
 }
+
+// errFollowed is deliver's word that the reminder took the due time and
+// key its mirror row moved to, and waits for them: live goes round again.
+var errFollowed = errors.New("the reminder follows its mirror row's move")
 
 // awaitDecision waits while the reminder awaits approval. done is true when
 // the reminder ended there (rejected, expired, cancelled).
@@ -265,13 +275,16 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 // later; a cancel while an attempt is in the provider's hands waits for its
 // answer. A permanent failure fails the reminder and escalates once; a
 // mirror row that another path finished (cancelled while the workflow was
-// being started) ends the reminder as the mirror says, with nothing sent.
-// Reminders at changeLocalFirstAttempt's version 1 make their first attempt
-// as a local activity first.
+// being started) ends the reminder as the mirror says, with nothing sent;
+// one that moved while the workflow did not hear is followed
+// (followTheMirror: errFollowed). Reminders at changeLocalFirstAttempt's
+// version 1 make their first attempt as a local activity first.
 func (r *run) deliver(ctx workflow.Context) error {
 	r.sending = true
 	r.showSending(ctx)
-	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due}
+	// FollowsMoves changes no command: the activity's input is not matched
+	// on replay, and its refusal of a moved row is read by followTheMirror.
+	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due, FollowsMoves: true}
 	began := workflow.Now(ctx)
 	if r.version(ctx, changeLocalFirstAttempt) == localFirstAttempt {
 		sent, err := r.sendLocally(ctx, in)
@@ -406,6 +419,10 @@ func (r *run) sent(ctx workflow.Context, sent activities.NotifyResult, err error
 	case err == nil:
 	case errorType(err) == activities.ErrTypeReminderFinished:
 		return r.endAsTheMirrorSays(ctx, err)
+	case errorType(err) == activities.ErrTypeReminderMoved:
+		// Nothing was claimed or sent: a cancel that came meanwhile is
+		// a plain one, which the wait for the new due time hears.
+		return r.followTheMirror(ctx, err)
 	case cancelled && r.settlesTheSend(ctx):
 		return r.endCancelledDuringSend(ctx, err)
 	case errors.As(err, &canceled) && r.cancel != nil:
@@ -486,6 +503,54 @@ func (r *run) endAsTheMirrorSays(ctx workflow.Context, err error) error {
 		return err
 	}
 	return r.finish(ctx)
+}
+
+// followTheMirror takes the due time and key of a mirror row that moved
+// while the workflow did not hear (a window move that found no workflow
+// for a row never marked started, as this one started and its mark
+// failed): the claim refused the old key, which names the old due time,
+// and nothing was claimed or sent. The reminder upserts DueAt and sleeps
+// again to the row's due time, to send under its key (errFollowed); it is
+// never sent at the old time, nor lost. A refusal it cannot follow (no
+// move it can read, or one to its own due time) ends it as the mirror
+// says, in the pending state, as reminders before
+// changeFollowsTheMirrorsMove end; reconcile --verify starts those again.
+func (r *run) followTheMirror(ctx workflow.Context, refusal error) error {
+	if r.version(ctx, changeFollowsTheMirrorsMove) == workflow.DefaultVersion {
+		return r.endAsTheMirrorSays(ctx, refusal)
+	}
+	to, ok := movedTo(refusal)
+	if !ok || to.DueAt.Equal(r.due) || to.DeliveryKey != reminder.DeliveryKey(r.in.ReminderID, r.in.SubscriberID, to.DueAt) {
+		workflow.GetLogger(ctx).Error("the mirror refused the send under another key the reminder cannot follow",
+			"reminder_id", r.in.ReminderID, "due_at", to.DueAt)
+		return r.endAsTheMirrorSays(ctx, refusal)
+	}
+	if ctx.Err() != nil {
+		// The workflow itself was cancelled: nothing was sent, and
+		// cancelledFromOutside records the cancel.
+		return ctx.Err()
+	}
+	from := r.due
+	r.due, r.deliveryKey = to.DueAt, to.DeliveryKey
+	r.note(ctx, "moved_by_the_mirror", from.UTC().Format(time.RFC3339)+" → "+to.DueAt.UTC().Format(time.RFC3339))
+	workflow.GetLogger(ctx).Info("the mirror moved the reminder; it sleeps to the new due time",
+		"reminder_id", r.in.ReminderID, "from", from, "to", to.DueAt)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, DueAtKey.ValueSet(to.DueAt)); err != nil {
+		return err
+	}
+	return errFollowed
+}
+
+// movedTo reads where a refusal under a moved key says the row moved to
+// (its details: the row's state, then activities.MovedTo).
+func movedTo(err error) (activities.MovedTo, bool) {
+	var appErr *temporal.ApplicationError
+	var state reminder.State
+	var to activities.MovedTo
+	if !errors.As(err, &appErr) || !appErr.HasDetails() || appErr.Details(&state, &to) != nil || to.DueAt.IsZero() {
+		return to, false
+	}
+	return to, true
 }
 
 // finish lets the handlers and any escalation still running complete,
@@ -582,7 +647,8 @@ func (r *run) compensate(ctx workflow.Context) (outcome string) {
 // report one, then sends the cancellation notice, which goes out only if the
 // mirror holds a delivery of the reminder that may have reached the
 // provider, and says which it came to. The reminder takes the state the
-// mirror gives it: cancelled, or the one it already ended in.
+// mirror gives it: cancelled, sent (a maybe-sent send is a send), or the
+// one it already ended in; the answer tells the same story as the row.
 func (r *run) compensateDuringSend(ctx workflow.Context) (outcome string) {
 	state := reminder.Cancelled
 	err := workflow.ExecuteLocalActivity(mirrorWriteOptions(ctx), a.RecordCancel, activities.TransitionInput{
@@ -607,6 +673,14 @@ func (r *run) compensateDuringSend(ctx workflow.Context) (outcome string) {
 		r.note(ctx, "cancellation_failed", failureReason(err))
 		showCompensation(ctx, OutcomeCompensationFailed)
 		return OutcomeCompensationFailed
+	case res.Skipped && state.Handed():
+		// The mirror holds it sent (it may have reached the provider), and
+		// the notice did not go (the address opted out since, say): as
+		// compensate answers, never "nothing was sent". Only the update's
+		// answer differs from a plain cancel's, not a command.
+		r.note(ctx, "cancellation_skipped", res.SkipReason)
+		showCompensation(ctx, OutcomeCompensationSkipped)
+		return OutcomeCompensationSkipped
 	case res.Skipped:
 		// Nothing of it can have reached the provider: a plain cancel.
 		r.note(ctx, "cancellation_skipped", res.SkipReason)
@@ -749,6 +823,7 @@ var notifyPermanentErrors = []string{
 	activities.ErrTypePermanentDelivery,
 	activities.ErrTypeReminderNotFound,
 	activities.ErrTypeReminderFinished,
+	activities.ErrTypeReminderMoved,
 }
 
 // notifyOptionsWithin are the notify activity's options, its retry policy

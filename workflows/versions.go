@@ -65,6 +65,17 @@ const (
 	// release resolved the change id then, and keeps the old path for the
 	// rest of that run.
 	changeAcceptedFirst = "operator-change-accepted-first"
+	// changeFollowsTheMirrorsMove: a send refused because the mirror row
+	// moved to another due time and key while the workflow did not hear (a
+	// window move that found no workflow for a row never marked started,
+	// as the workflow started and its mark failed) takes the row's due
+	// time and key, upserts DueAt, and sleeps again to it. Before it, the
+	// workflow ended "as the mirror says" in a pending state: it closed,
+	// the row stayed pending, and the reminder was never sent. Asked only
+	// when such a refusal comes (the activity reports it only to a workflow
+	// that follows moves: activities.NotifyInput.FollowsMoves), so no other
+	// reminder carries a marker for it.
+	changeFollowsTheMirrorsMove = "send-follows-the-mirrors-move"
 )
 
 // The versions of changeLocalFirstAttempt.
@@ -83,6 +94,7 @@ var latest = map[string]workflow.Version{
 	changeCancelSettlesTheSend:  1,
 	changeTimeoutRetryCeiling:   1,
 	changeAcceptedFirst:         1,
+	changeFollowsTheMirrorsMove: 1,
 }
 
 // CurrentLevel is the level the starter starts reminders at.
@@ -95,8 +107,15 @@ const CurrentLevel = 3
 var levels = map[int]map[string]workflow.Version{
 	1: level1,
 	2: level2,
-	3: with(level2, changeAcceptedFirst, 1),
+	3: level3,
 }
+
+// level3 is level2 with an operator's change accepted first and a send
+// that follows the mirror's move. (changeFollowsTheMirrorsMove joined
+// level 3 before level 3 was released: no reminder started at level 3
+// ran without it, and the recorded level-3 histories replay with it, none
+// of them holding the refusal it changes.)
+var level3 = with(with(level2, changeAcceptedFirst, 1), changeFollowsTheMirrorsMove, 1)
 
 // level2 is level1 with the notify's retry ceiling.
 var level2 = with(level1, changeTimeoutRetryCeiling, 1)

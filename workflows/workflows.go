@@ -29,6 +29,14 @@ const (
 // worker may pin it (worker.Options.Versions) to walk that path.
 const ChangeLocalFirstAttempt = changeLocalFirstAttempt
 
+// ChangeFollowsTheMirrorsMove is the change id under which a reminder
+// whose send was refused because its mirror row moved (another due time
+// and key) takes the row's and sleeps again (version 1); before it
+// (workflow.DefaultVersion) the reminder ended in its pending state and
+// reconcile --verify started it again. A worker may pin it to walk that
+// path.
+const ChangeFollowsTheMirrorsMove = changeFollowsTheMirrorsMove
+
 // Update and query names of ReminderWorkflow.
 const (
 	// UpdateReschedule moves the due time (RescheduleRequest → RescheduleResult).
@@ -214,8 +222,10 @@ const (
 	// OutcomeCompensated: it had been sent; the cancellation notice was
 	// accepted by the provider.
 	OutcomeCompensated = "compensated"
-	// OutcomeCompensationSkipped: it had been sent, but the notice found
-	// nothing to compensate (no delivery recorded as sent).
+	// OutcomeCompensationSkipped: it had been sent (or may have been: a
+	// maybe-sent send is a send), and no notice went: the notice found
+	// nothing to compensate (no delivery recorded as sent, or its provider
+	// bounced it), or the address has opted out since.
 	OutcomeCompensationSkipped = "compensation_skipped"
 	// OutcomeCompensationFailed: it had been sent, and the notice failed for
 	// good; the audit trail says why.

@@ -75,8 +75,13 @@ type harness struct {
 	failUntil                                    time.Time
 	// mayHaveSent: a reminder's own send reported a send, or an unknown
 	// outcome; the cancellation notice stand-in sends only then, as the
-	// notify activity does from the mirror.
+	// notify activity does from the mirror, and a cancel that meets the
+	// send finds it sent (mirror.Store.CancelDuringSend).
 	mayHaveSent bool
+	// noticeSuppressed: the subscriber's address opted out since the
+	// reminder may have reached it, so the notice is skipped whatever was
+	// sent (the notify's mirror.NoticeSuppressed).
+	noticeSuppressed bool
 	// row is the mirror row's state as the stand-ins keep it, refusing as
 	// the mirror does: a change that must leave a pending state finds a
 	// finished row and is refused, naming its state; a note on a finished
@@ -129,6 +134,8 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 				return activities.NotifyResult{}, h.failEscalation
 			case in.Purpose == reminder.PurposeCancellation && !h.mayHaveSent:
 				return activities.NotifyResult{Skipped: true, SkipReason: "the reminder was never delivered"}, nil
+			case in.Purpose == reminder.PurposeCancellation && h.noticeSuppressed:
+				return activities.NotifyResult{Skipped: true, SkipReason: "the subscriber's address has since unsubscribed (suppressed)"}, nil
 			case in.Purpose != "":
 			case h.respond != nil:
 				res, err := h.respond(in)
@@ -164,7 +171,13 @@ func newHarness(t *testing.T, sendTime ...time.Duration) *harness {
 		func(_ context.Context, in activities.TransitionInput) (reminder.State, error) {
 			h.transitions = append(h.transitions, in)
 			h.transitionsAt = append(h.transitionsAt, h.env.Now().UTC())
-			if !h.finished() {
+			switch {
+			case h.finished():
+			case h.mayHaveSent:
+				// An ambiguous send is a send: the row ends sent, the
+				// cancel a note after it.
+				h.row = reminder.Sent
+			default:
 				h.row = reminder.Cancelled
 			}
 			return h.row, nil
@@ -950,8 +963,8 @@ func TestWorkflowCancelledWhileTheSendRetriesEndsCancelled(t *testing.T) {
 }
 
 // An unconfirmed send (no answer after the request left) is a send: a
-// cancel while its retries wait for the provider's evidence ends cancelled
-// with the notice.
+// cancel while its retries wait for the provider's evidence finds it sent
+// in the mirror, and the reminder stays sent, with the notice.
 func TestCancelAfterAnUnconfirmedSendSendsTheNotice(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -961,12 +974,46 @@ func TestCancelAfterAnUnconfirmedSendSendsTheNotice(t *testing.T) {
 	}
 	o := h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
 	res := h.run(input(t0.Add(time.Hour)))
-	require.Equal(t, reminder.Cancelled, res.State)
+	require.Equal(t, reminder.Sent, res.State, "a maybe-sent send is a send")
 	require.True(t, res.Compensated)
 	require.Len(t, h.sends(reminder.PurposeCancellation), 1)
 	require.NoError(t, o.err)
 	require.Equal(t, workflows.OutcomeCompensated, o.result.(workflows.CancelResult).Outcome)
+	require.Equal(t, reminder.Sent, o.result.(workflows.CancelResult).State)
 	require.Equal(t, []string{"cancelled"}, h.events())
+}
+
+// A cancel that meets a maybe-sent send whose notice is then skipped (the
+// subscriber unsubscribed after the reminder may have reached them, so no
+// more mail goes) tells the row's story: the reminder was sent, the notice
+// skipped, and the answer says compensation_skipped, as a cancel after a
+// recorded send does, never "cancelled" (nothing sent).
+func TestACancelAfterAMaybeSentSendWhoseNoticeIsSkippedSaysItWasSent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.noticeSuppressed = true
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		return activities.NotifyResult{}, temporal.NewApplicationError("mail API gave no answer after the request may have reached it",
+			activities.ErrTypeSendUnconfirmed)
+	}
+	o := h.update(time.Hour+90*time.Second, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	res := h.run(input(t0.Add(time.Hour)))
+
+	require.Equal(t, reminder.Sent, res.State, "the row says sent")
+	require.False(t, res.Compensated, "no notice went")
+	require.Len(t, h.sends(reminder.PurposeCancellation), 1, "the notice was asked for, and skipped")
+	require.NoError(t, o.err)
+	got := o.result.(workflows.CancelResult)
+	require.Equal(t, workflows.OutcomeCompensationSkipped, got.Outcome, "it may have been sent: not a plain cancel")
+	require.Equal(t, reminder.Sent, got.State)
+	v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+	last := st.Transitions[len(st.Transitions)-1]
+	require.Equal(t, "cancellation_skipped", last.Event)
+	require.Equal(t, reminder.Sent, last.State)
+	require.Contains(t, last.Detail, "unsubscribed")
 }
 
 // A cancel that finds the reminder already sent in the mirror (its record
@@ -1103,4 +1150,110 @@ func TestAStateChangeTheMirrorRefusesEndsAsTheMirrorSays(t *testing.T) {
 	require.True(t, o.done)
 	require.ErrorContains(t, o.err, "refused: the reminder is expired", "a decision the mirror refused is an answer")
 	require.Equal(t, reminder.Expired, res.State)
+}
+
+// moved is the notify's refusal of a key whose pending mirror row moved to
+// due (activities.ErrTypeReminderMoved).
+func moved(in activities.NotifyInput, due time.Time) error {
+	return temporal.NewNonRetryableApplicationError("the reminder moved in the mirror", activities.ErrTypeReminderMoved, nil,
+		reminder.Scheduled, activities.MovedTo{DueAt: due, DeliveryKey: reminder.DeliveryKey(in.ReminderID, in.SubscriberID, due)})
+}
+
+// A send refused because the mirror row moved to another due time and key
+// while the workflow did not hear (a window move that found no workflow
+// for a row whose mark failed) takes the row's due time and key and sleeps
+// again: it is sent once, at the row's due time under its key, never at
+// the old time, and the mirror is not written (it holds the move). The
+// workflow asks the notify to say where a row moved (FollowsMoves). (It
+// ended "as the mirror says" in the pending state scheduled: lost.)
+func TestASendRefusedUnderAMovedKeyFollowsTheMirror(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		level int
+	}{{"current level", workflows.CurrentLevel}, {"started before levels", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			due, later := t0.Add(time.Hour), t0.Add(3*time.Hour)
+			h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+				require.True(t, in.FollowsMoves, "the workflow follows a move")
+				if !in.DueAt.Equal(later) {
+					return activities.NotifyResult{}, moved(in, later)
+				}
+				return activities.NotifyResult{DeliveryKey: in.Key(), ProviderMessageID: "pm-1"}, nil
+			}
+			var st workflows.Status
+			h.env.RegisterDelayedCallback(func() {
+				v, err := h.env.QueryWorkflow(workflows.QueryStatus)
+				require.NoError(t, err)
+				require.NoError(t, v.Get(&st))
+			}, 2*time.Hour)
+			in := input(due)
+			in.Level = tc.level
+			res := h.run(in)
+
+			key := reminder.DeliveryKey(in.ReminderID, in.SubscriberID, later)
+			require.Equal(t, reminder.Sent, res.State)
+			require.Equal(t, key, res.DeliveryKey)
+			sends := h.sends("")
+			require.Len(t, sends, 2, "refused at the old due time, sent at the new one")
+			require.Equal(t, due, sends[0].At)
+			require.Equal(t, later, sends[1].At, "not before the row's due time")
+			require.Equal(t, key, sends[1].In.Key())
+			require.Empty(t, h.events(), "the mirror holds the move already")
+			require.Equal(t, reminder.Scheduled, st.State, "sleeping again")
+			require.Equal(t, later, st.DueAt)
+			require.Equal(t, key, st.DeliveryKey)
+			require.Equal(t, "moved_by_the_mirror", st.Transitions[len(st.Transitions)-1].Event)
+		})
+	}
+}
+
+// A cancel that comes while the reminder sleeps again after following the
+// mirror's move is a plain cancel: nothing was sent, nor is.
+func TestACancelAfterFollowingTheMirrorsMoveSendsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+		return activities.NotifyResult{}, moved(in, t0.Add(3*time.Hour))
+	}
+	o := h.update(2*time.Hour, workflows.UpdateCancel, workflows.CancelRequest{By: "tracker"})
+	res := h.run(input(t0.Add(time.Hour)))
+	require.Equal(t, reminder.Cancelled, res.State)
+	require.Len(t, h.sends(""), 1, "the refused one only")
+	require.Empty(t, h.sends(reminder.PurposeCancellation))
+	require.NoError(t, o.err)
+	require.Equal(t, workflows.OutcomeCancelled, o.result.(workflows.CancelResult).Outcome)
+	require.Equal(t, []string{"cancelled"}, h.events())
+}
+
+// A refusal the workflow cannot follow ends it as the mirror says, in the
+// pending state, once, rather than going round: a reminder of a release
+// before changeFollowsTheMirrorsMove (here pinned to it), and a move to the
+// due time the workflow already has. reconcile --verify starts such a
+// reminder again (starter.TestVerifyStartsAgainAReminderWhoseWorkflowEndedPending).
+func TestARefusalUnderAMovedKeyItCannotFollowEndsAsTheMirrorSays(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		pin  bool
+		to   time.Duration
+	}{{"before the change", true, 3 * time.Hour}, {"moved to its own due time", false, time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			in := input(t0.Add(time.Hour))
+			if tc.pin {
+				h.pin(workflows.ChangeFollowsTheMirrorsMove, workflow.DefaultVersion)
+				in.Level = 0
+			}
+			h.respond = func(in activities.NotifyInput) (activities.NotifyResult, error) {
+				return activities.NotifyResult{}, moved(in, t0.Add(tc.to))
+			}
+			res := h.run(in)
+			require.Equal(t, reminder.Scheduled, res.State, "ended as the mirror says")
+			require.Len(t, h.sends(""), 1, "once, not round again")
+			require.Empty(t, h.sends(reminder.PurposeEscalation), "not a failure")
+			require.Empty(t, h.events())
+		})
+	}
 }
