@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ type WebhookSink struct {
 	rejected atomic.Int64
 	latency  atomic.Int64
 	answer   atomic.Pointer[func() time.Duration]
+	down     atomic.Bool
 	// OnHook, when set before traffic starts, sees each accepted request.
 	OnHook func(Hook)
 	// Peer, when set before traffic starts, names who sent a request from
@@ -55,6 +57,10 @@ type WebhookSink struct {
 // maxHold bounds how long a request that is never answered is held when
 // its caller does not give up (a caller that is itself frozen).
 const maxHold = 2 * time.Minute
+
+// SetDown makes the receiver answer every request 503 and take nothing,
+// as a receiver that is down, until SetDown(false).
+func (s *WebhookSink) SetDown(down bool) { s.down.Store(down) }
 
 // AnswerAfter makes the receiver take each request that verifies as it
 // arrives (recorded then, Received its arrival) and answer it after
@@ -97,6 +103,9 @@ func StartWebhook(addr, secret string) (*WebhookSink, error) {
 
 // URL is the receiver's base URL; any path under it is accepted.
 func (s *WebhookSink) URL() string { return s.srv.url() }
+
+// Port is the loopback port the receiver listens on.
+func (s *WebhookSink) Port() int { return s.srv.ln.Addr().(*net.TCPAddr).Port }
 
 // Close stops the receiver.
 func (s *WebhookSink) Close() error { return s.srv.close() }
@@ -143,6 +152,10 @@ func (s *WebhookSink) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	if a, ok := s.next(); ok {
 		writeAnswer(w, a)
+		return
+	}
+	if s.down.Load() {
+		writeAnswer(w, Answer{Status: http.StatusServiceUnavailable})
 		return
 	}
 	if late := s.answer.Load(); late != nil {

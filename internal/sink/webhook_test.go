@@ -16,7 +16,8 @@ import (
 
 // A receiver that answers late takes each request as it arrives; one that
 // never answers holds it until the caller gives up, and took it all the
-// same. Each receipt says when it was (to be) answered and who sent it.
+// same. Each receipt says when it was (to be) answered and who sent it. One
+// that is down answers 503 and takes nothing.
 func TestAReceiverThatAnswersLateTookTheRequestFirst(t *testing.T) {
 	t.Parallel()
 	secret := webhook.NewSecret()
@@ -66,6 +67,13 @@ func TestAReceiverThatAnswersLateTookTheRequestFirst(t *testing.T) {
 	require.Equal(t, "evt_2", hooks[1].ID)
 	require.Equal(t, NeverAnswered, hooks[1].AnswerIn, "taken, though never answered")
 	require.Contains(t, hooks[0].Peer, "peer of 127.0.0.1:")
+
+	s.SetDown(true)
+	status, _, err = post("evt_down", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Len(t, s.Hooks(), 2, "a receiver that is down takes nothing")
+	s.SetDown(false)
 
 	s.AnswerAfter(nil)
 	status, _, err = post("evt_3", 10*time.Second)

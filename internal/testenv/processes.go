@@ -105,21 +105,14 @@ func (p *Process) Signal(sig os.Signal) {
 }
 
 // Pause freezes the process (SIGSTOP to its group) until Resume: a long
-// GC pause, a frozen node. It is still alive, holding what it held.
-func (p *Process) Pause() {
-	p.t.Helper()
-	if err := p.proc.Pause(); err != nil {
-		p.t.Fatal(err)
-	}
-}
+// GC pause, a frozen node. It is still alive, holding what it held. It
+// fails (childproc.ErrNotRunning) when the process is not running; it
+// does not fail the test, so another goroutine than the test's may call
+// it.
+func (p *Process) Pause() error { return p.proc.Pause() }
 
 // Resume lets a paused process run again (SIGCONT).
-func (p *Process) Resume() {
-	p.t.Helper()
-	if err := p.proc.Resume(); err != nil {
-		p.t.Fatal(err)
-	}
-}
+func (p *Process) Resume() error { return p.proc.Resume() }
 
 // SetEnv is the environment the next Start runs the process with.
 func (p *Process) SetEnv(env []string) { p.proc.SetEnv(env) }
@@ -259,6 +252,7 @@ type Cluster struct {
 	uid  *syscall.Credential
 	URL  string
 	// frozen are the processes Freeze stopped.
+	mu     sync.Mutex
 	frozen []int
 }
 
@@ -312,23 +306,31 @@ func (pg *Cluster) Start() {
 // Freeze stops every process of the cluster with SIGSTOP, the postmaster
 // first so it forks no new backend: a frozen node, whose connections stay
 // open and answer nothing until Thaw.
-func (pg *Cluster) Freeze() {
-	pg.t.Helper()
+// It fails when the cluster is not running; it does not fail the test, so
+// another goroutine than the test's may call it (never beside Start, Stop
+// or Crash).
+func (pg *Cluster) Freeze() error {
 	pm, err := pg.postmaster()
 	if err != nil {
-		pg.t.Fatal(err)
+		return err
 	}
 	if err := syscall.Kill(pm, syscall.SIGSTOP); err != nil {
-		pg.t.Fatalf("freezing PostgreSQL: %v", err)
+		return fmt.Errorf("error freezing PostgreSQL: %w", err)
 	}
-	pg.frozen = append([]int{pm}, childrenOf(pm)...)
-	for _, pid := range pg.frozen[1:] {
+	frozen := append([]int{pm}, childrenOf(pm)...)
+	for _, pid := range frozen[1:] {
 		_ = syscall.Kill(pid, syscall.SIGSTOP) // one may have exited meanwhile
 	}
+	pg.mu.Lock()
+	pg.frozen = frozen
+	pg.mu.Unlock()
+	return nil
 }
 
 // Thaw lets a frozen cluster run again (SIGCONT), its backends first.
 func (pg *Cluster) Thaw() {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
 	for i := len(pg.frozen) - 1; i >= 0; i-- {
 		_ = syscall.Kill(pg.frozen[i], syscall.SIGCONT)
 	}
