@@ -36,7 +36,7 @@ func TestSoak(t *testing.T) {
 
 	e := Start(t)
 	w := NewWorkload(e, seed)
-	f := NewFaults(e, seed)
+	f := NewFaults(e, seed, duration)
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
 	began := time.Now()
