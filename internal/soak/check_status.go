@@ -223,7 +223,11 @@ func statusWindow(a, b StatusReceipt, faults []Fault) string {
 	}
 	// The body left before the tracker read it: a fault a moment before
 	// a arrived may still have come before its record.
+	// A fault after b was posted caused nothing: b's post bounds each.
 	posted, answered, lapsed := a.Received.Add(-time.Second), a.Received.Add(a.AnswerIn), a.Received.Add(statusevents.Lease)
+	if lapsed.After(b.Received) {
+		lapsed = b.Received
+	}
 	var relay, db bool
 	for _, f := range faults {
 		switch f.Kind {
