@@ -130,7 +130,7 @@ func checkAnswers(s Snapshot, add func(rule, id, format string, args ...any)) []
 		}
 		if differs != "" {
 			add(RuleFailedDisagree, id, "%s answered %s at %s; %s; trail: %s",
-				describeOp(ops[0]), answerOf(ops[0], id), ops[0].Done.Format("15:04:05.000"), differs, trail2(trail))
+				describeOp(ops[0]), answerOf(ops[0], id), ops[0].Done.Format("15:04:05.000"), differs, movesTrail(trail))
 		}
 	}
 	checkRepairs(s, add)
@@ -258,7 +258,7 @@ func checkRepairs(s Snapshot, add func(rule, id, format string, args ...any)) {
 				}
 				add(RuleRepairedAcknowledged, id, "%s answered %s at %s; at %s reconcile --verify repaired %s, %v → %v; trail: %s",
 					describeOp(a.op), a.o.Status, a.op.Done.Format("15:04:05.000"), e.At.Format("15:04:05.000"), kind,
-					e.Detail["from"], e.Detail["to"], trail2(trail))
+					e.Detail["from"], e.Detail["to"], movesTrail(trail))
 				break
 			}
 		}
@@ -287,8 +287,8 @@ func answerOf(op Op, id string) string {
 	return fmt.Sprintf("%d", op.Code)
 }
 
-// trail2 is a reminder's trail with what the details say of moves.
-func trail2(events []Event) string {
+// movesTrail is a reminder's trail with what the details say of moves.
+func movesTrail(events []Event) string {
 	parts := make([]string, len(events))
 	for i, e := range events {
 		parts[i] = e.At.Format("15:04:05.000") + " " + e.Type

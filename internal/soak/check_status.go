@@ -235,8 +235,10 @@ func statusWindow(a, b StatusReceipt, faults []Fault) string {
 			if (a.Replica == "" || f.Target == a.Replica) && !f.At.Before(posted) && !f.At.After(lapsed) {
 				relay = true
 			}
+			// (Its Until is noted just after SIGCONT: the stale post may
+			// come a moment before.)
 			if f.Kind == FaultStallServe && (b.Replica == "" || f.Target == b.Replica) && f.At.Before(a.Received) &&
-				!f.Until.Before(posted) && !f.Until.After(b.Received) {
+				!f.Until.Before(posted) && !f.Until.After(b.Received.Add(time.Second)) {
 				relay = true
 			}
 		case FaultStopPG, FaultStallPG:

@@ -74,7 +74,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			// tenant but the last; each needed approval and ended expired,
 			// so no other rule minds them, nor those of the answers' cases.
 			expired("st-once"), expired("st-hung"), expired("st-twice"), expired("st-relay"), expired("st-stuck"),
-			expired("st-unwritten"), expired("st-order"), expired("st-db"), expired("st-late-db"), acme,
+			expired("st-unwritten"), expired("st-order"), expired("st-db"), expired("st-late-db"), expired("st-stale"), acme,
 			expired("ans-lost"), expired("ans-landed"), expired("ans-nothing"), expired("ans-unasked"),
 			sent("ans-repaired", "k-ans-repaired"),
 		},
@@ -91,6 +91,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			"st-order":     {{ID: 8, Type: "scheduled", At: t0}, {ID: 9, Type: "rescheduled", At: t0}},
 			"st-db":        {{ID: 10, Type: "scheduled", At: t0}},
 			"st-late-db":   {{ID: 11, Type: "scheduled", At: t0}},
+			"st-stale":     {{ID: 12, Type: "scheduled", At: t0}},
 			"acme/st-acme": {{ID: 7, Type: "scheduled", At: t0}},
 			// An approval answered failed that the mirror took and the
 			// workflow did not: the decision lost.
@@ -121,7 +122,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			out("ep", 1, "st-once", 1, "delivered"), out("ep", 2, "st-hung", 1, "delivered"), out("ep", 3, "st-twice", 1, "delivered"),
 			out("ep", 4, "st-relay", 1, "delivered"), out("ep", 5, "st-stuck", 1, "pending"),
 			out("ep", 8, "st-order", 1, "delivered"), out("ep", 9, "st-order", 2, "delivered"),
-			out("ep", 10, "st-db", 1, "delivered"), out("ep", 11, "st-late-db", 1, "delivered"),
+			out("ep", 10, "st-db", 1, "delivered"), out("ep", 11, "st-late-db", 1, "delivered"), out("ep", 12, "st-stale", 1, "delivered"),
 			out("ep-acme", 7, "acme/st-acme", 1, "delivered"),
 		},
 		StatusReceipts: []StatusReceipt{
@@ -131,6 +132,10 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			// Answered in 3 s, posted again with nothing in between (the
 			// stall was over).
 			post("ep", 3, "st-twice", time.Minute, 3*time.Second, "serve 0"), post("ep", 3, "st-twice", 2*time.Minute, 3*time.Second, "serve 1"),
+			// Serve 0 frozen with a batch whose lease lapsed, serve 1
+			// posting it, serve 0 posting it again as it came back (its
+			// stall's end noted a moment after): the window.
+			post("ep", 12, "st-stale", 600*time.Second, 0, "serve 1"), post("ep", 12, "st-stale", 600*time.Second+200*time.Millisecond, 0, "serve 0"),
 			// Its replica frozen between the two posts: the window.
 			post("ep", 4, "st-relay", 0, 3*time.Second, "serve 1"), post("ep", 4, "st-relay", 50*time.Second, 3*time.Second, "serve 0"),
 			// PostgreSQL frozen while the answer was to be recorded: the
@@ -147,6 +152,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			{Kind: FaultStallServe, Target: "serve 1", At: t0.Add(10 * time.Second), Until: t0.Add(40 * time.Second)},
 			{Kind: FaultStallPG, Target: TargetPG, At: t0.Add(220 * time.Second), Until: t0.Add(230 * time.Second)},
 			{Kind: FaultStopPG, Target: TargetPG, At: t0.Add(480 * time.Second), Until: t0.Add(490 * time.Second)},
+			{Kind: FaultStallServe, Target: "serve 0", At: t0.Add(550 * time.Second), Until: t0.Add(600*time.Second + 203*time.Millisecond)},
 		},
 		WorkflowViews: map[string]WorkflowView{
 			"ans-lost":    {State: reminder.Expired, DueAt: t0, DeliveryKey: "k-ans-lost"},
@@ -219,7 +225,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 	for _, r := range res.Repeats {
 		windows[r.ReminderID] = r.Windows
 	}
-	require.Equal(t, map[string][]string{"st-hung": {WindowUnanswered}, "st-relay": {WindowRelay}, "st-db": {WindowDatabase}}, windows)
+	require.Equal(t, map[string][]string{"st-hung": {WindowUnanswered}, "st-relay": {WindowRelay}, "st-db": {WindowDatabase}, "st-stale": {WindowRelay}}, windows)
 
 	// Answers of failure: the lost decision is found, what moved nothing
 	// or landed in both is not; a workflow that cannot be asked is said.
@@ -237,5 +243,5 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 	require.Contains(t, sum.Text(), "seed 7")
 	require.Contains(t, sum.Text(), RuleWindow)
 	require.Contains(t, sum.Text(), WindowUnanswered)
-	require.Equal(t, EndpointTally{Events: 9, Posts: 14, Delivered: 8, Repeated: 3}, sum.Endpoints["ep"])
+	require.Equal(t, EndpointTally{Events: 10, Posts: 16, Delivered: 9, Repeated: 4}, sum.Endpoints["ep"])
 }
