@@ -22,9 +22,10 @@ test:
 test-engine:
 	@scripts/engine.sh test
 
-## soak: a seeded random workload (CLI and HTTP API) with random faults (workers, the dev server, PostgreSQL,
-## serve, the sinks killed or failing), then an invariant check from outside; SOAK_SEED and SOAK_DURATION
-## replay or lengthen it (default seed 1 for 2m, as CI runs it); summary in out/soak-<seed>.txt
+## soak: a seeded random workload (CLI and HTTP API, two tenants) with random faults (workers, the dev server,
+## PostgreSQL, serve killed or frozen; the mail API, webhooks and trackers failing, late or slow; the rate cap
+## turned on), then an invariant check from outside; SOAK_SEED and SOAK_DURATION replay or lengthen it
+## (default seed 1 for 2m, as CI runs it); summary in out/soak-<seed>.txt
 SOAK_SEED ?= 1
 SOAK_DURATION ?= 2m
 soak:

@@ -104,6 +104,33 @@ func (p *Process) Stop(within time.Duration) error {
 	}
 }
 
+// Pause stops the process group with SIGSTOP, as a long GC pause or a
+// frozen node would: its connections stay open, and nothing it holds is
+// let go or answered until Resume. SIGKILL still ends it.
+func (p *Process) Pause() error { return p.signalGroup(syscall.SIGSTOP) }
+
+// Resume lets a paused process group run again (SIGCONT).
+func (p *Process) Resume() error { return p.signalGroup(syscall.SIGCONT) }
+
+func (p *Process) signalGroup(sig syscall.Signal) error {
+	cmd, _ := p.current()
+	if cmd == nil {
+		return fmt.Errorf("error signalling %s: %w", p.name, ErrNotRunning)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		return fmt.Errorf("error signalling %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// SetEnv replaces the environment the next Start runs the process with, as
+// a deploy that changes a setting does; a running process keeps its own.
+func (p *Process) SetEnv(env []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.env = env
+}
+
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error {
 	cmd, _ := p.current()

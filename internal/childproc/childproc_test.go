@@ -68,3 +68,60 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	require.False(t, stubborn.Alive())
 	require.ErrorIs(t, stubborn.Signal(os.Interrupt), ErrNotRunning)
 }
+
+// procState reads a process's state letter from /proc ("T" when stopped).
+func procState(pid int) string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return f[0]
+}
+
+// Pause freezes the process, and its children, until Resume; a paused
+// process is still alive, and SIGKILL still ends it.
+func TestPauseFreezesTheGroupUntilResume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	child := filepath.Join(dir, "child")
+	p := New(os.Environ(), nil, "sh", "-c", "sleep 60 & echo $! > "+child+"; wait")
+	require.ErrorIs(t, p.Pause(), ErrNotRunning)
+	require.NoError(t, p.Start())
+	t.Cleanup(p.Kill)
+	var kid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(child)
+		kid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && kid > 0
+	}, 30*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, p.Pause())
+	for _, pid := range []int{p.Pid(), kid} {
+		require.Eventually(t, func() bool { return procState(pid) == "T" }, 30*time.Second, 10*time.Millisecond, "pid %d stopped", pid)
+	}
+	require.True(t, p.Alive())
+	require.NoError(t, p.Resume())
+	for _, pid := range []int{p.Pid(), kid} {
+		require.Eventually(t, func() bool { return procState(pid) == "S" }, 30*time.Second, 10*time.Millisecond, "pid %d runs again", pid)
+	}
+	require.NoError(t, p.Pause())
+	p.Kill()
+	require.False(t, p.Alive(), "a paused process is killed all the same")
+}
+
+// SetEnv is the environment of the next start, not of the running one.
+func TestSetEnvTakesEffectAtTheNextStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "seen")
+	p := New([]string{"SEEN=one"}, nil, "/bin/sh", "-c", "echo $SEEN >> "+file)
+	require.NoError(t, p.Start())
+	<-p.Exited()
+	p.SetEnv([]string{"SEEN=two"})
+	require.NoError(t, p.Start())
+	<-p.Exited()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "one\ntwo\n", string(b))
+}

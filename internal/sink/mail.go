@@ -283,7 +283,7 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 	}
 	key := m.CustomArgs["delivery_key"]
 	s.begin(key)
-	if v.Delay > 0 {
+	if v.Delay > 0 && !v.AcceptFirst {
 		<-time.After(v.Delay)
 	}
 	s.pass()
@@ -293,6 +293,10 @@ func (s *MailSink) send(w http.ResponseWriter, r *http.Request) {
 	s.events.queue(m)
 	if s.OnMail != nil {
 		s.OnMail(m)
+	}
+	if v.Delay > 0 && v.AcceptFirst {
+		// Taken; the answer comes late, whether or not its caller waits.
+		<-time.After(v.Delay)
 	}
 	w.Header().Set("X-Message-Id", m.MessageID)
 	w.WriteHeader(http.StatusAccepted)

@@ -103,3 +103,49 @@ func TestTheSinkChecksContentAndTemplatesAsSendGridDoes(t *testing.T) {
 	}
 	require.Len(t, s.Mails(), 2)
 }
+
+// A provider that takes the mail at once and answers late: the message is
+// accepted, and its events queued, while the call still waits for its
+// answer, which comes after the drawn 300–400 ms.
+func TestALateAnswerComesAfterTheMailWasTaken(t *testing.T) {
+	t.Parallel()
+	s, err := StartMail("", "SG.k")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	s.SetProfile(Profile{Name: "late", Median: 300 * time.Millisecond, Spread: 100 * time.Millisecond, AcceptFirst: true})
+	require.False(t, s.Profile().IsInstant())
+
+	body := `{"from":{"email":"a@b.example"},"subject":"s","personalizations":[{"to":[{"email":"c@d.example"}]}],` +
+		`"content":[{"type":"text/plain","value":"t"}],"custom_args":{"delivery_key":"k1"}}`
+	type answer struct {
+		status int
+		took   time.Duration
+	}
+	answered := make(chan answer, 1)
+	began := time.Now()
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/v3/mail/send", bytes.NewBufferString(body))
+		req.Header.Set("Authorization", "Bearer SG.k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{}
+			return
+		}
+		_ = resp.Body.Close()
+		answered <- answer{resp.StatusCode, time.Since(began)}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mails, err := s.Wait(ctx, func(m []Mail) bool { return len(m) == 1 })
+	require.NoError(t, err)
+	select {
+	case a := <-answered:
+		t.Fatalf("answered (%d after %s) before the mail was seen taken", a.status, a.took)
+	default:
+	}
+	require.Less(t, mails[0].Received.Sub(began), 300*time.Millisecond, "taken on arrival")
+	a := <-answered
+	require.Equal(t, http.StatusAccepted, a.status)
+	require.GreaterOrEqual(t, a.took, 300*time.Millisecond)
+	require.Less(t, a.took, 5*time.Second)
+}

@@ -20,6 +20,16 @@ type Profile struct {
 	// (Sigma 0: exactly Median; Median 0: no latency).
 	Median time.Duration
 	Sigma  float64
+	// Spread, when set, adds a uniform draw in [0, Spread) to Median
+	// instead of the lognormal: a Median of 6 s and a Spread of 2 s answer
+	// in 6 to 8 s.
+	Spread time.Duration
+	// AcceptFirst takes each message (records it, queues its events) as
+	// the call arrives and answers after the latency: a provider that
+	// took the mail at once and answers late, whose events may reach
+	// serve before its answer reaches the caller. Without it a message is
+	// accepted once its latency passed.
+	AcceptFirst bool
 	// TailShare of the accepted calls take Tail instead: the slow calls a
 	// real API has now and then, which a lognormal makes too rare.
 	TailShare float64
@@ -77,17 +87,19 @@ func Outage(from, to time.Time) Profile {
 // IsInstant reports whether the profile answers every call at once and
 // accepts it: no latency, no 429s, no outage.
 func (p Profile) IsInstant() bool {
-	return p.Median <= 0 && (p.TailShare <= 0 || p.Tail <= 0) && !p.limits() && !p.OutageTo.After(p.OutageFrom)
+	return p.Median <= 0 && p.Spread <= 0 && (p.TailShare <= 0 || p.Tail <= 0) && !p.limits() && !p.OutageTo.After(p.OutageFrom)
 }
 
 func (p Profile) limits() bool { return p.LimitEvery > 0 && p.LimitFor > 0 }
 
 // verdict is how the sink answers one call: Status 0 accepts the mail
-// after Delay; anything else is answered at once with Headers.
+// after Delay (or at once, answering after Delay, when AcceptFirst);
+// anything else is answered at once with Headers.
 type verdict struct {
-	Status  int
-	Headers map[string]string
-	Delay   time.Duration
+	Status      int
+	Headers     map[string]string
+	Delay       time.Duration
+	AcceptFirst bool
 }
 
 // answerModel is a Profile in use: its random draws, behind a mutex, so
@@ -121,7 +133,7 @@ func (m *answerModel) answer(now time.Time) verdict {
 			"Retry-After":       strconv.Itoa(max(1, int(math.Ceil(end.Sub(now).Seconds())))),
 		}}
 	}
-	return verdict{Delay: m.latency()}
+	return verdict{Delay: m.latency(), AcceptFirst: p.AcceptFirst}
 }
 
 // limitWindow reports whether now is in a 429 window, and when it ends.
@@ -143,7 +155,7 @@ func (m *answerModel) limitWindow(now time.Time) (end time.Time, in bool) {
 // latency draws one accepted call's latency.
 func (m *answerModel) latency() time.Duration {
 	p := m.p
-	if p.Median <= 0 && (p.TailShare <= 0 || p.Tail <= 0) {
+	if p.Median <= 0 && p.Spread <= 0 && (p.TailShare <= 0 || p.Tail <= 0) {
 		return 0
 	}
 	m.mu.Lock()
@@ -151,6 +163,9 @@ func (m *answerModel) latency() time.Duration {
 	m.mu.Unlock()
 	if p.TailShare > 0 && u < p.TailShare {
 		return p.Tail
+	}
+	if p.Spread > 0 {
+		return p.Median + time.Duration(u*float64(p.Spread))
 	}
 	return time.Duration(float64(p.Median) * math.Exp(p.Sigma*z))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,19 @@ type Hook struct {
 	Path           string
 	Body           []byte
 	Received       time.Time
+	// AnswerIn is how long after Received the receiver answered, or was
+	// to answer (its caller may have gone first), when it takes requests
+	// at once and answers late (AnswerAfter); NeverAnswered: it held the
+	// request until its caller gave up.
+	AnswerIn time.Duration
+	// Peer names who sent it (the sink's Peer), "" when it is not set or
+	// could not tell.
+	Peer string
 }
+
+// NeverAnswered is a Hook's AnswerIn when the receiver took the request and
+// never answered it.
+const NeverAnswered time.Duration = -1
 
 // WebhookSink is a customer's webhook receiver: it verifies each request's
 // Standard Webhooks signature with the official library (answering 401 when
@@ -32,8 +45,36 @@ type WebhookSink struct {
 	requests atomic.Int64
 	rejected atomic.Int64
 	latency  atomic.Int64
+	answer   atomic.Pointer[func() time.Duration]
+	down     atomic.Bool
 	// OnHook, when set before traffic starts, sees each accepted request.
 	OnHook func(Hook)
+	// Peer, when set before traffic starts, names who sent a request from
+	// its remote address, while the request is answered (Hook.Peer).
+	Peer func(remoteAddr string) string
+}
+
+// maxHold bounds how long a request that is never answered is held when
+// its caller does not give up (a caller that is itself frozen).
+const maxHold = 2 * time.Minute
+
+// SetDown makes the receiver answer every request 503 and take nothing,
+// as a receiver that is down, until SetDown(false).
+func (s *WebhookSink) SetDown(down bool) { s.down.Store(down) }
+
+// AnswerAfter makes the receiver take each request that verifies as it
+// arrives (recorded then, Received its arrival) and answer it after
+// delay() — or, when delay returns NeverAnswered, not at all: it holds the
+// request until its caller gives up. A tracker that stores an event at
+// once and answers slowly, or hangs: the caller cannot tell whether the
+// event was taken. nil answers at once again. Scripted answers (Fail)
+// still come first; the latency of SetLatency does not apply.
+func (s *WebhookSink) AnswerAfter(delay func() time.Duration) {
+	if delay == nil {
+		s.answer.Store(nil)
+		return
+	}
+	s.answer.Store(&delay)
 }
 
 // SetLatency makes every request that verifies take d to be answered; it
@@ -62,6 +103,9 @@ func StartWebhook(addr, secret string) (*WebhookSink, error) {
 
 // URL is the receiver's base URL; any path under it is accepted.
 func (s *WebhookSink) URL() string { return s.srv.url() }
+
+// Port is the loopback port the receiver listens on.
+func (s *WebhookSink) Port() int { return s.srv.ln.Addr().(*net.TCPAddr).Port }
 
 // Close stops the receiver.
 func (s *WebhookSink) Close() error { return s.srv.close() }
@@ -110,9 +154,23 @@ func (s *WebhookSink) receive(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, a)
 		return
 	}
+	if s.down.Load() {
+		writeAnswer(w, Answer{Status: http.StatusServiceUnavailable})
+		return
+	}
+	if late := s.answer.Load(); late != nil {
+		s.takeThenAnswer(w, r, body, (*late)())
+		return
+	}
 	if d := time.Duration(s.latency.Load()); d > 0 {
 		<-time.After(d)
 	}
+	s.take(r, body, 0)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// take records a request as accepted now.
+func (s *WebhookSink) take(r *http.Request, body []byte, answerIn time.Duration) {
 	s.pass()
 	h := Hook{
 		ID:             r.Header.Get(standardwebhooks.HeaderWebhookID),
@@ -121,10 +179,34 @@ func (s *WebhookSink) receive(w http.ResponseWriter, r *http.Request) {
 		Path:           r.URL.Path,
 		Body:           body,
 		Received:       time.Now(),
+		AnswerIn:       answerIn,
+	}
+	if s.Peer != nil {
+		h.Peer = s.Peer(r.RemoteAddr)
 	}
 	s.add(h)
 	if s.OnHook != nil {
 		s.OnHook(h)
+	}
+}
+
+// takeThenAnswer takes the request at once and answers after delay, or
+// never (NeverAnswered): then it holds the request until its caller goes.
+func (s *WebhookSink) takeThenAnswer(w http.ResponseWriter, r *http.Request, body []byte, delay time.Duration) {
+	s.take(r, body, delay)
+	hold := delay
+	if delay < 0 {
+		hold = maxHold
+	}
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+		return // the caller went: it never hears the answer
+	case <-t.C:
+	}
+	if delay < 0 {
+		return // held past maxHold: closed without an answer
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

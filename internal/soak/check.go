@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -17,16 +18,20 @@ import (
 // Row is a reminder's mirror row.
 type Row struct {
 	ID, Shipment, Update, Subscriber string
-	Channel                          reminder.Channel
-	State                            reminder.State
-	DueAt                            time.Time
-	DeliveryKey                      string
-	WorkflowID                       string
-	RequiresApproval                 bool
+	// Tenant owns it ("" the default tenant).
+	Tenant           string
+	Channel          reminder.Channel
+	State            reminder.State
+	DueAt            time.Time
+	DeliveryKey      string
+	WorkflowID       string
+	RequiresApproval bool
 }
 
 // Event is one of a reminder's audit events.
 type Event struct {
+	// ID is the trail event's id: its status event is evt_<ID>.
+	ID     int64
 	Type   string
 	At     time.Time
 	Detail map[string]any
@@ -64,6 +69,19 @@ type Snapshot struct {
 	// Shipments are the shipments with at least one stored reminder.
 	Shipments map[string]bool
 	Ops       []Op
+	// Endpoints, Outbox and StatusReceipts are the status events: the
+	// endpoints registered, the outbox's rows, the trackers' receipts.
+	Endpoints      []Endpoint
+	Outbox         []OutboxRow
+	StatusReceipts []StatusReceipt
+	// Faults are the run's faults: the windows of a repeat are read
+	// from them.
+	Faults []Fault
+	// WorkflowViews are what the workflows of the reminders a decision
+	// or reschedule answered failure for say they hold, by reminder.
+	WorkflowViews map[string]WorkflowView
+	// Verifies are the operator's reconcile --verify runs.
+	Verifies []VerifyRun
 }
 
 // Violation is a broken promise, with its evidence.
@@ -84,26 +102,36 @@ type Delivered struct {
 
 // Rules the checker applies, by name.
 const (
-	RuleOnce          = "sent or delivered: received once under its final key"
-	RuleWindow        = "received twice, inside the documented window: a send whose outcome was unknown, sent again under the same key"
-	RuleNotReceived   = "the mirror says sent, and no provider got it"
-	RuleTooMany       = "received more often than its unknown outcomes allow"
-	RuleCancelledSent = "a cancel or reject answered cancelled, and the reminder was received"
-	RuleEarly         = "received before its due time"
-	RuleUnknownKey    = "received under a key the mirror does not hold"
-	RuleOldKey        = "received under a key that is not its final one"
-	RuleShouldHaveGo  = "should have gone out and did not"
-	RuleNotFinal      = "a row is not final"
-	RuleRunning       = "a workflow is still running"
-	RuleVerify        = "reconcile --verify finds a divergence"
-	RuleRefusedWrote  = "a refused command wrote something"
-	RuleSignature     = "a webhook signature did not verify"
-	RuleApprovedLost  = "answered approved, and ended unsent without a cancel"
+	RuleOnce           = "sent or delivered: received once under its final key"
+	RuleWindow         = "received twice, inside the documented window: a send whose outcome was unknown, sent again under the same key"
+	RuleNotReceived    = "the mirror says sent, and no provider got it"
+	RuleTooMany        = "received more often than its unknown outcomes allow"
+	RuleCancelledSent  = "a cancel or reject answered cancelled, and the reminder was received"
+	RuleEarly          = "received before its due time"
+	RuleUnknownKey     = "received under a key the mirror does not hold"
+	RuleOldKey         = "received under a key that is not its final one"
+	RuleShouldHaveGo   = "should have gone out and did not"
+	RuleNotFinal       = "a row is not final"
+	RuleRunning        = "a workflow is still running"
+	RuleVerify         = "reconcile --verify finds a divergence"
+	RuleRefusedWrote   = "a refused command wrote something"
+	RuleSignature      = "a webhook signature did not verify"
+	RuleApprovedLost   = "answered approved, and ended unsent without a cancel"
+	RuleReceivedUnsent = "received, and the row ends in a state that says it was never sent"
 )
 
-// Check applies every rule to s and returns how each reminder's delivery
-// came out and each violation.
-func Check(s Snapshot) ([]Delivered, []Violation) {
+// Result is what the checker found: how each reminder's delivery came
+// out, the status events repeated inside a window, what came of each
+// answer of failure, and each violation.
+type Result struct {
+	Delivered  []Delivered
+	Repeats    []Repeat
+	Answered   []AnsweredFailure
+	Violations []Violation
+}
+
+// Check applies every rule to s.
+func Check(s Snapshot) Result {
 	var out []Violation
 	add := func(rule, id, format string, args ...any) {
 		out = append(out, Violation{Rule: rule, Reminder: id, Evidence: fmt.Sprintf(format, args...)})
@@ -138,6 +166,12 @@ func Check(s Snapshot) ([]Delivered, []Violation) {
 		if answer, ok := answered[row.ID]; ok && len(recs) > 0 {
 			add(RuleCancelledSent, row.ID, "%s answered %q at %s; received %d time(s), first at %s",
 				answer.kind, answer.status, answer.at.Format(time.RFC3339Nano), len(recs), recs[0].Received.Format(time.RFC3339Nano))
+		}
+		if len(recs) > 0 && (row.State == reminder.Cancelled || row.State == reminder.Expired || row.State == reminder.Failed) {
+			// A send whose outcome was unknown is a send: the row, the
+			// answers and the status events must say it went.
+			add(RuleReceivedUnsent, row.ID, "the row is %s; %s received it %d time(s) (at %s); trail: %s",
+				row.State, recs[0].Channel, len(recs), receivedAt(recs), trail(s.Events[row.ID]))
 		}
 		if st := s.Workflows[row.WorkflowID]; st == "running" {
 			add(RuleRunning, row.ID, "workflow %s is running; the row is %s", row.WorkflowID, row.State)
@@ -204,8 +238,10 @@ func Check(s Snapshot) ([]Delivered, []Violation) {
 				len(ops), shipment, ops[0].Via, ops[0].Code, got)
 		}
 	}
+	repeats := checkStatus(s, add)
+	failures := checkAnswers(s, add)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
-	return delivered, out
+	return Result{Delivered: delivered, Repeats: repeats, Answered: failures, Violations: out}
 }
 
 // refusedChange reports whether a changed resubmission was refused as
@@ -306,20 +342,46 @@ type Summary struct {
 	Duration time.Duration  `json:"duration_ns"`
 	Ops      map[string]int `json:"operations_by_kind"`
 	Faults   map[string]int `json:"faults_by_kind"`
-	States   map[string]int `json:"reminders_by_state"`
+	// RateCapAt is when the workers restarted with the rate cap on, into
+	// the run (0: they did not).
+	RateCapAt time.Duration  `json:"rate_cap_at_ns"`
+	States    map[string]int `json:"reminders_by_state"`
 	// Receipts counts every message the sinks took, notices included;
 	// Messages splits them by channel and purpose.
 	Receipts   int            `json:"receipts"`
 	Messages   map[string]int `json:"messages_by_purpose"`
 	Delivered  int            `json:"reminders_delivered"`
 	Duplicates []Delivered    `json:"duplicates"`
+	// Endpoints are each status endpoint's figures, Repeats the events
+	// that reached one again inside a window.
+	Endpoints map[string]EndpointTally `json:"status_events_by_endpoint"`
+	Repeats   []Repeat                 `json:"status_events_repeated"`
+	// Answered are the decisions and reschedules that answered failure,
+	// and what came of each.
+	Answered []AnsweredFailure `json:"answered_failure"`
+	// VerifyRuns counts the operator's reconcile --verify runs; Repairs
+	// their repairs, by kind.
+	VerifyRuns int            `json:"verify_runs"`
+	Repairs    map[string]int `json:"verify_repairs_by_kind"`
 	Violations []Violation    `json:"violations"`
 }
 
+// EndpointTally is one status endpoint's figures: the events the outbox
+// holds for it, the posts it took, the events recorded delivered, and
+// those it took more than once.
+type EndpointTally struct {
+	Events    int `json:"events"`
+	Posts     int `json:"posts"`
+	Delivered int `json:"recorded_delivered"`
+	Repeated  int `json:"repeated"`
+}
+
 // Summarise gathers a run's figures.
-func Summarise(seed uint64, took time.Duration, s Snapshot, faults []Fault, delivered []Delivered, violations []Violation) Summary {
+func Summarise(seed uint64, took time.Duration, s Snapshot, res Result) Summary {
 	sum := Summary{Seed: seed, Duration: took, Ops: map[string]int{}, Faults: map[string]int{}, States: map[string]int{},
-		Receipts: len(s.Receipts), Messages: map[string]int{}, Delivered: len(delivered), Violations: violations}
+		Receipts: len(s.Receipts), Messages: map[string]int{}, Delivered: len(res.Delivered), Violations: res.Violations,
+		Endpoints: map[string]EndpointTally{}, Repeats: res.Repeats, Answered: res.Answered, VerifyRuns: len(s.Verifies),
+		Repairs: map[string]int{}}
 	for _, r := range s.Receipts {
 		purpose := "unknown key"
 		if d, ok := s.Deliveries[r.Key]; ok {
@@ -330,19 +392,61 @@ func Summarise(seed uint64, took time.Duration, s Snapshot, faults []Fault, deli
 	for _, op := range s.Ops {
 		sum.Ops[op.Kind+" via "+op.Via]++
 	}
-	for _, f := range faults {
+	var began time.Time
+	if len(s.Ops) > 0 {
+		began = s.Ops[0].At
+	}
+	for _, f := range s.Faults {
 		sum.Faults[f.Kind]++
+		if f.Kind == FaultRateCap && !began.IsZero() {
+			sum.RateCapAt = f.At.Sub(began)
+		}
 	}
 	for _, r := range s.Rows {
 		sum.States[string(r.State)]++
 	}
-	for _, d := range delivered {
+	for _, d := range res.Delivered {
 		if d.Times > 1 {
 			sum.Duplicates = append(sum.Duplicates, d)
 		}
 	}
+	for _, e := range s.Endpoints {
+		sum.Endpoints[e.Name] = EndpointTally{}
+	}
+	for _, o := range s.Outbox {
+		t := sum.Endpoints[o.Endpoint]
+		t.Events++
+		if o.Status == "delivered" {
+			t.Delivered++
+		}
+		sum.Endpoints[o.Endpoint] = t
+	}
+	for _, r := range s.StatusReceipts {
+		t := sum.Endpoints[r.Endpoint]
+		t.Posts++
+		sum.Endpoints[r.Endpoint] = t
+	}
+	for _, r := range res.Repeats {
+		t := sum.Endpoints[r.Endpoint]
+		t.Repeated++
+		sum.Endpoints[r.Endpoint] = t
+	}
+	for _, run := range s.Verifies {
+		for _, line := range run.Lines {
+			var d struct {
+				Kind, Repair, Error string
+			}
+			if json.Unmarshal([]byte(line), &d) == nil && d.Repair != "" && d.Error == "" {
+				sum.Repairs[d.Kind]++
+			}
+		}
+	}
 	return sum
 }
+
+// listed is how many repeats and answers of failure the text lists; the
+// JSON keeps them all.
+const listed = 15
 
 // Text is the summary for a person.
 func (s Summary) Text() string {
@@ -363,12 +467,59 @@ func (s Summary) Text() string {
 	}
 	section("operations", s.Ops)
 	section("faults", s.Faults)
+	if s.RateCapAt > 0 {
+		fmt.Fprintf(&b, "rate cap: %g sends/s from %s into the run\n", RateCap, s.RateCapAt.Round(time.Second))
+	} else {
+		b.WriteString("rate cap: never on (the run ended before its deploy)\n")
+	}
 	section("reminders by final state", s.States)
 	section("messages the sinks took, by channel and purpose", s.Messages)
 	fmt.Fprintf(&b, "messages the sinks took: %d; reminders delivered: %d; delivered twice: %d\n", s.Receipts, s.Delivered, len(s.Duplicates))
 	for _, d := range s.Duplicates {
 		fmt.Fprintf(&b, "  %s (%s): %d times, by the rule: %s\n", d.Reminder, d.Channel, d.Times, d.Rule)
 	}
+	names := make([]string, 0, len(s.Endpoints))
+	for n := range s.Endpoints {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	b.WriteString("status events by endpoint (events, posts taken, recorded delivered, taken more than once):\n")
+	for _, n := range names {
+		t := s.Endpoints[n]
+		fmt.Fprintf(&b, "  %-32s %d, %d, %d, %d\n", n, t.Events, t.Posts, t.Delivered, t.Repeated)
+	}
+	windows := map[string]int{}
+	for _, r := range s.Repeats {
+		for _, w := range r.Windows {
+			windows[w]++
+		}
+	}
+	section("status events taken again, by window", windows)
+	for i, r := range s.Repeats {
+		if i == listed {
+			fmt.Fprintf(&b, "  … and %d more (the .json has them)\n", len(s.Repeats)-listed)
+			break
+		}
+		fmt.Fprintf(&b, "  %s %s (%s): %d times: %s\n", r.Endpoint, r.EventID, r.ReminderID, r.Times, r.Posts)
+	}
+	came := map[string]int{}
+	for _, a := range s.Answered {
+		came[a.Came]++
+	}
+	section("decisions and reschedules answered failure, by what came of them", came)
+	shown := 0
+	for _, a := range s.Answered {
+		if a.Came == CameNothing {
+			continue
+		}
+		if shown == listed {
+			b.WriteString("  … (the .json has them all)\n")
+			break
+		}
+		shown++
+		fmt.Fprintf(&b, "  %s: %s answered %s; %s\n", a.Reminder, a.Op, a.Answer, a.Came)
+	}
+	section(fmt.Sprintf("reconcile --verify repairs in %d runs, by kind", s.VerifyRuns), s.Repairs)
 	fmt.Fprintf(&b, "violations: %d\n", len(s.Violations))
 	for _, v := range s.Violations {
 		fmt.Fprintf(&b, "  [%s] %s %s\n", v.Rule, v.Reminder, v.Evidence)

@@ -13,11 +13,13 @@ import (
 	"go.temporal.io/api/enums/v1"
 
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/workflows"
 )
 
 // Quiesce waits, up to within, until every stored reminder is final in
-// the mirror and its workflow closed, having started what a starter left
-// unstarted (`shipnotify reconcile`, as an operator's schedule runs it).
+// the mirror, its workflow closed and every status event delivered or
+// given up, having started what a starter left unstarted (`shipnotify
+// reconcile`, as an operator's schedule runs it).
 func (e *Env) Quiesce(ctx context.Context, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
@@ -25,11 +27,16 @@ func (e *Env) Quiesce(ctx context.Context, within time.Duration) error {
 			e.T.Logf("soak: reconcile: %v\n%s", err, out)
 		}
 		pending, running, err := e.unsettled(ctx)
-		if err == nil && pending == 0 && running == 0 {
+		var events int
+		if err == nil {
+			err = e.Stack.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM status_outbox WHERE status = 'pending'`).Scan(&events)
+		}
+		if err == nil && pending == 0 && running == 0 && events == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: %d rows not final, %d workflows running (%v)", within, pending, running, err)
+			return fmt.Errorf("after %s: %d rows not final, %d workflows running, %d status events pending (%v)",
+				within, pending, running, events, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -57,21 +64,24 @@ func (e *Env) unsettled(ctx context.Context) (pending, running int, err error) {
 	return pending, running, nil
 }
 
-// Snapshot reads what the checker needs.
-func (e *Env) Snapshot(ctx context.Context, ops []Op) (Snapshot, error) {
+// Snapshot reads what the checker needs; faults and verifies are the
+// run's faults and the operator's `reconcile --verify` runs.
+func (e *Env) Snapshot(ctx context.Context, ops []Op, faults []Fault, verifies []VerifyRun) (Snapshot, error) {
 	s := Snapshot{Events: map[string][]Event{}, Deliveries: map[string]Delivery{}, Workflows: map[string]string{},
-		Subjects: map[string]string{}, Shipments: map[string]bool{}, Ops: ops}
+		Subjects: map[string]string{}, Shipments: map[string]bool{}, Ops: ops, Faults: faults, Verifies: verifies,
+		WorkflowViews: map[string]WorkflowView{}}
 	var err error
 	if s.Rows, err = e.rows(ctx); err != nil {
 		return s, err
 	}
 	pool := e.Stack.DB.Pool
-	evs, _ := pool.Query(ctx, `SELECT reminder_id, type, at, detail FROM reminder_events ORDER BY id`)
+	evs, _ := pool.Query(ctx, `SELECT id, reminder_id, type, at, detail FROM reminder_events ORDER BY id`)
+	var eventID int64
 	var id, typ string
 	var at time.Time
 	var detail map[string]any
-	if _, err := pgx.ForEachRow(evs, []any{&id, &typ, &at, &detail}, func() error {
-		s.Events[id] = append(s.Events[id], Event{Type: typ, At: at, Detail: detail})
+	if _, err := pgx.ForEachRow(evs, []any{&eventID, &id, &typ, &at, &detail}, func() error {
+		s.Events[id] = append(s.Events[id], Event{ID: eventID, Type: typ, At: at, Detail: detail})
 		return nil
 	}); err != nil {
 		return s, fmt.Errorf("error reading events: %w", err)
@@ -103,6 +113,12 @@ func (e *Env) Snapshot(ctx context.Context, ops []Op) (Snapshot, error) {
 		}
 		s.Workflows[r.WorkflowID] = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
 	}
+	if err := e.statusEvents(ctx, &s); err != nil {
+		return s, err
+	}
+	if err := e.workflowViews(ctx, &s); err != nil {
+		return s, err
+	}
 	for _, m := range e.Stack.Mail.Mails() {
 		s.Receipts = append(s.Receipts, Receipt{Key: m.CustomArgs["delivery_key"], Channel: "email", Received: m.Received})
 	}
@@ -124,13 +140,13 @@ func (e *Env) Snapshot(ctx context.Context, ops []Op) (Snapshot, error) {
 
 func (e *Env) rows(ctx context.Context) ([]Row, error) {
 	rows, _ := e.Stack.DB.Pool.Query(ctx, `
-SELECT id, shipment_id, update_id, subscriber_id, channel, state, due_at, delivery_key, workflow_id,
+SELECT id, tenant, shipment_id, update_id, subscriber_id, channel, state, due_at, delivery_key, workflow_id,
        approval_timeout IS NOT NULL
   FROM reminders ORDER BY id`)
 	var out []Row
 	var r Row
 	var channel, state string
-	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Shipment, &r.Update, &r.Subscriber, &channel, &state, &r.DueAt,
+	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Tenant, &r.Shipment, &r.Update, &r.Subscriber, &channel, &state, &r.DueAt,
 		&r.DeliveryKey, &r.WorkflowID, &r.RequiresApproval}, func() error {
 		r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 		out = append(out, r)
@@ -154,4 +170,113 @@ func (e *Env) run(ctx context.Context, args ...string) ([]byte, error) {
 		return out.Bytes(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errOut.String()))
 	}
 	return out.Bytes(), nil
+}
+
+// statusEvents reads the registered endpoints, the status outbox and what
+// each tracker received.
+func (e *Env) statusEvents(ctx context.Context, s *Snapshot) error {
+	pool := e.Stack.DB.Pool
+	eps, _ := pool.Query(ctx, `SELECT name, tenant, events FROM status_endpoints WHERE retired_at IS NULL ORDER BY name`)
+	var ep Endpoint
+	if _, err := pgx.ForEachRow(eps, []any{&ep.Name, &ep.Tenant, &ep.Events}, func() error {
+		s.Endpoints = append(s.Endpoints, ep)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("error reading status endpoints: %w", err)
+	}
+	rows, _ := pool.Query(ctx, `
+SELECT endpoint, event_id, reminder_id, seq, type, status, attempts, coalesce(last_error, '')
+  FROM status_outbox ORDER BY id`)
+	var o OutboxRow
+	if _, err := pgx.ForEachRow(rows, []any{&o.Endpoint, &o.EventID, &o.ReminderID, &o.Seq, &o.Type, &o.Status, &o.Attempts, &o.LastError}, func() error {
+		s.Outbox = append(s.Outbox, o)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("error reading the status outbox: %w", err)
+	}
+	for _, tr := range e.Trackers {
+		for _, h := range tr.Sink.Hooks() {
+			var body struct {
+				Type string `json:"type"`
+				Data struct {
+					ReminderID string `json:"reminder_id"`
+					Tenant     string `json:"tenant"`
+					Sequence   int    `json:"sequence"`
+				} `json:"data"`
+			}
+			_ = json.Unmarshal(h.Body, &body)
+			s.StatusReceipts = append(s.StatusReceipts, StatusReceipt{
+				Endpoint: tr.Name, EventID: h.ID, Type: body.Type, ReminderID: body.Data.ReminderID, Tenant: body.Data.Tenant,
+				Seq: body.Data.Sequence, Received: h.Received, AnswerIn: h.AnswerIn, Replica: h.Peer,
+			})
+		}
+	}
+	return nil
+}
+
+// workflowViews asks the workflow of every reminder a decision or a
+// reschedule answered failure for what it holds (its status query; a
+// closed workflow answers it too, replayed by a worker).
+func (e *Env) workflowViews(ctx context.Context, s *Snapshot) error {
+	for id := range FailureAnswered(*s) {
+		var wid string
+		for _, r := range s.Rows {
+			if r.ID == id {
+				wid = r.WorkflowID
+			}
+		}
+		if wid == "" {
+			continue
+		}
+		v := WorkflowView{}
+		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := e.Stack.Temporal.QueryWorkflow(qctx, wid, "", workflows.QueryStatus)
+		cancel()
+		var st workflows.Status
+		if err == nil {
+			err = resp.Get(&st)
+		}
+		if err != nil {
+			v.Err = err.Error()
+		} else {
+			v.State, v.DueAt, v.DeliveryKey = st.State, st.DueAt, st.DeliveryKey
+			if d := st.Approval.Decision; d != nil {
+				v.Decision = "rejected"
+				if d.Approved {
+					v.Decision = "approved"
+				}
+			}
+		}
+		s.WorkflowViews[id] = v
+	}
+	return nil
+}
+
+// VerifyRun is one of the operator's `reconcile --verify` runs: when it
+// began, and the divergences it printed (each with the repair it made).
+type VerifyRun struct {
+	At    time.Time `json:"at"`
+	Lines []string  `json:"lines,omitempty"`
+	Err   string    `json:"error,omitempty"`
+}
+
+// Verifier runs `reconcile --verify` (repairing, with its default grace)
+// every every until ctx ends, as an operator's cron does, and returns
+// what each run printed.
+func (e *Env) Verifier(ctx context.Context, every time.Duration) []VerifyRun {
+	var runs []VerifyRun
+	for sleep(ctx, every) {
+		run := VerifyRun{At: time.Now()}
+		out, err := e.run(context.WithoutCancel(ctx), "reconcile", "--verify")
+		for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+			if len(line) > 0 && json.Valid(line) {
+				run.Lines = append(run.Lines, string(line))
+			}
+		}
+		if err != nil && len(run.Lines) == 0 {
+			run.Err = err.Error()
+		}
+		runs = append(runs, run)
+	}
+	return runs
 }

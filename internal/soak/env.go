@@ -2,17 +2,23 @@
 // faults, through its binary (the CLI and the HTTP API), on real parts: a
 // file-backed Temporal dev server and a PostgreSQL cluster of its own, two
 // workers and two serve replicas behind a balancer, and local stand-ins
-// for SendGrid (posting its signed Event Webhook events to serve) and a
-// customer's webhook receiver. After the workload it quiesces the system
-// and checks, from outside, what the mirror, the engine and the sinks'
-// journals say against the operations' answers (Check). `make soak` runs
-// it; the same seed asks the same operations and faults.
+// for SendGrid (posting its signed Event Webhook events to serve), a
+// customer's webhook receiver and the trackers' status endpoints of two
+// tenants. After the workload it quiesces the system and checks, from
+// outside, what the mirror, the engine and the stand-ins' journals say
+// against the operations' answers (Check). `make soak` runs it; the same
+// seed asks the same operations and faults.
 package soak
 
 import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,10 +27,58 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/webhook"
 )
 
-// Env is the system under the soak: the parts it starts, kills and
-// restarts, and the stand-ins whose journals it reads.
+// The tenants the workload schedules for: the default tenant (stored as
+// "") and one other, each with status endpoints of its own, so an event
+// that reaches the other tenant's endpoint shows.
+const (
+	TenantDefault = ""
+	TenantAcme    = "acme"
+)
+
+// Tenants are the workload's tenants, in the order it draws them.
+var Tenants = []string{TenantDefault, TenantAcme}
+
+// tenantName is how a tenant is written on the command line.
+func tenantName(tenant string) string {
+	if tenant == "" {
+		return "default"
+	}
+	return tenant
+}
+
+// RateCap is the provider's rate cap (SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND)
+// the workers are restarted with partway through the run: about the
+// workload's mean rate of sends, so its bursts wait for slots.
+const RateCap = 3.0
+
+// Tracker is one of the trackers' status endpoints: its registration and
+// the receiver that stands in for it.
+type Tracker struct {
+	Name   string
+	Tenant string
+	// Events are the types it takes (nil: every one).
+	Events []string
+	Sink   *sink.WebhookSink
+	secret string
+}
+
+// line is the tracker's line in the status endpoints file.
+func (tr *Tracker) line() string {
+	l := fmt.Sprintf("%s %s/status %s", tr.Name, tr.Sink.URL(), tr.secret)
+	if tr.Events != nil {
+		l += " events=" + strings.Join(tr.Events, ",")
+	}
+	if tr.Tenant != "" {
+		l += " tenant=" + tr.Tenant
+	}
+	return l
+}
+
+// Env is the system under the soak: the parts it starts, kills, freezes
+// and restarts, and the stand-ins whose journals it reads.
 type Env struct {
 	T      testing.TB
 	Bin    string
@@ -40,24 +94,39 @@ type Env struct {
 	// opsURLs are where each replica answers /healthz.
 	opsURLs  []string
 	Balancer *httptest.Server
-	// APIKey is the tracker's key, with every scope.
-	APIKey string
-	// env is the environment every product process runs with.
+	// APIKeys are each tenant's key (every scope but admin for the other
+	// tenant), by tenant.
+	APIKeys map[string]string
+	// Trackers are the status endpoints: two of the default tenant (one
+	// taking every event, one a few types), one of the other.
+	Trackers []*Tracker
+	// env is the environment every product process runs with; the rate
+	// cap's deploy changes it while the workload reads it.
+	mu  sync.Mutex
 	env []string
 }
 
 // Start builds the system and starts every part.
 func Start(t testing.TB) *Env {
 	t.Helper()
-	e := &Env{T: t, Bin: testenv.Binary(t)}
+	e := &Env{T: t, Bin: testenv.Binary(t), APIKeys: map[string]string{}}
 	e.PG = testenv.StartCluster(t)
 	e.Server = testenv.StartDevServer(t)
 	e.Stack = testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true, TemporalAddress: e.Server.Address, DatabaseURL: e.PG.URL})
-	secret, key, err := api.NewKey("soak", api.Scopes)
-	if err != nil {
-		t.Fatal(err)
+	var lines []string
+	for _, tenant := range Tenants {
+		scopes := api.Scopes
+		if tenant != TenantDefault {
+			scopes = []api.Scope{api.ScopeSchedule, api.ScopeOperate, api.ScopeApprove, api.ScopeRead}
+		}
+		secret, key, err := api.NewKey("soak-"+tenantName(tenant), scopes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key.Tenant = tenant
+		e.APIKeys[tenant] = secret
+		lines = append(lines, key.Line())
 	}
-	e.APIKey = secret
 	eventKey, err := sink.NewEventKey()
 	if err != nil {
 		t.Fatal(err)
@@ -66,12 +135,14 @@ func Start(t testing.TB) *Env {
 	if _, err := sendgridevents.ParseVerificationKey(eventKey.PublicKey()); err != nil {
 		t.Fatal(err)
 	}
+	endpoints := e.startTrackers()
 	e.env = e.Stack.Env(
-		"SHIPNOTIFY_API_KEYS="+key.Line(),
+		"SHIPNOTIFY_API_KEYS="+strings.Join(lines, ";"),
 		// A tracker's bursts are not throttled here: the soak asks fast.
 		"SHIPNOTIFY_API_RATE=1000", "SHIPNOTIFY_API_BURST=1000",
 		"SHIPNOTIFY_SENDGRID_EVENT_KEY="+eventKey.PublicKey(),
 		"SHIPNOTIFY_UNCONFIRMED_SEND_WAIT="+testenv.EventsEvidenceWait.String(),
+		"SHIPNOTIFY_STATUS_ENDPOINTS_FILE="+endpoints,
 		"SHIPNOTIFY_LOG_LEVEL=warn",
 	)
 	for range 2 {
@@ -92,9 +163,65 @@ func Start(t testing.TB) *Env {
 	return e
 }
 
+// startTrackers starts the status endpoints' receivers and writes the
+// endpoints file every serve replica reads; it returns the file's path.
+func (e *Env) startTrackers() string {
+	t := e.T
+	t.Helper()
+	// The ops endpoint takes what an operations team acts on; the others
+	// every type.
+	ops := []string{"sent", "delivered", "undeliverable", "failed", "cancelled", "expired", "escalated", "suppressed"}
+	for _, tr := range []*Tracker{
+		{Name: "tracker", Tenant: TenantDefault},
+		{Name: "tracker-ops", Tenant: TenantDefault, Events: ops},
+		{Name: "acme-tracker", Tenant: TenantAcme},
+	} {
+		tr.secret = webhook.NewSecret()
+		s, err := sink.StartWebhook("", tr.secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		port := s.Port()
+		s.Peer = func(remoteAddr string) string { return e.replicaOf(remoteAddr, port) }
+		tr.Sink = s
+		e.Trackers = append(e.Trackers, tr)
+	}
+	var b strings.Builder
+	b.WriteString("# name url secret [events=…] [tenant=…]: the soak's trackers\n")
+	for _, tr := range e.Trackers {
+		b.WriteString(tr.line() + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "status-endpoints")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // Env returns the environment of the product's processes, with extra.
 func (e *Env) ProcessEnv(extra ...string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return append(e.env[:len(e.env):len(e.env)], extra...)
+}
+
+// RateCapOn restarts the workers one at a time (SIGTERM, as a rolling
+// deploy does, then a start) with the provider's rate cap on; every later
+// start of a worker keeps it.
+func (e *Env) RateCapOn() {
+	e.T.Helper()
+	env := e.ProcessEnv("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=" + strconv.FormatFloat(RateCap, 'f', -1, 64))
+	e.mu.Lock()
+	e.env = env
+	e.mu.Unlock()
+	for _, w := range e.Workers {
+		w.SetEnv(env)
+		if w.Alive() {
+			w.Stop()
+		}
+		w.Start()
+	}
 }
 
 // waitServing waits until a serve replica answers its health check.

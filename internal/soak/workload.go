@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -27,21 +28,29 @@ type Op struct {
 	// move_reminder, approve or reject.
 	Kind string `json:"kind"`
 	// Via is cli or api.
-	Via        string `json:"via"`
+	Via string `json:"via"`
+	// Tenant is the tenant it acted for ("" the default tenant).
+	Tenant     string `json:"tenant,omitempty"`
 	Shipment   string `json:"shipment"`
 	Update     string `json:"update,omitempty"`
 	Subscriber string `json:"subscriber,omitempty"`
 	// Results are a schedule's answers, Outcomes an operation's.
 	Results  []starter.Result  `json:"results,omitempty"`
 	Outcomes []starter.Outcome `json:"outcomes,omitempty"`
+	// DueAt is the due time (move_reminder) or window start
+	// (move_window) a reschedule asked for.
+	DueAt *time.Time `json:"due_at,omitempty"`
 	// Code is the HTTP status or the CLI's exit code.
 	Code int    `json:"code"`
 	Err  string `json:"error,omitempty"`
+	// Done is when its answer came.
+	Done time.Time `json:"done"`
 }
 
 // doc is an update as the tracker sends it, and what the workload needs of
 // it later.
 type doc struct {
+	Tenant           string
 	Shipment, Update string
 	Body             map[string]any
 	Subscribers      []string
@@ -101,11 +110,16 @@ func (w *Workload) LastDue() time.Time {
 	return last
 }
 
+// callers is how many operations may be under way at once: an operation
+// may still be running when the next is drawn, as several trackers' and
+// operators' would, and one held by a frozen replica or database does not
+// stop the others.
+const callers = 8
+
 // Run makes operations until ctx ends: drawn one every 150 to 600 ms in
-// the seed's order, two callers at a time (an operation may still be
-// running when the next is drawn, as two trackers' would).
+// the seed's order, callers at a time.
 func (w *Workload) Run(ctx context.Context) {
-	callers := make(chan struct{}, 2)
+	callers := make(chan struct{}, callers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -200,7 +214,7 @@ func (w *Workload) newDoc() *doc {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.n++
-	d := &doc{Shipment: fmt.Sprintf("SOAK-%d-%04d", w.seed, w.n), Update: "u1"}
+	d := &doc{Shipment: fmt.Sprintf("SOAK-%d-%04d", w.seed, w.n), Update: "u1", Tenant: Tenants[w.rng.IntN(len(Tenants))]}
 	now := time.Now()
 	d.Window = w.rng.IntN(3) == 0
 	d.Approval = w.rng.IntN(4) == 0
@@ -251,7 +265,7 @@ func (w *Workload) newDoc() *doc {
 // schedule sends d: new (kind "schedule"), or again as it was
 // ("resubmit").
 func (w *Workload) schedule(ctx context.Context, via string, d *doc, kind string) {
-	op := Op{Kind: kind, Via: via, Shipment: d.Shipment, Update: d.Update}
+	op := Op{Kind: kind, Via: via, Tenant: d.Tenant, Shipment: d.Shipment, Update: d.Update}
 	w.send(ctx, &op, d.Body)
 }
 
@@ -263,7 +277,7 @@ func (w *Workload) changed(ctx context.Context, via string, d *doc) {
 		body[k] = v
 	}
 	body["message"] = map[string]any{"subject": "A changed subject", "text": "Changed."}
-	op := Op{Kind: "changed", Via: via, Shipment: d.Shipment, Update: d.Update}
+	op := Op{Kind: "changed", Via: via, Tenant: d.Tenant, Shipment: d.Shipment, Update: d.Update}
 	w.send(ctx, &op, body)
 }
 
@@ -295,14 +309,14 @@ func (w *Workload) send(ctx context.Context, op *Op, body map[string]any) {
 			op.Err = err.Error()
 			break
 		}
-		out, code, err := w.cli(ctx, "schedule", "-f", file)
+		out, code, err := w.cli(ctx, "schedule", "--tenant", tenantName(op.Tenant), "-f", file)
 		op.Code = code
 		if err != nil {
 			op.Err = err.Error()
 		}
 		op.Results = decodeLines[starter.Result](out)
 	default:
-		code, out, err := w.api(ctx, http.MethodPost, "/v1/updates", raw)
+		code, out, err := w.api(ctx, op.Tenant, http.MethodPost, "/v1/updates", raw)
 		op.Code = code
 		if err != nil {
 			op.Err = err.Error()
@@ -318,14 +332,15 @@ func (w *Workload) send(ctx context.Context, op *Op, body map[string]any) {
 
 // operate makes an operation on d (one subscriber's, or the update's).
 func (w *Workload) operate(ctx context.Context, via, kind string, d *doc, subscriber string) {
-	op := Op{At: time.Now(), Kind: kind, Via: via, Shipment: d.Shipment, Update: d.Update, Subscriber: subscriber}
-	reminderID := d.Shipment + "/" + d.Update + "/" + subscriber
+	op := Op{At: time.Now(), Kind: kind, Via: via, Tenant: d.Tenant, Shipment: d.Shipment, Update: d.Update, Subscriber: subscriber}
+	reminderID := reminder.ID(d.Tenant, d.Shipment, d.Update, subscriber)
+	tenant := tenantName(d.Tenant)
 	var args []string
 	var path string
 	var body map[string]any
 	switch kind {
 	case "cancel":
-		args = []string{"cancel", "--shipment", d.Shipment, "--by", "soak"}
+		args = []string{"cancel", "--shipment", d.Shipment, "--tenant", tenant, "--by", "soak"}
 		path = "/v1/shipments/" + d.Shipment + "/cancel"
 		body = map[string]any{"by": "soak", "reason": "soak"}
 	case "move_window":
@@ -333,7 +348,8 @@ func (w *Workload) operate(ctx context.Context, via, kind string, d *doc, subscr
 		to := time.Now().Add(time.Duration(20+w.rng.IntN(70)) * time.Second).UTC().Truncate(time.Second)
 		w.mu.Unlock()
 		w.later(d, to)
-		args = []string{"reschedule", "--shipment", d.Shipment, "--update", d.Update, "--window-start", to.Format(time.RFC3339), "--by", "soak"}
+		op.DueAt = &to
+		args = []string{"reschedule", "--shipment", d.Shipment, "--update", d.Update, "--tenant", tenant, "--window-start", to.Format(time.RFC3339), "--by", "soak"}
 		path = "/v1/shipments/" + d.Shipment + "/updates/" + d.Update + "/reschedule"
 		body = map[string]any{"window_start": to.Format(time.RFC3339), "by": "soak"}
 	case "move_reminder":
@@ -341,12 +357,13 @@ func (w *Workload) operate(ctx context.Context, via, kind string, d *doc, subscr
 		to := time.Now().Add(time.Duration(5+w.rng.IntN(60)) * time.Second).UTC()
 		w.mu.Unlock()
 		w.later(d, to)
+		op.DueAt = &to
 		args = []string{"reschedule", "--reminder", reminderID, "--due-at", to.Format(time.RFC3339Nano), "--by", "soak"}
 		path = "/v1/shipments/" + d.Shipment + "/updates/" + d.Update + "/reminders/" + subscriber + "/reschedule"
 		body = map[string]any{"due_at": to.Format(time.RFC3339Nano), "by": "soak"}
 	case "approve", "reject":
 		if subscriber == "" {
-			args = []string{kind, "--shipment", d.Shipment, "--update", d.Update, "--by", "soak"}
+			args = []string{kind, "--shipment", d.Shipment, "--update", d.Update, "--tenant", tenant, "--by", "soak"}
 			path = "/v1/shipments/" + d.Shipment + "/updates/" + d.Update + "/" + kind
 		} else {
 			args = []string{kind, "--reminder", reminderID, "--by", "soak"}
@@ -363,7 +380,7 @@ func (w *Workload) operate(ctx context.Context, via, kind string, d *doc, subscr
 		op.Outcomes = decodeLines[starter.Outcome](out)
 	} else {
 		raw, _ := json.Marshal(body)
-		code, out, err := w.api(ctx, http.MethodPost, path, raw)
+		code, out, err := w.api(ctx, d.Tenant, http.MethodPost, path, raw)
 		op.Code = code
 		if err != nil {
 			op.Err = err.Error()
@@ -387,6 +404,7 @@ func (w *Workload) later(d *doc, to time.Time) {
 }
 
 func (w *Workload) record(op Op) {
+	op.Done = time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ops = append(w.ops, op)
@@ -411,15 +429,15 @@ func (w *Workload) cli(ctx context.Context, args ...string) ([]byte, int, error)
 	return out.Bytes(), 0, nil
 }
 
-// api calls the tracker API through the balancer.
-func (w *Workload) api(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+// api calls the tracker API through the balancer, with tenant's key.
+func (w *Workload) api(ctx context.Context, tenant, method, path string, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, w.env.Balancer.URL+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+w.env.APIKey)
+	req.Header.Set("Authorization", "Bearer "+w.env.APIKeys[tenant])
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

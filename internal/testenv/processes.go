@@ -104,6 +104,22 @@ func (p *Process) Signal(sig os.Signal) {
 	}
 }
 
+// Pause freezes the process (SIGSTOP to its group) until Resume: a long
+// GC pause, a frozen node. It is still alive, holding what it held. It
+// fails (childproc.ErrNotRunning) when the process is not running; it
+// does not fail the test, so another goroutine than the test's may call
+// it.
+func (p *Process) Pause() error { return p.proc.Pause() }
+
+// Resume lets a paused process run again (SIGCONT).
+func (p *Process) Resume() error { return p.proc.Resume() }
+
+// SetEnv is the environment the next Start runs the process with.
+func (p *Process) SetEnv(env []string) { p.proc.SetEnv(env) }
+
+// Pid is the running process's id, 0 when it is not running.
+func (p *Process) Pid() int { return p.proc.Pid() }
+
 // Log is what the process printed.
 func (p *Process) Log() string { return p.log.String() }
 
@@ -111,15 +127,42 @@ func (p *Process) Log() string { return p.log.String() }
 // exited).
 func (p *Process) Alive() bool { return p.proc.Alive() }
 
-// FreePort returns a loopback port nothing listens on right now.
+// devPortBands are the ports scripts/dev.sh's servers take (its defaults
+// 7233, 8233, 54329 and 8081, and the ports beside them that other
+// worktrees on the machine are given): a private server must not take one
+// while that dev server is down for a moment, or it could not start again.
+// The kernel's ephemeral range holds the PostgreSQL band.
+var devPortBands = [][2]int{{7200, 7399}, {8000, 8399}, {54300, 54499}}
+
+func inDevBand(port int) bool {
+	for _, b := range devPortBands {
+		if port >= b[0] && port <= b[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// FreePort returns a loopback port nothing listens on right now, outside
+// the dev servers' bands.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ln) // held until we return: not handed out again
+		if port := ln.Addr().(*net.TCPAddr).Port; !inDevBand(port) {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // DevServer is a private Temporal dev server, file-backed, that a test may
@@ -208,6 +251,9 @@ type Cluster struct {
 	port int
 	uid  *syscall.Credential
 	URL  string
+	// frozen are the processes Freeze stopped.
+	mu     sync.Mutex
+	frozen []int
 }
 
 // StartCluster initialises and starts a private cluster (as the postgres
@@ -257,9 +303,80 @@ func (pg *Cluster) Start() {
 		"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=''", pg.port), "start")
 }
 
+// Freeze stops every process of the cluster with SIGSTOP, the postmaster
+// first so it forks no new backend: a frozen node, whose connections stay
+// open and answer nothing until Thaw.
+// It fails when the cluster is not running; it does not fail the test, so
+// another goroutine than the test's may call it (never beside Start, Stop
+// or Crash).
+func (pg *Cluster) Freeze() error {
+	pm, err := pg.postmaster()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pm, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("error freezing PostgreSQL: %w", err)
+	}
+	frozen := append([]int{pm}, childrenOf(pm)...)
+	for _, pid := range frozen[1:] {
+		_ = syscall.Kill(pid, syscall.SIGSTOP) // one may have exited meanwhile
+	}
+	pg.mu.Lock()
+	pg.frozen = frozen
+	pg.mu.Unlock()
+	return nil
+}
+
+// Thaw lets a frozen cluster run again (SIGCONT), its backends first.
+func (pg *Cluster) Thaw() {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	for i := len(pg.frozen) - 1; i >= 0; i-- {
+		_ = syscall.Kill(pg.frozen[i], syscall.SIGCONT)
+	}
+	pg.frozen = nil
+}
+
+// postmaster reads the running postmaster's pid from its pid file.
+func (pg *Cluster) postmaster() (int, error) {
+	b, err := os.ReadFile(filepath.Join(pg.data, "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("error reading the postmaster's pid: %w", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		return 0, fmt.Errorf("error reading the postmaster's pid: %w", err)
+	}
+	return pid, nil
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The fields after the command's closing parenthesis: state, ppid.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
 // Stop stops the cluster (fast shutdown: connections are cut).
 func (pg *Cluster) Stop() {
 	pg.t.Helper()
+	pg.Thaw()
 	cmd := pg.command("pg_ctl", "-D", pg.data, "-m", "fast", "-w", "status")
 	if cmd.Run() != nil {
 		return // not running
@@ -271,6 +388,7 @@ func (pg *Cluster) Stop() {
 // checkpoint, crash recovery at the next start).
 func (pg *Cluster) Crash() {
 	pg.t.Helper()
+	pg.Thaw()
 	pg.run("pg_ctl", "-D", pg.data, "-m", "immediate", "-w", "stop")
 }
 
