@@ -58,8 +58,10 @@ var (
 	rescheduleKinds = []string{"move_reminder", "move_window"}
 )
 
-// failedStatuses are the outcomes that say the change failed.
-var failedStatuses = []string{starter.StatusFailed, starter.StatusNoAnswer}
+// failedStatuses are the outcomes that say the change failed, and the one
+// that says it was accepted and not finished (it lands, or is refused by
+// the mirror, and either way the two must agree): all are followed.
+var failedStatuses = []string{starter.StatusFailed, starter.StatusNoAnswer, starter.StatusAccepted}
 
 // FailureAnswered finds, by reminder, the decisions and reschedules that
 // answered failure for it: an outcome failed or no_answer, or an API
