@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -197,7 +196,7 @@ func TestCancelledAttemptSendsNothing(t *testing.T) {
 	f := setup(t)
 	f.acts.SendsPerSecond = 0.25 // a slot every 4 s
 	in := f.schedule(t, reminder.Email)
-	slots := holdSendRate(t, f.db)
+	slots := testenv.HoldSendRate(t, f.db)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -208,7 +207,7 @@ func TestCancelledAttemptSendsNothing(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return f.status(in.Key()) == "sending" }, 30*time.Second, 10*time.Millisecond,
 		"the attempt claims the key, then asks for its slot")
-	slots.release(t, 3*time.Second)
+	slots.Release(t, 3*time.Second)
 	require.Zero(t, f.mail.Requests())
 	cancel()
 	err := <-done
@@ -220,44 +219,6 @@ func TestCancelledAttemptSendsNothing(t *testing.T) {
 	_, err = f.notify(t, in)
 	require.NoError(t, err, "the next attempt takes the key at once")
 	require.Len(t, f.mail.Mails(), 1)
-}
-
-// sendRate holds the rate cap's row: an attempt that asks for its slot
-// waits on it until release.
-type sendRate struct {
-	db testenv.DB
-	tx pgx.Tx
-}
-
-// holdSendRate takes the rate cap's row, so the test, not the machine's
-// speed, decides where in its steps it finds an attempt.
-func holdSendRate(t *testing.T, db testenv.DB) sendRate {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	_, err = tx.Exec(ctx, `
-INSERT INTO send_rate (name, next_at) VALUES ('notify', now()) ON CONFLICT (name) DO UPDATE SET next_at = excluded.next_at`)
-	require.NoError(t, err)
-	return sendRate{db: db, tx: tx}
-}
-
-// release lets the waiting attempt take the slot after one wait from now,
-// and returns once it has: it then waits for its slot in place.
-func (r sendRate) release(t *testing.T, wait time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	var set time.Time
-	require.NoError(t, r.tx.QueryRow(ctx, `
-UPDATE send_rate SET next_at = clock_timestamp() + make_interval(secs => $1) WHERE name = 'notify' RETURNING next_at`,
-		wait.Seconds()).Scan(&set))
-	require.NoError(t, r.tx.Commit(ctx))
-	require.Eventually(t, func() bool {
-		var taken bool
-		_ = r.db.Pool.QueryRow(ctx, `SELECT next_at > $1 FROM send_rate WHERE name = 'notify'`, set).Scan(&taken)
-		return taken
-	}, 30*time.Second, 5*time.Millisecond, "the attempt takes its slot")
 }
 
 // runNotify runs the activity with ctx as its worker's background context,

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 
@@ -129,7 +128,7 @@ func TestACancelDuringTheSlotWaitSendsNothing(t *testing.T) {
 	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=0.2"), testenv.Binary(t), "worker")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	slots := holdSendRate(t, s)
+	slots := testenv.HoldSendRate(t, s.DB)
 	u := emailUpdate(t, 1, time.Now(), 0)
 	results, err := s.Starter.Schedule(ctx, u)
 	require.NoError(t, err)
@@ -147,7 +146,7 @@ func TestACancelDuringTheSlotWaitSendsNothing(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return cancelRequested(ctx, s, r.WorkflowID) }, time.Minute, 10*time.Millisecond,
 		"the workflow asks its send to stop")
-	slots.release(t, 3*time.Second)
+	slots.Release(t, 3*time.Second)
 
 	outs := <-answer
 	require.Equal(t, starter.StatusCancelled, outs[0].Status, "%+v\n%s", outs[0], worker.Log())
@@ -173,44 +172,6 @@ func cancelRequested(ctx context.Context, s *testenv.Stack, workflowID string) b
 		}
 	}
 	return false
-}
-
-// sendRate holds the rate cap's row: an attempt that asks for its slot
-// waits on it until release.
-type sendRate struct {
-	s  *testenv.Stack
-	tx pgx.Tx
-}
-
-// holdSendRate takes the rate cap's row, so the test, not the machine's
-// speed, decides where in its steps it finds an attempt.
-func holdSendRate(t *testing.T, s *testenv.Stack) sendRate {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := s.DB.Pool.Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	_, err = tx.Exec(ctx, `
-INSERT INTO send_rate (name, next_at) VALUES ('notify', now()) ON CONFLICT (name) DO UPDATE SET next_at = excluded.next_at`)
-	require.NoError(t, err)
-	return sendRate{s: s, tx: tx}
-}
-
-// release lets the waiting attempt take the slot after one wait from now,
-// and returns once it has: it then waits for its slot in place.
-func (r sendRate) release(t *testing.T, wait time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	var set time.Time
-	require.NoError(t, r.tx.QueryRow(ctx, `
-UPDATE send_rate SET next_at = clock_timestamp() + make_interval(secs => $1) WHERE name = 'notify' RETURNING next_at`,
-		wait.Seconds()).Scan(&set))
-	require.NoError(t, r.tx.Commit(ctx))
-	require.Eventually(t, func() bool {
-		var taken bool
-		_ = r.s.DB.Pool.QueryRow(ctx, `SELECT next_at > $1 FROM send_rate WHERE name = 'notify'`, set).Scan(&taken)
-		return taken
-	}, 30*time.Second, 5*time.Millisecond, "the attempt takes its slot")
 }
 
 // A reminder whose send may have reached the provider, then cancelled, was
