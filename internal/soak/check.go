@@ -102,22 +102,26 @@ type Delivered struct {
 
 // Rules the checker applies, by name.
 const (
-	RuleOnce           = "sent or delivered: received once under its final key"
-	RuleWindow         = "received twice, inside the documented window: a send whose outcome was unknown, sent again under the same key"
-	RuleNotReceived    = "the mirror says sent, and no provider got it"
-	RuleTooMany        = "received more often than its unknown outcomes allow"
-	RuleCancelledSent  = "a cancel or reject answered cancelled, and the reminder was received"
-	RuleEarly          = "received before its due time"
-	RuleUnknownKey     = "received under a key the mirror does not hold"
-	RuleOldKey         = "received under a key that is not its final one"
-	RuleShouldHaveGo   = "should have gone out and did not"
-	RuleNotFinal       = "a row is not final"
-	RuleRunning        = "a workflow is still running"
-	RuleVerify         = "reconcile --verify finds a divergence"
-	RuleRefusedWrote   = "a refused command wrote something"
-	RuleSignature      = "a webhook signature did not verify"
-	RuleApprovedLost   = "answered approved, and ended unsent without a cancel"
-	RuleReceivedUnsent = "received, and the row ends in a state that says it was never sent"
+	RuleOnce        = "sent or delivered: received once under its final key"
+	RuleWindow      = "received twice, inside the documented window: a send whose outcome was unknown, sent again under the same key"
+	RuleNotReceived = "the mirror says sent, and no provider got it"
+	// RuleUnconfirmedUnreceived is no violation: the row was made sent by a
+	// cancel that met a send whose outcome was unknown (its sent event says
+	// unconfirmed), and the provider never got it.
+	RuleUnconfirmedUnreceived = "sent on an unknown outcome a cancel met, and no provider got it: an ambiguous send is a send"
+	RuleTooMany               = "received more often than its unknown outcomes allow"
+	RuleCancelledSent         = "a cancel or reject answered cancelled, and the reminder was received"
+	RuleEarly                 = "received before its due time"
+	RuleUnknownKey            = "received under a key the mirror does not hold"
+	RuleOldKey                = "received under a key that is not its final one"
+	RuleShouldHaveGo          = "should have gone out and did not"
+	RuleNotFinal              = "a row is not final"
+	RuleRunning               = "a workflow is still running"
+	RuleVerify                = "reconcile --verify finds a divergence"
+	RuleRefusedWrote          = "a refused command wrote something"
+	RuleSignature             = "a webhook signature did not verify"
+	RuleApprovedLost          = "answered approved, and ended unsent without a cancel"
+	RuleReceivedUnsent        = "received, and the row ends in a state that says it was never sent"
 )
 
 // Result is what the checker found: how each reminder's delivery came
@@ -183,6 +187,10 @@ func Check(s Snapshot) Result {
 		case row.State.Handed():
 			unknowns := unconfirmed(s.Events[row.ID], row.DeliveryKey)
 			switch {
+			case n == 0 && sentUnconfirmed(s.Events[row.ID], row.DeliveryKey):
+				// A cancel met a send whose outcome was unknown: an
+				// ambiguous send is a send, even one no provider got.
+				delivered = append(delivered, Delivered{Reminder: row.ID, Channel: row.Channel, Times: 0, Rule: RuleUnconfirmedUnreceived})
 			case n == 0:
 				add(RuleNotReceived, row.ID, "the row is %s under key %s", row.State, row.DeliveryKey)
 			case n == 1:
@@ -327,6 +335,18 @@ func unconfirmed(events []Event, key string) int {
 	return n
 }
 
+// sentUnconfirmed reports whether the reminder's last sent event for key
+// records a send never confirmed: one a cancel found maybe sent.
+func sentUnconfirmed(events []Event, key string) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		if e := events[i]; e.Type == "sent" && e.Detail["delivery_key"] == key {
+			_, ok := e.Detail["unconfirmed"]
+			return ok
+		}
+	}
+	return false
+}
+
 func lastReason(events []Event) string {
 	for i := len(events) - 1; i >= 0; i-- {
 		if r, ok := events[i].Detail["reason"]; ok {
@@ -352,6 +372,9 @@ type Summary struct {
 	Messages   map[string]int `json:"messages_by_purpose"`
 	Delivered  int            `json:"reminders_delivered"`
 	Duplicates []Delivered    `json:"duplicates"`
+	// Unreceived are the reminders made sent by a cancel that met a send
+	// whose outcome was unknown, which no provider got.
+	Unreceived []Delivered `json:"unreceived,omitempty"`
 	// Endpoints are each status endpoint's figures, Repeats the events
 	// that reached one again inside a window.
 	Endpoints map[string]EndpointTally `json:"status_events_by_endpoint"`
@@ -406,8 +429,11 @@ func Summarise(seed uint64, took time.Duration, s Snapshot, res Result) Summary 
 		sum.States[string(r.State)]++
 	}
 	for _, d := range res.Delivered {
-		if d.Times > 1 {
+		switch {
+		case d.Times > 1:
 			sum.Duplicates = append(sum.Duplicates, d)
+		case d.Rule == RuleUnconfirmedUnreceived:
+			sum.Unreceived = append(sum.Unreceived, d)
 		}
 	}
 	for _, e := range s.Endpoints {
@@ -477,6 +503,12 @@ func (s Summary) Text() string {
 	fmt.Fprintf(&b, "messages the sinks took: %d; reminders delivered: %d; delivered twice: %d\n", s.Receipts, s.Delivered, len(s.Duplicates))
 	for _, d := range s.Duplicates {
 		fmt.Fprintf(&b, "  %s (%s): %d times, by the rule: %s\n", d.Reminder, d.Channel, d.Times, d.Rule)
+	}
+	if len(s.Unreceived) > 0 {
+		fmt.Fprintf(&b, "sent on an unknown outcome a cancel met, never received: %d\n", len(s.Unreceived))
+		for _, d := range s.Unreceived {
+			fmt.Fprintf(&b, "  %s (%s)\n", d.Reminder, d.Channel)
+		}
 	}
 	names := make([]string, 0, len(s.Endpoints))
 	for n := range s.Endpoints {

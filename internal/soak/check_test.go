@@ -60,6 +60,11 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			sent("window", "k-window"),
 			sent("twice", "k-twice"),
 			sent("lost", "k-lost"),
+			// Made sent by a cancel that met a send whose outcome was
+			// unknown, and never received: an ambiguous send is a send. The
+			// same without the cancel's unconfirmed sent is a loss.
+			sent("unconfirmed-unreceived", "k-uu"),
+			sent("lost-after-unconfirmed", "k-lu"),
 			sent("early", "k-early"),
 			{ID: "cancelled-sent", Shipment: "S-c", Subscriber: "s0", State: reminder.Sent, DueAt: t0, DeliveryKey: "k-c", WorkflowID: "reminder/c"},
 			// Received, and the row says cancelled: a maybe-sent reminder
@@ -80,6 +85,11 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 		},
 		Events: map[string][]Event{
 			"window": {{Type: "send_unconfirmed", Detail: map[string]any{"delivery_key": "k-window"}}},
+			"unconfirmed-unreceived": {{Type: "send_unconfirmed", Detail: map[string]any{"delivery_key": "k-uu"}},
+				{Type: "sent", Detail: map[string]any{"delivery_key": "k-uu", "unconfirmed": "its attempt ended without a record or a release"}},
+				{Type: "cancelled_late"}},
+			"lost-after-unconfirmed": {{Type: "send_unconfirmed", Detail: map[string]any{"delivery_key": "k-lu"}},
+				{Type: "sent", Detail: map[string]any{"delivery_key": "k-lu", "provider_message_id": "m-1"}}},
 			// Each status event case's trail: one event (two for the
 			// order's), whose status event is evt_<ID>.
 			"st-once":      {{ID: 1, Type: "scheduled", At: t0}},
@@ -105,7 +115,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 		},
 		Deliveries: map[string]Delivery{
 			"k-once": own("once", "k-once"), "k-window": own("window", "k-window"), "k-twice": own("twice", "k-twice"),
-			"k-lost": own("lost", "k-lost"), "k-early": own("early", "k-early"), "k-c": own("cancelled-sent", "k-c"),
+			"k-lost": own("lost", "k-lost"), "k-uu": own("unconfirmed-unreceived", "k-uu"), "k-lu": own("lost-after-unconfirmed", "k-lu"), "k-early": own("early", "k-early"), "k-c": own("cancelled-sent", "k-c"),
 			"k-ans-repaired": own("ans-repaired", "k-ans-repaired"), "k-rc": own("received-cancelled", "k-rc"),
 		},
 		Receipts: []Receipt{
@@ -191,7 +201,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 		rules[v.Rule] = append(rules[v.Rule], v.Reminder)
 	}
 	require.Equal(t, []string{"twice"}, rules[RuleTooMany])
-	require.Equal(t, []string{"lost"}, rules[RuleNotReceived])
+	require.Equal(t, []string{"lost", "lost-after-unconfirmed"}, rules[RuleNotReceived])
 	require.Equal(t, []string{"early"}, rules[RuleEarly])
 	require.Equal(t, []string{"cancelled-sent"}, rules[RuleCancelledSent])
 	require.Equal(t, []string{"pending"}, rules[RuleNotFinal])
@@ -210,6 +220,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 	require.Equal(t, RuleOnce, byID["once"].Rule)
 	require.Equal(t, 2, byID["window"].Times)
 	require.Contains(t, byID["window"].Rule, RuleWindow, "twice, and the checker says by which rule")
+	require.Equal(t, RuleUnconfirmedUnreceived, byID["unconfirmed-unreceived"].Rule)
 	require.NotContains(t, rules, "once")
 
 	// Status events: each reaches each endpoint of its tenant once, or
@@ -240,6 +251,8 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 
 	sum := Summarise(7, time.Minute, s, res)
 	require.Len(t, sum.Duplicates, 1)
+	require.Len(t, sum.Unreceived, 1)
+	require.Contains(t, sum.Text(), "never received: 1")
 	require.Contains(t, sum.Text(), "seed 7")
 	require.Contains(t, sum.Text(), RuleWindow)
 	require.Contains(t, sum.Text(), WindowUnanswered)
