@@ -17,8 +17,9 @@ test:
 	@scripts/dev.sh install
 	@scripts/dev.sh run -- scripts/test.sh
 
-## test-engine: the suite, then two workers (one SIGKILLed) end to end, on the Temporal server compose
-## deploys (PostgreSQL persistence, SQL visibility); builds the server once per machine (about 6 min)
+## test-engine: the packages that drive Temporal (ENGINE_SUITE=all: every package), then two workers (one
+## SIGKILLed) end to end, on the Temporal server compose deploys (PostgreSQL persistence, SQL visibility);
+## builds the server once per machine (about 6 min)
 test-engine:
 	@scripts/engine.sh test
 
