@@ -377,14 +377,6 @@ func builtIn(benchFile string, readErr error) string {
 	return "built in, as --fleet uses (" + why + "): "
 }
 
-// cmpErr is err, or a plain error saying what was missing.
-func cmpErr(err error, missing string) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(missing)
-}
-
 func thousands(f float64) string {
 	s := strconv.FormatInt(int64(f+0.5), 10)
 	for i := len(s) - 3; i > 0; i -= 3 {
