@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -369,7 +368,7 @@ func readBenchFigures(path string) (capacity.Measured, error) {
 func builtIn(benchFile string, readErr error) string {
 	why := "no catch-up result in " + benchFile
 	switch {
-	case errors.Is(readErr, fs.ErrNotExist):
+	case errors.Is(readErr, os.ErrNotExist):
 		why = "no " + benchFile
 	case readErr != nil:
 		why = readErr.Error()
