@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -365,4 +366,72 @@ func TestCodecServerAnswersProbesFromAnyHost(t *testing.T) {
 	require.Equal(t, http.StatusMisdirectedRequest, post(url, "10.0.0.5:8081", "application/json", strings.NewReader(decodeBody(t, c))),
 		"the codec itself still refuses that Host")
 	require.Equal(t, http.StatusOK, post(url, "", "application/json", strings.NewReader(decodeBody(t, c))))
+}
+
+// The Web UI cannot send a fixed token, only the browser's cookies
+// (TEMPORAL_CODEC_INCLUDE_CREDENTIALS): a person signs in once at /login
+// with the token, and the cookie it sets lets the UI's origin decode. The
+// cookie is HttpOnly and SameSite=Strict and does not carry the token; a
+// wrong token sets nothing, and a made-up cookie opens nothing.
+func TestCodecServerBrowserLogin(t *testing.T) {
+	t.Parallel()
+	c := newCodec(t, codec.NewKey("k1"))
+	const origin = "http://localhost:8233"
+	srv := httptest.NewServer(c.Handler(codec.ServerOptions{Origins: []string{origin}, Token: "s3cret"}))
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + codec.LoginPath)
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `name="token"`)
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+
+	signIn := func(token string) *http.Response {
+		resp, err := http.PostForm(srv.URL+codec.LoginPath, url.Values{"token": {token}})
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	bad := signIn("s3cre")
+	require.Equal(t, http.StatusUnauthorized, bad.StatusCode)
+	require.Empty(t, bad.Cookies(), "a wrong token sets no cookie")
+
+	good := signIn("s3cret")
+	require.Equal(t, http.StatusOK, good.StatusCode)
+	require.Len(t, good.Cookies(), 1)
+	cookie := good.Cookies()[0]
+	require.Equal(t, codec.CookieName, cookie.Name)
+	require.True(t, cookie.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, cookie.SameSite)
+	require.NotContains(t, cookie.Value, "s3cret", "the cookie stands for the token without carrying it")
+
+	for name, ck := range map[string]*http.Cookie{"signed in": cookie, "made up": {Name: codec.CookieName, Value: strings.Repeat("0", 64)}, "none": nil} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/decode", strings.NewReader(decodeBody(t, c)))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+		req.Header.Set("X-Namespace", "default")
+		if ck != nil {
+			req.AddCookie(ck)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if ck != cookie {
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, name)
+			continue
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", name, body)
+		require.Equal(t, origin, resp.Header.Get("Access-Control-Allow-Origin"))
+		require.Equal(t, "true", resp.Header.Get("Access-Control-Allow-Credentials"), "the browser hands the UI an answer to a request with cookies")
+		var out commonpb.Payloads
+		require.NoError(t, protojson.Unmarshal(body, &out))
+		var got string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(out.Payloads[0], &got))
+		require.Equal(t, secretText, got)
+	}
 }

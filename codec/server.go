@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
+	"html"
 	"io"
 	"mime"
 	"net"
@@ -35,6 +37,30 @@ const (
 	ServerWriteTimeout      = 30 * time.Second
 	ServerIdleTimeout       = 2 * time.Minute
 )
+
+// The browser's way to present the token. The Temporal Web UI cannot send a
+// fixed Authorization header to a codec server; what it can do is send the
+// browser's cookies with its requests (TEMPORAL_CODEC_INCLUDE_CREDENTIALS).
+// So a person opens the codec server's /login once, types the token, and
+// gets a cookie that stands for it: HttpOnly (no page's script reads it),
+// SameSite=Strict (only pages of the same site, such as the Web UI on
+// localhost, send it), derived from the token rather than the token itself.
+const (
+	// CookieName is the cookie /login sets.
+	CookieName = "shipnotify_codec"
+	// CookieMaxAge is how long a login lasts.
+	CookieMaxAge = 12 * time.Hour
+	// LoginPath is the page that sets it.
+	LoginPath = "/login"
+)
+
+// cookieValue is what the cookie carries for token: a hash of it, so the
+// cookie, which the browser also sends to the site's other ports, does not
+// carry the token anywhere else.
+func cookieValue(token string) string {
+	sum := sha256.Sum256([]byte("shipnotify codec server cookie\x00" + token))
+	return hex.EncodeToString(sum[:])
+}
 
 // ErrTokenRequired is Server refusing to listen without a token: anyone
 // who reaches it could decrypt every history, and encrypt a payload any
@@ -75,8 +101,9 @@ type ServerOptions struct {
 // (Temporal's remote codec protocol), with CORS for the UI's origin. It is
 // not an oracle for whoever reaches it: it answers only requests naming an
 // allowed Host, posting application/json of at most MaxRequestBytes, with
-// the bearer token when one is set (compared in constant time), and serves
-// a bounded number at once.
+// the bearer token when one is set (compared in constant time) or the
+// cookie its LoginPath sets for a browser, and serves a bounded number at
+// once.
 func (c *Codec) Handler(o ServerOptions) http.Handler {
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = DefaultMaxConcurrent
@@ -90,15 +117,20 @@ func (c *Codec) Handler(o ServerOptions) http.Handler {
 			hosts[h] = true
 		}
 	}
-	var wantToken [sha256.Size]byte
+	var wantToken, wantCookie [sha256.Size]byte
 	if o.Token != "" {
 		wantToken = sha256.Sum256([]byte("Bearer " + o.Token))
+		wantCookie = sha256.Sum256([]byte(cookieValue(o.Token)))
 	}
 	slots := make(chan struct{}, o.MaxConcurrent)
 	codec := converter.NewPayloadCodecHTTPHandler(c)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := hostOnly(r.Host); !hosts[h] && !isLoopbackName(h) {
 			http.Error(w, "host not allowed", http.StatusMisdirectedRequest)
+			return
+		}
+		if r.URL.Path == LoginPath {
+			login(w, r, o.Token)
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" && slices.Contains(o.Origins, origin) {
@@ -124,7 +156,11 @@ func (c *Codec) Handler(o ServerOptions) http.Handler {
 			// Hashing first makes the comparison constant-time in the
 			// length too.
 			got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-			if subtle.ConstantTimeCompare(got[:], wantToken[:]) != 1 {
+			var gotCookie [sha256.Size]byte
+			if c, err := r.Cookie(CookieName); err == nil {
+				gotCookie = sha256.Sum256([]byte(c.Value))
+			}
+			if subtle.ConstantTimeCompare(got[:], wantToken[:]) != 1 && subtle.ConstantTimeCompare(gotCookie[:], wantCookie[:]) != 1 {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
@@ -148,6 +184,48 @@ func (c *Codec) Handler(o ServerOptions) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		codec.ServeHTTP(w, r)
 	})
+}
+
+// login serves LoginPath: a form for the token, and on a POST of the
+// right one the cookie the Web UI's requests then carry.
+func login(w http.ResponseWriter, r *http.Request, token string) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	page := func(status int, msg string) {
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>shipnotify codec server</title></head><body>`+
+			`<h1>shipnotify codec server</h1><p>`+html.EscapeString(msg)+`</p>`)
+		if token != "" {
+			_, _ = io.WriteString(w, `<form method="post" action="`+LoginPath+`"><label>Token <input type="password" name="token" autocomplete="off" required></label> `+
+				`<button type="submit">Sign in</button></form>`)
+		}
+		_, _ = io.WriteString(w, `</body></html>`)
+	}
+	switch {
+	case token == "":
+		page(http.StatusOK, "This codec server needs no token here: the Web UI decodes without signing in.")
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		page(http.StatusOK, "Sign in with the codec server's token (SHIPNOTIFY_CODEC_SERVER_TOKEN) so the Temporal Web UI in this browser can decode payloads.")
+	case r.Method != http.MethodPost:
+		h.Set("Allow", "GET, HEAD, POST")
+		page(http.StatusMethodNotAllowed, "Method not allowed.")
+	default:
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+		got := sha256.Sum256([]byte(r.PostFormValue("token")))
+		want := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			page(http.StatusUnauthorized, "That is not the token. Ask whoever runs this codec server for SHIPNOTIFY_CODEC_SERVER_TOKEN.")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{
+			Name: CookieName, Value: cookieValue(token), Path: "/", MaxAge: int(CookieMaxAge / time.Second),
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		})
+		page(http.StatusOK, "Signed in: the Temporal Web UI in this browser now decodes payloads. Go back to it and reload.")
+	}
 }
 
 // acquire takes a slot, waiting at most wait.

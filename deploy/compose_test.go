@@ -2,12 +2,19 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/base64"
+	"io"
 	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +23,12 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/shipnotify/shipnotify/codec"
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/internal/testenv"
@@ -36,6 +48,7 @@ var composeSecrets = map[string]string{
 	"SHIPNOTIFY_API_KEYS":           "tracker schedule,read " + strings.Repeat("ab", 32),
 	"SHIPNOTIFY_LINK_KEY":           "bGluay1rZXktc2VjcmV0LWxpbmsta2V5LXNlY3JldC0xMjM0NQ==",
 	"SHIPNOTIFY_SESSION_KEY":        "c2Vzc2lvbi1rZXktc2VjcmV0LXNlc3Npb24ta2V5LXNlY3JldA==",
+	"SHIPNOTIFY_CONSOLE_KEYS":       "admin approve " + strings.Repeat("cd", 32),
 }
 
 // The services that may see each secret, decided from what each command
@@ -55,6 +68,7 @@ var secretUsers = map[string][]string{
 	"SHIPNOTIFY_API_KEYS":           {"serve"},
 	"SHIPNOTIFY_LINK_KEY":           {"serve", "worker"},
 	"SHIPNOTIFY_SESSION_KEY":        {"serve"},
+	"SHIPNOTIFY_CONSOLE_KEYS":       {"serve"},
 }
 
 // shipnotifyServices run the shipnotify image.
@@ -126,8 +140,18 @@ func TestComposeFile(t *testing.T) {
 			require.NotNil(t, s.Build, "%s builds from the repository's Dockerfile", s.Name)
 		}
 	}
-	for _, name := range []string{"postgres", "temporal-postgres", "temporal", "worker"} {
+	for _, name := range []string{"postgres", "temporal-postgres", "temporal", "worker", "serve", "codec-server", "temporal-ui"} {
 		require.NotNil(t, service(t, p, name).HealthCheck, "%s has a healthcheck", name)
+	}
+	// Every long-running service comes back after a crash or a reboot; the
+	// one-shot ones run to completion and stop.
+	for _, s := range p.Services {
+		oneShot := slices.Contains([]string{"temporal-schema", "temporal-namespace", "migrate", "setup", "schedule"}, s.Name)
+		if oneShot {
+			require.Empty(t, s.Restart, "%s runs once", s.Name)
+		} else {
+			require.Equal(t, "unless-stopped", s.Restart, "%s restarts", s.Name)
+		}
 	}
 	worker := service(t, p, "worker")
 	require.NotNil(t, worker.StopGracePeriod, "the worker gets a stop grace period")
@@ -250,7 +274,7 @@ func TestComposePassesEachSecretOnlyWhereUsed(t *testing.T) {
 	for name, value := range composeSecrets {
 		var holders []string
 		for _, s := range p.Services {
-			if serviceHolds(s, value) {
+			if serviceHolds(p, s, composeSecrets, value) {
 				holders = append(holders, s.Name)
 			}
 		}
@@ -276,9 +300,14 @@ func TestComposePassesEachSecretOnlyWhereUsed(t *testing.T) {
 }
 
 // serviceHolds reports whether value appears in the service's environment,
-// command or entrypoint.
-func serviceHolds(s types.ServiceConfig, value string) bool {
+// command or entrypoint, or in a secret it mounts from env.
+func serviceHolds(p *types.Project, s types.ServiceConfig, env map[string]string, value string) bool {
 	var all []string
+	for _, ref := range s.Secrets {
+		if secret, ok := p.Secrets[ref.Source]; ok && secret.Environment != "" {
+			all = append(all, env[secret.Environment])
+		}
+	}
 	for k, v := range s.Environment {
 		if v != nil {
 			all = append(all, k+"="+*v)
@@ -350,5 +379,274 @@ func TestComposeMirrorRoles(t *testing.T) {
 		_, err := app.Exec(ctx, stmt)
 		require.Error(t, err, stmt)
 		require.Regexp(t, `permission denied|must be owner`, err.Error(), stmt)
+	}
+}
+
+// headerCommands are the shell lines docker-compose.yml's header tells a
+// user to run before `docker compose up`, continuation lines joined.
+func headerCommands(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../docker-compose.yml")
+	require.NoError(t, err)
+	var cmds []string
+	var cur string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break // the header ends at the first line that is not a comment
+		}
+		text, ok := strings.CutPrefix(line, "#   ")
+		if !ok {
+			continue
+		}
+		text = strings.TrimSpace(text)
+		if cur != "" {
+			text = cur + " " + text
+			cur = ""
+		}
+		if strings.HasPrefix(text, "#") {
+			continue // a comment among the commands
+		}
+		if strings.HasSuffix(text, "\\") {
+			cur = strings.TrimSuffix(text, "\\")
+			continue
+		}
+		if strings.HasPrefix(text, "docker compose up") {
+			return cmds
+		}
+		cmds = append(cmds, text)
+	}
+	t.Fatal("docker-compose.yml's header has no `docker compose up` line")
+	return nil
+}
+
+// headerEnv runs the header's commands, as written, in a shell that starts
+// with nothing but PATH (`go run ./cmd/shipnotify` is the test's build of
+// it), and returns exactly the variables they export, and what they print.
+func headerEnv(t *testing.T) (env map[string]string, printed string) {
+	t.Helper()
+	cmds := headerCommands(t)
+	require.NotEmpty(t, cmds)
+	bin := testenv.Binary(t)
+	script := strings.ReplaceAll(strings.Join(cmds, "\n"), "go run ./cmd/shipnotify", bin) + "\nenv -0 > \"$HEADER_ENV_OUT\"\n"
+	out := filepath.Join(t.TempDir(), "env")
+	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
+	cmd.Dir = ".."
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HEADER_ENV_OUT=" + out}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Run(), "the header's commands: %s", stderr.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	env = map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || slices.Contains([]string{"PATH", "PWD", "OLDPWD", "SHLVL", "_", "HEADER_ENV_OUT"}, k) {
+			continue
+		}
+		env[k] = v
+	}
+	return env, stderr.String()
+}
+
+// requiredVariables are the variables docker-compose.yml refuses to start
+// without (${VAR:?…}) and those its secrets read.
+func requiredVariables(t *testing.T, p *types.Project) []string {
+	t.Helper()
+	b, err := os.ReadFile("../docker-compose.yml")
+	require.NoError(t, err)
+	var names []string
+	for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+):\?`).FindAllStringSubmatch(string(b), -1) {
+		names = append(names, m[1])
+	}
+	for _, s := range p.Secrets {
+		if s.Environment != "" {
+			names = append(names, s.Environment)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// Following the header to the letter is enough: its commands export every
+// variable compose requires (each one docs/deploying.md lists), and the
+// compose-spec loader, as `docker compose config` runs it, takes the file
+// with exactly what they export.
+func TestComposeHeaderInstructionsStartIt(t *testing.T) {
+	t.Parallel()
+	env, _ := headerEnv(t)
+	p, err := loadCompose(t, maps.Clone(env)) // the loader adds to what it is given
+	require.NoError(t, err, "the file loads with the header's variables alone")
+	required := requiredVariables(t, p)
+	require.ElementsMatch(t, slices.Collect(maps.Keys(composeSecrets)), required,
+		"the test's own list of required variables is the file's")
+	deploying, err := os.ReadFile("../docs/deploying.md")
+	require.NoError(t, err)
+	for _, name := range required {
+		require.NotEmpty(t, env[name], "the header exports %s", name)
+		require.Contains(t, string(deploying), "`"+name+"`", "docs/deploying.md lists %s", name)
+	}
+	for name := range env {
+		require.Contains(t, required, name, "the header exports %s, which nothing requires", name)
+	}
+	header, err := os.ReadFile("../docker-compose.yml")
+	require.NoError(t, err)
+	require.Contains(t, string(header[:strings.Index(string(header), "\nname:")]), "docs/deploying.md", "the header points to the deployment guide")
+}
+
+// What a user reaches is wired, with what the header's commands make: the
+// console key the header prints logs in (its hash is in the file serve
+// reads, mounted where serve's SHIPNOTIFY_CONSOLE_KEYS_FILE points), and
+// the Web UI decodes: its codec endpoint is the codec server as the host
+// publishes it, the UI's origin is one the codec server allows, and a
+// browser that signed in with the header's token gets decoded payloads
+// from the codec server compose runs (its handler, with compose's
+// arguments and environment), with the CORS grant the UI needs.
+func TestComposeWiresWhatUsersReach(t *testing.T) {
+	t.Parallel()
+	env, printed := headerEnv(t)
+	p, err := loadCompose(t, maps.Clone(env))
+	require.NoError(t, err)
+
+	// The console.
+	serve := service(t, p, "serve")
+	path := envOf(t, serve, "SHIPNOTIFY_CONSOLE_KEYS_FILE")
+	var content string
+	for _, ref := range serve.Secrets {
+		target := ref.Target
+		if target == "" {
+			target = ref.Source
+		}
+		if !strings.HasPrefix(target, "/") {
+			target = "/run/secrets/" + target
+		}
+		if target == path {
+			secret, ok := p.Secrets[ref.Source]
+			require.True(t, ok, "serve mounts the secret %s, which the file defines", ref.Source)
+			require.NotEmpty(t, secret.Environment, "the console keys come from a variable the header sets")
+			content = env[secret.Environment]
+		}
+	}
+	require.NotEmpty(t, content, "serve's SHIPNOTIFY_CONSOLE_KEYS_FILE %s is a file compose mounts from what the header sets", path)
+	keys, err := api.ParseKeys(strings.NewReader(content))
+	require.NoError(t, err)
+	var loginKeys int
+	for _, printedKey := range regexp.MustCompile(`(?m)^snk_\S+$`).FindAllString(printed, -1) {
+		for _, k := range keys {
+			if k.Hash == api.HashKey(printedKey) && k.Allows(api.ScopeApprove) {
+				loginKeys++
+			}
+		}
+	}
+	require.Equal(t, 1, loginKeys, "the key the header prints logs in to the console")
+	// The tracker's key reaches the API the same way.
+	apiKeys, err := api.ParseKeys(strings.NewReader(strings.ReplaceAll(envOf(t, serve, "SHIPNOTIFY_API_KEYS"), ";", "\n")))
+	require.NoError(t, err)
+	require.NotEmpty(t, apiKeys)
+
+	// The Web UI's codec endpoint is the codec server as published.
+	ui := service(t, p, "temporal-ui")
+	codecServer := service(t, p, "codec-server")
+	endpoint, err := url.Parse(envOf(t, ui, "TEMPORAL_CODEC_ENDPOINT"))
+	require.NoError(t, err)
+	require.Equal(t, "true", envOf(t, ui, "TEMPORAL_CODEC_INCLUDE_CREDENTIALS"), "the UI sends the browser's cookie to the codec server")
+	listen := flagOf(t, codecServer.Command, "--listen")
+	_, listenPort, err := net.SplitHostPort(listen)
+	require.NoError(t, err)
+	require.Contains(t, []string{"localhost", "127.0.0.1"}, endpoint.Hostname())
+	require.Equal(t, publishedPort(t, codecServer, listenPort), endpoint.Port(), "the endpoint is the port the host publishes the codec server on")
+	uiOrigin := "http://localhost:" + publishedPort(t, ui, "8080")
+	origins := strings.Split(flagOf(t, codecServer.Command, "--origin"), ",")
+	require.Contains(t, origins, uiOrigin, "the codec server lets the Web UI's origin call it")
+	for _, s := range p.Services {
+		for _, port := range s.Ports {
+			if s.Name != "codec-server" {
+				require.NotEqual(t, endpoint.Port(), port.Published, "%s publishes the codec server's port", s.Name)
+			}
+		}
+	}
+
+	// The codec server compose runs decodes for a browser signed in with
+	// the header's token, as the UI asks.
+	keysOf, err := codec.ParseKeys(strings.NewReader(envOf(t, codecServer, "SHIPNOTIFY_CODEC_KEYS")))
+	require.NoError(t, err)
+	c, err := codec.New(keysOf, codec.Options{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(c.Handler(codec.ServerOptions{Origins: origins, Token: envOf(t, codecServer, "SHIPNOTIFY_CODEC_SERVER_TOKEN")}))
+	defer srv.Close()
+	resp, err := http.PostForm(srv.URL+codec.LoginPath, url.Values{"token": {env["SHIPNOTIFY_CODEC_SERVER_TOKEN"]}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the header's token signs in")
+	require.NotEmpty(t, resp.Cookies())
+	sealed, err := c.Encode(mustPayloads(t, "a subscriber's address"))
+	require.NoError(t, err)
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: sealed})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/decode", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	req.Host = endpoint.Host
+	req.Header.Set("Origin", uiOrigin)
+	req.Header.Set("Content-Type", "application/json")
+	for _, ck := range resp.Cookies() {
+		req.AddCookie(ck)
+	}
+	decoded, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	out, _ := io.ReadAll(decoded.Body)
+	decoded.Body.Close()
+	require.Equal(t, http.StatusOK, decoded.StatusCode, "%s", out)
+	require.Equal(t, uiOrigin, decoded.Header.Get("Access-Control-Allow-Origin"))
+	require.Equal(t, "true", decoded.Header.Get("Access-Control-Allow-Credentials"))
+	require.Contains(t, string(out), base64.StdEncoding.EncodeToString([]byte(`"a subscriber's address"`)))
+}
+
+func mustPayloads(t *testing.T, v any) []*commonpb.Payload {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	require.NoError(t, err)
+	return []*commonpb.Payload{p}
+}
+
+// flagOf is the value of a --flag VALUE pair in a command.
+func flagOf(t *testing.T, cmd []string, flag string) string {
+	t.Helper()
+	i := slices.Index(cmd, flag)
+	require.True(t, i >= 0 && i+1 < len(cmd), "%v has %s", cmd, flag)
+	return cmd[i+1]
+}
+
+// publishedPort is the host port a service publishes its container port on.
+func publishedPort(t *testing.T, s types.ServiceConfig, target string) string {
+	t.Helper()
+	for _, port := range s.Ports {
+		if strconv.Itoa(int(port.Target)) == target {
+			return port.Published
+		}
+	}
+	t.Fatalf("%s publishes no port %s", s.Name, target)
+	return ""
+}
+
+// The image compose builds starts from base images pinned to an exact
+// version or a digest, never a tag that moves: the Go toolchain is go.mod's.
+func TestDockerfilePinsItsBaseImages(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../Dockerfile")
+	require.NoError(t, err)
+	mod, err := os.ReadFile("../go.mod")
+	require.NoError(t, err)
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	require.NotNil(t, goVersion)
+	var froms []string
+	for _, m := range regexp.MustCompile(`(?m)^FROM (\S+)`).FindAllSubmatch(b, -1) {
+		froms = append(froms, string(m[1]))
+	}
+	require.NotEmpty(t, froms)
+	for _, from := range froms {
+		if strings.Contains(from, "@sha256:") {
+			require.Regexp(t, `@sha256:[0-9a-f]{64}$`, from)
+			continue
+		}
+		require.Regexp(t, `^golang:`+regexp.QuoteMeta(string(goVersion[1]))+`-`, from, "%s: an exact version, go.mod's", from)
 	}
 }

@@ -285,10 +285,153 @@ func TestHelmChartEnforcesTheConnectionBudget(t *testing.T) {
 		serve := find[*appsv1.Deployment](t, objs, "Deployment", components["serve"])
 		require.Equal(t, strconv.Itoa(cli.ServePoolSize), serve.Annotations["shipnotify.io/mirror-connections"], name)
 	}
-	// The defaults fit PostgreSQL's own max_connections.
-	_, err := render(t)
+	// worker.maxActivities 0 derives the slots from the budget: what it
+	// leaves the workers, per worker at their most, less the pool's spare,
+	// and never above the binary's default.
+	for _, c := range []struct {
+		mode                          string
+		replicas, maxReplicas, serves int
+		maxConns, reserved, wantSlots int
+	}{
+		{"none", 2, 4, 2, 100, 5, 11},
+		{"keda", 2, 4, 2, 100, 5, 5},
+		{"hpa", 2, 4, 2, 100, 5, 5},
+		{"keda", 3, 10, 3, 800, 50, 58},
+		{"none", 2, 4, 2, 10000, 5, config.DefaultWorkerMaxActivities},
+		{"none", 2, 4, 2, 60, 5, 0},
+	} {
+		name := fmt.Sprintf("derived %+v", c)
+		out, err := render(t, "--set", "worker.autoscaling.mode="+c.mode, "--set", fmt.Sprintf("worker.replicas=%d", c.replicas),
+			"--set", fmt.Sprintf("worker.autoscaling.maxReplicas=%d", c.maxReplicas), "--set", "worker.maxActivities=0",
+			"--set", fmt.Sprintf("serve.replicas=%d", c.serves), "--set", fmt.Sprintf("mirror.maxConnections=%d", c.maxConns),
+			"--set", fmt.Sprintf("mirror.reservedConnections=%d", c.reserved))
+		if c.wantSlots == 0 {
+			require.ErrorContains(t, err, "leaves the workers no slot", name)
+			require.ErrorContains(t, err, "mirror.maxConnections", name)
+			continue
+		}
+		require.NoError(t, err, name)
+		workers := c.replicas
+		if c.mode != "none" {
+			workers = c.maxReplicas
+		}
+		require.LessOrEqual(t, peak(workers, c.wantSlots, c.serves), c.maxConns-c.reserved, name)
+		if c.wantSlots < config.DefaultWorkerMaxActivities {
+			require.Greater(t, peak(workers, c.wantSlots+1, c.serves), c.maxConns-c.reserved, "%s: the most that fits", name)
+		}
+		worker := find[*appsv1.Deployment](t, decodeAll(t, out), "Deployment", components["worker"])
+		require.Equal(t, strconv.Itoa(c.wantSlots), envValue(t, worker.Spec.Template.Spec.Containers[0], "SHIPNOTIFY_WORKER_MAX_ACTIVITIES"), name)
+		require.Equal(t, strconv.Itoa(int(cli.WorkerPoolSize(c.wantSlots))), worker.Annotations["shipnotify.io/mirror-connections"], name)
+	}
+}
+
+// Every autoscaling mode the chart documents (its schema's enum) renders on
+// the chart's defaults alone: the connection budget derives the slots a
+// worker gets, so switching the mode needs no other value.
+func TestHelmChartRendersEveryDocumentedMode(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(chartDir + "/values.schema.json")
 	require.NoError(t, err)
-	require.LessOrEqual(t, peak(2, 10, 2), 100-5)
+	var schema struct {
+		Properties struct {
+			Worker struct {
+				Properties struct {
+					Autoscaling struct {
+						Properties struct {
+							Mode struct{ Enum []string }
+						}
+					}
+				}
+			}
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(b, &schema))
+	modes := schema.Properties.Worker.Properties.Autoscaling.Properties.Mode.Enum
+	require.ElementsMatch(t, []string{"none", "hpa", "keda"}, modes)
+	values, err := os.ReadFile(chartDir + "/values.yaml")
+	require.NoError(t, err)
+	for _, mode := range modes {
+		require.Contains(t, string(values), mode+":", "values.yaml documents mode %s", mode)
+		objs := manifests(t, "--set", "worker.autoscaling.mode="+mode)
+		worker := find[*appsv1.Deployment](t, objs, "Deployment", components["worker"])
+		slots, err := strconv.Atoi(envValue(t, worker.Spec.Template.Spec.Containers[0], "SHIPNOTIFY_WORKER_MAX_ACTIVITIES"))
+		require.NoError(t, err)
+		require.Positive(t, slots, mode)
+		workers := 2
+		if mode != "none" {
+			workers = 4
+		}
+		require.LessOrEqual(t, peak(workers, slots, 2), 100-5, "%s fits PostgreSQL's own max_connections", mode)
+	}
+}
+
+// Notify slots have one home, the binary's default: the chart's cap on the
+// slots it derives is that number.
+func TestHelmChartSlotsAreTheBinarysDefault(t *testing.T) {
+	t.Parallel()
+	objs := manifests(t, "--set", "mirror.maxConnections=100000")
+	worker := find[*appsv1.Deployment](t, objs, "Deployment", components["worker"])
+	require.Equal(t, strconv.Itoa(config.DefaultWorkerMaxActivities),
+		envValue(t, worker.Spec.Template.Spec.Containers[0], "SHIPNOTIFY_WORKER_MAX_ACTIVITIES"),
+		"with room to spare, a worker runs the binary's default slots")
+	var def string
+	for _, v := range config.Variables {
+		if v.Name == "SHIPNOTIFY_WORKER_MAX_ACTIVITIES" {
+			def = v.Default
+		}
+	}
+	require.Equal(t, strconv.Itoa(config.DefaultWorkerMaxActivities), def)
+}
+
+// The defaults render a release someone can use: a fully qualified image
+// (an unqualified name means docker.io's library) tagged with the chart's
+// appVersion, and a console an approver can log in to, its keys read from
+// the Secret the values name.
+func TestHelmChartDefaultsAreUsable(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(chartDir + "/Chart.yaml")
+	require.NoError(t, err)
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &chart))
+	require.NotEmpty(t, chart.AppVersion)
+	objs := manifests(t)
+	specs := pods(t, objs)
+	require.NotEmpty(t, specs)
+	for comp, spec := range specs {
+		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+			require.Equal(t, "ghcr.io/shipnotify/shipnotify:"+chart.AppVersion, c.Image, "%s: the image", comp)
+			registry, _, _ := strings.Cut(c.Image, "/")
+			require.Contains(t, registry, ".", "%s: the image names its registry", comp)
+		}
+	}
+
+	serve := specs["serve"]
+	require.NotNil(t, serve)
+	path := envValue(t, serve.Containers[0], "SHIPNOTIFY_CONSOLE_KEYS_FILE")
+	mounted := false
+	for _, m := range serve.Containers[0].VolumeMounts {
+		if !strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			continue
+		}
+		for _, vol := range serve.Volumes {
+			if vol.Name != m.Name || vol.Projected == nil {
+				continue
+			}
+			for _, src := range vol.Projected.Sources {
+				if src.Secret == nil || src.Secret.Name != "shipnotify" {
+					continue
+				}
+				for _, item := range src.Secret.Items {
+					if item.Key == "console-keys" && m.MountPath+"/"+item.Path == path {
+						mounted = true
+					}
+				}
+			}
+		}
+	}
+	require.True(t, mounted, "serve's console keys file %s is the key console-keys of secrets.existingSecret, mounted", path)
 }
 
 // The worker scales on the engine's own signal: KEDA's Temporal scaler on

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/capacity"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/config"
 )
 
 func init() {
@@ -58,9 +59,9 @@ func runCapacity(_ context.Context, e cli.Env, args []string) error {
 	fs.Float64Var(&in.SubscribersPerUpdate, "subscribers-per-update", 0, "subscribers each update fans out to")
 	fs.Float64Var(&in.PeakFactor, "peak-factor", 10, "peak rate over the average")
 	fs.DurationVar(&in.Outage, "outage", 6*time.Hour, "how long nothing is delivered")
-	fs.Float64Var(&in.ActionsPerDelivery, "actions-per-reminder", 0, "Temporal Cloud actions one delivered reminder costs; default: what the last benchmark counted in the full path's history")
+	fs.Float64Var(&in.ActionsPerDelivery, "actions-per-reminder", 0, "Temporal Cloud actions one delivered reminder costs; default: what the last benchmark counted in the full path's history, else the measured figure --fleet uses")
 	price := fs.Float64("price-per-million-actions", 0, "your Temporal Cloud price per million actions, for a cost line (none is built in)")
-	fs.Float64Var(&in.DrainRate, "drain-rate", 0, "deliveries a second the system drains; default: the last benchmark's catch-up rate")
+	fs.Float64Var(&in.DrainRate, "drain-rate", 0, "deliveries a second the system drains; default: the last benchmark's catch-up rate, else the measured figure --fleet uses")
 	benchFile := fs.String("bench-results", "out/bench.json", "where the last benchmark's report is (make bench writes it)")
 
 	fleet := fs.Bool("fleet", false, "size a fleet (workers, history shards, engine CPU, the mirror, connections) from the figures this project measured")
@@ -69,7 +70,7 @@ func runCapacity(_ context.Context, e cli.Env, args []string) error {
 	fs.Float64Var(&fi.ProviderRate, "provider-rate", 0, "--fleet: the provider's rate limit in sends a second (0: none)")
 	fs.Var(daysFlag{&fi.Retention}, "retention", "--fleet: how long finished reminders stay in the mirror (prune --older-than), days (90d) or a duration")
 	fs.Var(daysFlag{&fi.Lead}, "lead", "--fleet: how far ahead of their due time reminders are scheduled, on average, days (7d) or a duration")
-	fs.IntVar(&fi.SlotsPerWorker, "slots-per-worker", 50, "--fleet: notify activities in flight per worker (SHIPNOTIFY_WORKER_MAX_ACTIVITIES)")
+	fs.IntVar(&fi.SlotsPerWorker, "slots-per-worker", config.DefaultWorkerMaxActivities, "--fleet: notify activities in flight per worker (SHIPNOTIFY_WORKER_MAX_ACTIVITIES; its default)")
 	fs.Float64Var(&fi.CoresPerWorker, "cores-per-worker", 1, "--fleet: CPU cores a worker is given")
 	fs.IntVar(&fi.ServeReplica, "serve-replicas", 2, "--fleet: serve replicas")
 	fs.Float64Var(&fi.ShardUtilisation, "shard-utilisation", 0.5, "--fleet: the share of a history shard's write ceiling the design rate may use")
@@ -124,20 +125,25 @@ func runCapacity(_ context.Context, e cli.Env, args []string) error {
 		}
 		return runFleet(e.Stdout, in, fi, figures, *price)
 	}
+	// Without a benchmark report of its own (make bench writes one), the
+	// command takes the figures built into the binary, the ones --fleet
+	// uses, so it answers out of the box.
 	measured, readErr := readBenchFigures(*benchFile)
 	source := "--drain-rate"
 	if in.DrainRate == 0 {
-		if measured.DrainRate == 0 {
-			return cli.Usagef("--drain-rate: not given, and no benchmark result to take it from (%v); run make bench or pass it", cmpErr(readErr, "no catch-up result"))
+		if measured.DrainRate > 0 {
+			in.DrainRate, source = measured.DrainRate, "the catch-up drain rate measured in "+*benchFile
+		} else {
+			in.DrainRate, source = figures.MeasuredRate.Value, builtIn(*benchFile, readErr)+figures.MeasuredRate.Source
 		}
-		in.DrainRate, source = measured.DrainRate, "the catch-up drain rate measured in "+*benchFile
 	}
 	actionsSource := "--actions-per-reminder"
-	if in.ActionsPerDelivery == 0 && measured.ActionsPerDelivery > 0 {
-		in.ActionsPerDelivery, actionsSource = measured.ActionsPerDelivery, "counted in "+*benchFile
-	}
-	if *price > 0 && in.ActionsPerDelivery == 0 {
-		return cli.Usagef("--price-per-million-actions: no actions per reminder to price (%v); pass --actions-per-reminder or run make bench", cmpErr(readErr, "no actions counted"))
+	if in.ActionsPerDelivery == 0 {
+		if measured.ActionsPerDelivery > 0 {
+			in.ActionsPerDelivery, actionsSource = measured.ActionsPerDelivery, "counted in "+*benchFile
+		} else {
+			in.ActionsPerDelivery, actionsSource = figures.ActionsPerReminder.Value, builtIn(*benchFile, readErr)+figures.ActionsPerReminder.Source
+		}
 	}
 	p, err := capacity.Compute(in)
 	if err != nil {
@@ -156,6 +162,9 @@ func runCapacity(_ context.Context, e cli.Env, args []string) error {
 	} else {
 		fmt.Fprintf(tw, " (never, while new ones keep arriving faster than the drain)\n")
 	}
+	if err := compareFleet(tw, in, fi, figures); err != nil {
+		return err
+	}
 	if in.ActionsPerDelivery > 0 {
 		fmt.Fprintf(tw, "Temporal actions per reminder\t%g (%s)\n", in.ActionsPerDelivery, actionsSource)
 		fmt.Fprintf(tw, "Temporal actions per day\t%s\n", thousands(p.ActionsPerDay))
@@ -165,6 +174,23 @@ func runCapacity(_ context.Context, e cli.Env, args []string) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// compareFleet says what --fleet answers on the same inputs and why it
+// differs: this command drains at one rate as given (or measured), --fleet
+// sizes a fleet to drain at its design rate (the peak, or the outage's
+// backlog cleared within its catch-up window, whichever is larger).
+func compareFleet(w io.Writer, in capacity.Input, fi capacity.FleetInput, f capacity.Figures) error {
+	fi.UpdatesPerDay, fi.SubscribersPerUpdate, fi.PeakFactor, fi.Outage = in.UpdatesPerDay, in.SubscribersPerUpdate, in.PeakFactor, in.Outage
+	fi.WorkerPool = int(cli.WorkerPoolSize(fi.SlotsPerWorker))
+	fi.ServePool, fi.ExtraConnections = cli.ServePoolSize, cli.MigratePoolSize
+	p, err := capacity.PlanFleet(fi, f)
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	fmt.Fprintf(w, "catch-up with --fleet\t%s (it sizes a fleet for %s/s, the peak or this backlog cleared within %s, "+
+		"whichever is larger, not for the drain rate above)\n", p.CatchUpWhileArriving, ratePerSecond(p.DesignRate), fi.CatchUpWindow)
+	return nil
 }
 
 func isFigureFlag(name string) bool {
@@ -337,12 +363,17 @@ func readBenchFigures(path string) (capacity.Measured, error) {
 	return m, nil
 }
 
-// cmpErr is err, or a plain error saying what was missing.
-func cmpErr(err error, missing string) error {
-	if err != nil {
-		return err
+// builtIn introduces a built-in figure's source, saying why the benchmark
+// report gave none.
+func builtIn(benchFile string, readErr error) string {
+	why := "no catch-up result in " + benchFile
+	switch {
+	case errors.Is(readErr, os.ErrNotExist):
+		why = "no " + benchFile
+	case readErr != nil:
+		why = readErr.Error()
 	}
-	return errors.New(missing)
+	return "built in, as --fleet uses (" + why + "): "
 }
 
 func thousands(f float64) string {

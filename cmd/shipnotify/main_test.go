@@ -17,6 +17,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/shipnotify/shipnotify/internal/capacity"
+	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -447,7 +449,7 @@ func TestCapacityCommand(t *testing.T) {
 	for _, want := range []string{"120,000", "1.39/s", "13.9/s", "30,000 deliveries", "15m0s"} {
 		require.Contains(t, stdout, want)
 	}
-	require.NotContains(t, stdout, "actions", "no actions known: none printed")
+	require.Contains(t, stdout, "4 (built in, as --fleet uses (no /nonexistent)", "no benchmark: the built-in actions")
 	// Without --drain-rate: the last benchmark's catch-up rate (the median
 	// of the compared runs; warm-ups and left-out runs do not count), and
 	// the actions it counted in the full path's history.
@@ -473,14 +475,30 @@ func TestCapacityCommand(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "14,400,000 (30 days)")
 	require.Regexp(t, `actions cost per month +360\.00 \(at 25 per million actions\)`, stdout)
-	// A price with nothing to price is a mistake.
-	code, _, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3",
-		"--drain-rate", "50", "--price-per-million-actions", "25", "--bench-results", "/nonexistent")
-	require.Equal(t, 2, code)
-	require.Contains(t, stderr, "--actions-per-reminder")
-	code, _, stderr = c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3", "--bench-results", "/nonexistent")
-	require.Equal(t, 2, code)
-	require.Contains(t, stderr, "--drain-rate")
+}
+
+// Plain capacity answers out of the box: with no benchmark report (no
+// out/bench.json, which a two-hour make bench writes) it takes the measured
+// figures built into the binary, the ones --fleet uses, and prints what
+// --fleet answers on the same inputs with the reason the two differ.
+func TestCapacityWithoutBenchFile(t *testing.T) {
+	t.Parallel()
+	require.NoFileExists(t, "out/bench.json", "the test runs where no benchmark report is")
+	c := cmdline{env: map[string]string{}}
+	code, stdout, stderr := c.run(t, "", "capacity", "--updates-per-day", "40000", "--subscribers-per-update", "3")
+	require.Equal(t, 0, code, stderr)
+	f := capacity.DefaultFigures
+	require.Regexp(t, `drain rate +`+regexp.QuoteMeta(fmt.Sprintf("%.1f/s (built in, as --fleet uses (no out/bench.json): %s)", f.MeasuredRate.Value, f.MeasuredRate.Source)), stdout)
+	require.Regexp(t, `Temporal actions per reminder +`+regexp.QuoteMeta(fmt.Sprintf("%g (built in", f.ActionsPerReminder.Value)), stdout)
+	require.Contains(t, stdout, "20m35s", "30,000 at the built-in 24.3/s")
+
+	// --fleet on the same inputs: its outage drain is the one plain
+	// capacity reports for it, with the reason they differ.
+	code, fleet, stderr := c.run(t, "", "capacity", "--fleet", "--updates-per-day", "40000", "--subscribers-per-update", "3")
+	require.Equal(t, 0, code, stderr)
+	drain := regexp.MustCompile(`outage drain +(\S+)`).FindStringSubmatch(fleet)
+	require.NotNil(t, drain, fleet)
+	require.Regexp(t, `catch-up with --fleet +`+regexp.QuoteMeta(drain[1]+" (it sizes a fleet for 13.9/s, the peak or this backlog cleared within 1h0m0s"), stdout)
 }
 
 // The fleet model prints the seed's own load, then every measured input
@@ -496,6 +514,8 @@ func TestCapacityFleetCommand(t *testing.T) {
 		require.Contains(t, stdout, want)
 	}
 	require.NotContains(t, stdout, "extrapolated", "the seed's peak is within the measured rate")
+	require.Regexp(t, fmt.Sprintf(`workers +2, %d slots each`, config.DefaultWorkerMaxActivities), stdout,
+		"a worker's slots are the binary's default, SHIPNOTIFY_WORKER_MAX_ACTIVITIES")
 
 	// A thousand times the seed: 120 M a day, extrapolated, with a price and a provider's limit.
 	code, stdout, stderr = c.run(t, "", "capacity", "--fleet", "--updates-per-day", "40000000", "--subscribers-per-update", "3",

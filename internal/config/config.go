@@ -38,6 +38,12 @@ const (
 	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/shipnotify?sslmode=disable"
 	DefaultFromEmail   = "reminders@shipnotify.example"
 	DefaultFromName    = "shipnotify"
+	// DefaultWorkerMaxActivities is the notify slots a worker runs
+	// (SHIPNOTIFY_WORKER_MAX_ACTIVITIES): the one home of the number.
+	// `capacity --fleet` sizes a fleet with it, and the Helm chart caps
+	// the slots it derives from its connection budget at it (deploy's tests
+	// hold the chart to it).
+	DefaultWorkerMaxActivities = 200
 )
 
 // Lookup finds an environment variable, like os.LookupEnv.

@@ -3,6 +3,7 @@ package config
 import (
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/shipnotify/shipnotify/email"
@@ -57,7 +58,7 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_METRICS_ADDR", Default: "127.0.0.1:9090", Meaning: "where the worker serves /metrics, /healthz and /readyz: loopback unless set, as the API is (off: nowhere)"},
 	{Name: "SHIPNOTIFY_METRICS_REFRESH", Default: "30s", Meaning: "how often the worker re-reads the mirror's gauges (reminders by state, oldest overdue); scrapes serve the last values and never query the mirror"},
 	{Name: "SHIPNOTIFY_WORKER_CACHE_SIZE", Default: "2000", Meaning: "reminders a worker keeps in memory (about 35 KB each)"},
-	{Name: "SHIPNOTIFY_WORKER_MAX_ACTIVITIES", Default: "200", Meaning: "notify activities in flight per worker; the PostgreSQL pool is sized to match"},
+	{Name: "SHIPNOTIFY_WORKER_MAX_ACTIVITIES", Default: strconv.Itoa(DefaultWorkerMaxActivities), Meaning: "notify activities in flight per worker; the PostgreSQL pool is sized to match"},
 	{Name: "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND", Default: "0", Meaning: "cap on deliveries a second across all workers of the task queue (the provider's rate limit), held on the task queue and, exactly, in the mirror; 0: none"},
 	{Name: "SHIPNOTIFY_UNCONFIRMED_SEND_WAIT", Default: "5m", Meaning: "an email whose send may have reached SendGrid (no answer after the request left, or its worker died mid-call) waits this long for SendGrid's event for its key before it is sent again under the same key; an event settles it as sent (0s to 24h; 0s without the Event Webhook, where no event comes)"},
 	{Name: "SHIPNOTIFY_CODEC", Default: "on", Meaning: "off runs without payload encryption; on with no keys refuses to talk to Temporal"},

@@ -70,7 +70,7 @@ siblings), and the fleet's peak against the server's max_connections. A rolling 
 pod more than the replicas of each Deployment (maxSurge 1), and migrate runs beside the fleet.
 */}}
 {{- define "shipnotify.workerPoolSize" -}}
-{{- add .Values.worker.maxActivities 4 }}
+{{- add (include "shipnotify.workerMaxActivities" . | int) 4 }}
 {{- end }}
 {{- define "shipnotify.servePoolSize" -}}16{{- end }}
 {{- define "shipnotify.migratePoolSize" -}}2{{- end }}
@@ -80,6 +80,24 @@ pod more than the replicas of each Deployment (maxSurge 1), and migrate runs bes
 {{- .Values.worker.replicas }}
 {{- else }}
 {{- .Values.worker.autoscaling.maxReplicas }}
+{{- end }}
+{{- end }}
+
+{{/*
+Notify slots per worker. Their one home is the binary's default (config.DefaultWorkerMaxActivities,
+held equal by deploy's tests); worker.maxActivities 0 derives them: what the budget leaves the
+workers after serve and migrate, shared by the most workers this mode runs plus one in a rollout,
+less each pool's spare 4, and at most the binary's default.
+*/}}
+{{- define "shipnotify.binaryMaxActivities" -}}200{{- end }}
+{{- define "shipnotify.workerMaxActivities" -}}
+{{- if .Values.worker.maxActivities }}
+{{- .Values.worker.maxActivities | int }}
+{{- else }}
+{{- $budget := sub .Values.mirror.maxConnections .Values.mirror.reservedConnections | int }}
+{{- $others := add (mul (add .Values.serve.replicas 1) (include "shipnotify.servePoolSize" . | int)) (include "shipnotify.migratePoolSize" . | int) }}
+{{- $perWorker := div (sub $budget $others) (add (include "shipnotify.maxWorkers" . | int) 1) }}
+{{- min (sub $perWorker 4) (include "shipnotify.binaryMaxActivities" . | int) }}
 {{- end }}
 {{- end }}
 
@@ -93,8 +111,11 @@ pod more than the replicas of each Deployment (maxSurge 1), and migrate runs bes
 {{- define "shipnotify.validate" -}}
 {{- $budget := sub .Values.mirror.maxConnections .Values.mirror.reservedConnections | int }}
 {{- $peak := include "shipnotify.mirrorConnections" . | int }}
+{{- if lt (include "shipnotify.workerMaxActivities" . | int) 1 }}
+{{- fail (printf "mirror connections: worker.maxActivities is derived from the budget (it is 0), and mirror.maxConnections %d - mirror.reservedConnections %d leaves the workers no slot: (%d + 1 during a rollout) workers need 5 connections each beside serve's (%d + 1) x %d and migrate's %d. Raise max_connections on the server and mirror.maxConnections with it, or lower the replicas" (int .Values.mirror.maxConnections) (int .Values.mirror.reservedConnections) (include "shipnotify.maxWorkers" . | int) (int .Values.serve.replicas) (include "shipnotify.servePoolSize" . | int) (include "shipnotify.migratePoolSize" . | int)) }}
+{{- end }}
 {{- if gt $peak $budget }}
-{{- fail (printf "mirror connections: the processes could open %d (workers: (%d + 1 during a rollout) x (worker.maxActivities %d + 4); serve: (%d + 1) x %d; migrate: %d), more than mirror.maxConnections %d - mirror.reservedConnections %d = %d. Lower worker.maxActivities or the replicas (worker.autoscaling.maxReplicas when autoscaling), or raise max_connections on the server and mirror.maxConnections with it" $peak (include "shipnotify.maxWorkers" . | int) (int .Values.worker.maxActivities) (int .Values.serve.replicas) (include "shipnotify.servePoolSize" . | int) (include "shipnotify.migratePoolSize" . | int) (int .Values.mirror.maxConnections) (int .Values.mirror.reservedConnections) $budget) }}
+{{- fail (printf "mirror connections: the processes could open %d (workers: (%d + 1 during a rollout) x (worker.maxActivities %d + 4); serve: (%d + 1) x %d; migrate: %d), more than mirror.maxConnections %d - mirror.reservedConnections %d = %d. Lower worker.maxActivities (0 derives it from the budget) or the replicas (worker.autoscaling.maxReplicas when autoscaling), or raise max_connections on the server and mirror.maxConnections with it" $peak (include "shipnotify.maxWorkers" . | int) (include "shipnotify.workerMaxActivities" . | int) (int .Values.serve.replicas) (include "shipnotify.servePoolSize" . | int) (include "shipnotify.migratePoolSize" . | int) (int .Values.mirror.maxConnections) (int .Values.mirror.reservedConnections) $budget) }}
 {{- end }}
 {{- if and (ne .Values.worker.autoscaling.mode "none") (lt (int .Values.worker.autoscaling.maxReplicas) (int .Values.worker.replicas)) }}
 {{- fail (printf "worker.autoscaling.maxReplicas (%d) is below worker.replicas (%d), the floor autoscaling keeps" (int .Values.worker.autoscaling.maxReplicas) (int .Values.worker.replicas)) }}
