@@ -114,7 +114,7 @@ func (e *testEnv) addKeys(t *testing.T, keys []api.Key, secrets map[api.Scope]st
 	all = append(all, keys...)
 	a, err := api.New(api.Options{Starter: e.Starter, Keys: all, Rate: rate.Inf})
 	require.NoError(t, err)
-	e.server.Config.Handler = a
+	e.server.Config.Handler = api.NewRoot(a)
 	for s, secret := range secrets {
 		e.keys["all-but-"+string(s)] = secret
 	}
