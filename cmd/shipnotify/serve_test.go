@@ -148,6 +148,10 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, suppressed, 1)
 	require.Equal(t, "one_click", suppressed[0].Reason)
+	// The tracker reads its tenant's suppressions through the API.
+	resp, body = send("GET", "/v1/suppressions", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"address_sha256":"`+suppressed[0].AddressSHA256+`"`)
 
 	code, body = get("http://" + opsAddr + "/metrics")
 	require.Equal(t, http.StatusOK, code)

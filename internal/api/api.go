@@ -177,6 +177,9 @@ func (a *API) routes() {
 
 	a.handle("GET /v1/reminders", ScopeRead, a.listReminders, listParams...)
 	a.handle("GET /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}", ScopeRead, a.getReminder)
+
+	a.handle("GET /v1/suppressions", ScopeRead, a.listSuppressions, suppressionParams...)
+	a.handle("POST /v1/suppressions/lift", ScopeOperate, a.liftSuppression)
 }
 
 // SetKeys replaces the keys the API accepts, for every request that starts

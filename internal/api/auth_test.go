@@ -42,6 +42,8 @@ var routes = []route{
 	{"POST", "/v1/shipments/NOPE/updates/u/reminders/s/reject", api.ScopeApprove, nil, http.StatusNotFound},
 	{"GET", "/v1/reminders", api.ScopeRead, nil, http.StatusOK},
 	{"GET", "/v1/shipments/NOPE/updates/u/reminders/s", api.ScopeRead, nil, http.StatusNotFound},
+	{"GET", "/v1/suppressions", api.ScopeRead, nil, http.StatusOK},
+	{"POST", "/v1/suppressions/lift", api.ScopeOperate, map[string]any{"address": "nobody@customer.example"}, http.StatusNotFound},
 }
 
 // Every route wants a key with its scope: none or an unknown one is 401

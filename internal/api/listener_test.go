@@ -84,6 +84,9 @@ func TestAnEmptyOrRepeatedParameterIsRefusedNamingIt(t *testing.T) {
 			refused(request{method: "GET", path: "/v1/reminders?" + name + "=", key: key, expect: violating}, name, "empty")
 		}
 	}
+	for _, name := range []string{"lifted", "limit", "cursor", "tenant"} {
+		refused(request{method: "GET", path: "/v1/suppressions?" + name + "=", key: "admin", expect: violating}, name, "empty")
+	}
 	for _, r := range routes {
 		refused(request{method: r.method, path: r.path + "?tenant=", key: "admin", body: r.body, expect: violating}, "tenant", "empty")
 		refused(request{method: r.method, path: r.path + "?tenant=acme&tenant=acme", key: "admin", body: r.body, expect: malformed},
