@@ -301,11 +301,12 @@ func checkQuery(raw string, params []string) *Problem {
 	if err != nil {
 		return typed(TypeInvalidParameter, http.StatusBadRequest, "Invalid parameter", "the query string is malformed")
 	}
-	for _, pair := range strings.Split(raw, "&") {
-		name, _, _ := strings.Cut(pair, "=")
-		if name, err = url.QueryUnescape(name); err != nil || pair == "" {
-			continue // ParseQuery took it; an empty pair (a&&b) names nothing
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue // a&&b: an empty pair names nothing
 		}
+		name, _, _ := strings.Cut(pair, "=")
+		name, _ = url.QueryUnescape(name) // ParseQuery unescaped it already
 		vs := q[name]
 		switch {
 		case !slices.Contains(params, name):
