@@ -45,10 +45,6 @@ func (rt *Root) Handle(pattern string, h http.Handler) {
 	rt.others.Handle(pattern, h)
 }
 
-// API is the tracker API the root serves under /v1/ (serve gives it new
-// keys when its keys file changes).
-func (rt *Root) API() *API { return rt.api }
-
 func (rt *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if underAPI(p) || p != cleanPath(p) {
