@@ -35,6 +35,17 @@ type SuppressionFilter struct {
 	Address string
 	Lifted  bool
 	Limit   int
+	// After, when set, starts the list after this row (keyset
+	// pagination, in the list's order).
+	After *SuppressionPosition
+}
+
+// SuppressionPosition is a row's place in the list's order: newest
+// first, then by tenant and address hash.
+type SuppressionPosition struct {
+	SuppressedAt  time.Time
+	Tenant        string
+	AddressSHA256 string
 }
 
 // Suppressions lists suppressions, newest first.
@@ -42,13 +53,22 @@ func (s *Store) Suppressions(ctx context.Context, f SuppressionFilter) ([]Suppre
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
+	args := pgx.NamedArgs{
+		"any_tenant": f.AnyTenant, "tenant": f.Tenant, "address": f.Address, "lifted": f.Lifted, "limit": f.Limit,
+		"after": f.After != nil, "after_at": time.Time{}, "after_tenant": "", "after_hash": "",
+	}
+	if f.After != nil {
+		args["after_at"], args["after_tenant"], args["after_hash"] = f.After.SuppressedAt, f.After.Tenant, f.After.AddressSHA256
+	}
 	rows, _ := s.pool.Query(ctx, `
 SELECT tenant, address_sha256, reason, reminder_id, coalesce(event_id, ''), suppressed_at, lifted_at, coalesce(lifted_by, '')
   FROM suppressions
- WHERE ($1 OR tenant = $2) AND ($3 = '' OR address_sha256 = suppression_address($3))
-   AND ($4 OR lifted_at IS NULL)
+ WHERE (@any_tenant OR tenant = @tenant) AND (@address = '' OR address_sha256 = suppression_address(@address))
+   AND (@lifted OR lifted_at IS NULL)
+   AND (NOT @after OR suppressed_at < @after_at
+        OR (suppressed_at = @after_at AND (tenant, address_sha256) > (@after_tenant, @after_hash)))
  ORDER BY suppressed_at DESC, tenant, address_sha256
- LIMIT $5`, f.AnyTenant, f.Tenant, f.Address, f.Lifted, f.Limit)
+ LIMIT @limit`, args)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Suppression, error) {
 		var x Suppression
 		err := row.Scan(&x.Tenant, &x.AddressSHA256, &x.Reason, &x.ReminderID, &x.EventID, &x.SuppressedAt, &x.LiftedAt, &x.LiftedBy)

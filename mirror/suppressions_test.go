@@ -161,3 +161,55 @@ func TestAnOptOutDropBeforeTheSendIsRecordedSuppressesTheReminder(t *testing.T) 
 	require.Equal(t, mirror.Refused, res.Verdict, "a retry sends nothing")
 	require.Equal(t, reminder.Suppressed, res.Target.State, "and is told the reminder ended suppressed")
 }
+
+// Suppressions pages by keyset: each row once, newest first, rows
+// suppressed at the same instant by tenant and hash, whatever the page
+// size.
+func TestSuppressionsPageByKeyset(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	// Five rows, three of them at one instant (as one batch of provider
+	// events writes them), across two tenants.
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	for i, r := range []struct {
+		tenant, addr string
+		at           time.Time
+	}{
+		{"acme", "a@x.example", at}, {"", "b@x.example", at}, {"acme", "c@x.example", at},
+		{"", "d@x.example", at.Add(-time.Second)}, {"acme", "e@x.example", at.Add(time.Second)},
+	} {
+		_, err := db.Pool.Exec(ctx, `INSERT INTO suppressions (tenant, address_sha256, reason, reminder_id, suppressed_at)
+VALUES ($1, suppression_address($2), 'unsubscribe', $3, $4)`, r.tenant, r.addr, "r"+string(rune('0'+i)), r.at)
+		require.NoError(t, err)
+	}
+	all, err := store.Suppressions(ctx, mirror.SuppressionFilter{AnyTenant: true})
+	require.NoError(t, err)
+	require.Len(t, all, 5)
+	for size := 1; size <= 3; size++ {
+		var got []mirror.Suppression
+		f := mirror.SuppressionFilter{AnyTenant: true, Limit: size}
+		for range 6 {
+			page, err := store.Suppressions(ctx, f)
+			require.NoError(t, err)
+			got = append(got, page...)
+			if len(page) < size {
+				break
+			}
+			last := page[len(page)-1]
+			f.After = &mirror.SuppressionPosition{SuppressedAt: last.SuppressedAt, Tenant: last.Tenant, AddressSHA256: last.AddressSHA256}
+		}
+		require.Equal(t, all, got, "pages of %d", size)
+	}
+	// One tenant's pages hold that tenant's rows only.
+	newest := all[0] // acme's e, a second later
+	page, err := store.Suppressions(ctx, mirror.SuppressionFilter{Tenant: "acme", Limit: 2,
+		After: &mirror.SuppressionPosition{SuppressedAt: newest.SuppressedAt, Tenant: newest.Tenant, AddressSHA256: newest.AddressSHA256}})
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	for _, s := range page {
+		require.Equal(t, "acme", s.Tenant)
+		require.True(t, s.SuppressedAt.Equal(at))
+	}
+}

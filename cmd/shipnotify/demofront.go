@@ -65,7 +65,7 @@ func startDemoFront(d *cli.Deps, st *starter.Starter, addr string) (*demoFront, 
 	if err != nil {
 		return nil, err
 	}
-	mux := serveMux(apiHandler)
+	mux := api.NewRoot(apiHandler) // what serve listens with
 	mux.Handle(console.Path, console.New(console.Options{
 		Starter: st, Mirror: st.Mirror, Links: f.signer, SessionKeys: sessionKeys, Approvers: approvers, Now: time.Now, Logger: d.Logger,
 	}))

@@ -85,7 +85,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
 	}
-	mux := serveMux(handler)
+	mux := api.NewRoot(handler)
 	var consoleHandler *console.Handler
 	if d.Cfg.LinkKeys.Empty() && d.Cfg.SessionKeys.Empty() {
 		d.Logger.Warn("the approval console is off: set SHIPNOTIFY_LINK_KEY and SHIPNOTIFY_SESSION_KEY (and SHIPNOTIFY_CONSOLE_KEYS_FILE) to serve it")
@@ -125,29 +125,26 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	return err
 }
 
-// serveMux is what serve answers on SHIPNOTIFY_API_ADDR: the tracker API
-// under /v1/; the approval console mounts beside it at console.Path, on the
-// same listener and server timeouts.
-func serveMux(apiHandler http.Handler) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", apiHandler)
-	return mux
-}
-
 // serveOutcomes mounts the SendGrid Event Webhook beside the API when its
 // key is configured, and runs the escalator that starts what provider
 // outcomes owe (always: outcomes recorded before a restart still owe theirs).
-func serveOutcomes(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *starter.Starter, reg prometheus.Registerer) error {
+func serveOutcomes(ctx context.Context, d *cli.Deps, mux mounter, st *starter.Starter, reg prometheus.Registerer) error {
 	if d.Cfg.SendGridEventKey == nil {
 		d.Logger.Warn("the SendGrid Event Webhook is off: set SHIPNOTIFY_SENDGRID_EVENT_KEY, or emails stay sent, never delivered or undeliverable")
 	}
 	return mountProviderEvents(ctx, d, mux, st, d.Cfg.SendGridEventKey, metrics.NewProviderEvents(reg))
 }
 
+// mounter is what a handler is mounted on: serve's api.Root (what it
+// listens with: the API under /v1/, the others beside it), or a ServeMux.
+type mounter interface {
+	Handle(pattern string, h http.Handler)
+}
+
 // mountProviderEvents runs the escalator until ctx ends and, with a key, mounts
 // the Event Webhook's handler on mux at sendgridevents.Path (serve's and the
 // demo's, which makes its own key).
-func mountProviderEvents(ctx context.Context, d *cli.Deps, mux *http.ServeMux, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.ProviderEvents) error {
+func mountProviderEvents(ctx context.Context, d *cli.Deps, mux mounter, st *starter.Starter, key *ecdsa.PublicKey, m *metrics.ProviderEvents) error {
 	esc := sendgridevents.NewEscalator(st.Mirror, st.Temporal, st.TaskQueue)
 	esc.Metrics, esc.Logger = m, d.Logger
 	go esc.Run(ctx)

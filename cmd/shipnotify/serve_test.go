@@ -104,6 +104,37 @@ func TestServe(t *testing.T) {
 	code, _ = get("http://" + apiAddr + "/v1/reminders")
 	require.Equal(t, http.StatusUnauthorized, code)
 
+	// serve's listener answers as the API's contract says (issue 35: its
+	// outer mux redirected paths not in their clean form, and a parameter
+	// no route takes scheduled for real).
+	send := func(method, path, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+apiAddr+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	dry := testenv.ValidUpdate(time.Now())
+	dry["shipment_id"] = testenv.ID(t, "SHP-dry")
+	resp, body = send("POST", "/v1/updates?dry_run=1", updateJSON(t, dry))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	require.Contains(t, body, `"field":"dry_run"`)
+	for _, p := range []string{"//v1/shipments/X/cancel", "/v1/shipments/S/updates/./w1/reschedule", "/v1/nowhere"} {
+		resp, body = send("POST", p, "{}")
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s: %s", p, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), p)
+		require.Empty(t, resp.Header.Get("Location"), p)
+	}
+	resp, body = send("GET", "/v1/reminders?shipment=", "")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	require.Contains(t, body, `"field":"shipment"`)
+
 	// serve takes the one-click unsubscribes a worker's List-Unsubscribe
 	// headers point to, checked with the link key.
 	linkKeys, err := links.ParseKeys(c.env["SHIPNOTIFY_LINK_KEY"])
@@ -117,11 +148,17 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, suppressed, 1)
 	require.Equal(t, "one_click", suppressed[0].Reason)
+	// The tracker reads its tenant's suppressions through the API.
+	resp, body = send("GET", "/v1/suppressions", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"address_sha256":"`+suppressed[0].AddressSHA256+`"`)
 
 	code, body = get("http://" + opsAddr + "/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `shipnotify_api_requests_total{route="POST /v1/updates",status="201"} 1`)
 	require.Contains(t, body, `shipnotify_api_requests_total{route="GET /v1/reminders",status="401"} 1`)
+	require.Contains(t, body, `shipnotify_api_requests_total{route="unmatched",status="404"} 3`)
+	require.NotContains(t, body, `route="/v1/"`)
 	code, _ = get("http://" + apiAddr + "/metrics")
 	require.Equal(t, http.StatusNotFound, code, "metrics stay on the ops address")
 

@@ -155,11 +155,8 @@ func New(o Options) (*API, error) {
 func (a *API) routes() {
 	a.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		// It takes no parameter, and says so as every route does.
-		if q, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-			writeProblem(w, typed(TypeInvalidParameter, http.StatusBadRequest, "Invalid parameter", "the query string is malformed"))
-			return
-		} else if len(q) > 0 {
-			writeProblem(w, invalidParameter(slices.Sorted(maps.Keys(q))[0], "unknown parameter"))
+		if p := checkQuery(r.URL.RawQuery, nil); p != nil {
+			writeProblem(w, p)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -178,8 +175,11 @@ func (a *API) routes() {
 	a.handle("POST /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}/approve", ScopeApprove, a.decideReminder(true))
 	a.handle("POST /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}/reject", ScopeApprove, a.decideReminder(false))
 
-	a.handle("GET /v1/reminders", ScopeRead, a.listReminders)
+	a.handle("GET /v1/reminders", ScopeRead, a.listReminders, listParams...)
 	a.handle("GET /v1/shipments/{shipment}/updates/{update}/reminders/{subscriber}", ScopeRead, a.getReminder)
+
+	a.handle("GET /v1/suppressions", ScopeRead, a.listSuppressions, suppressionParams...)
+	a.handle("POST /v1/suppressions/lift", ScopeOperate, a.liftSuppression)
 }
 
 // SetKeys replaces the keys the API accepts, for every request that starts
@@ -216,17 +216,20 @@ func (a *API) RouteScopes() map[string]Scope { return maps.Clone(a.scopes) }
 // becomes the problem answer (a *Problem as it is, anything else 500 or 504).
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
 
-// handle registers a route that needs scope: the key is checked, then its
-// rate, then the handler runs under the request's deadline. A POST runs on a
-// context the client's disconnecting does not cancel: an operation once
-// begun is carried through (within the deadline), never left half-done
-// because a connection dropped.
 // wildcard finds a route pattern's path wildcards ({shipment}).
 var wildcard = regexp.MustCompile(`\{(\w+)\}`)
 
-func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
+// handle registers a route that needs scope and takes the query parameters
+// params beside tenant (which every keyed route takes): the key is
+// checked, then its rate, then the query (checkQuery), then the handler
+// runs under the request's deadline. A POST runs on a context the client's
+// disconnecting does not cancel: an operation once begun is carried
+// through (within the deadline), never left half-done because a
+// connection dropped.
+func (a *API) handle(pattern string, scope Scope, h handlerFunc, params ...string) {
 	a.patterns = append(a.patterns, pattern)
 	a.scopes[pattern] = scope
+	params = append([]string{"tenant"}, params...)
 	post := strings.HasPrefix(pattern, "POST ")
 	var ids []string // the pattern's path wildcards: each an id
 	for _, m := range wildcard.FindAllStringSubmatch(pattern, -1) {
@@ -237,6 +240,9 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 		k, p := a.authenticate(r, ring, scope)
 		if p == nil {
 			p = a.allow(w, ring, k)
+		}
+		if p == nil {
+			p = checkQuery(r.URL.RawQuery, params)
 		}
 		var c *caller
 		if p == nil {
@@ -282,11 +288,55 @@ func (a *API) handle(pattern string, scope Scope, h handlerFunc) {
 	})
 }
 
+// checkQuery refuses a query string that is malformed, or names a
+// parameter not in params, more than once, or with no value: a misspelt
+// or empty filter never lists everything, and a parameter a route does not
+// take (dry_run=1) never reads as honoured. The problem names the first
+// such parameter, in the order given, never its value.
+func checkQuery(raw string, params []string) *Problem {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return typed(TypeInvalidParameter, http.StatusBadRequest, "Invalid parameter", "the query string is malformed")
+	}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue // a&&b: an empty pair names nothing
+		}
+		name, _, _ := strings.Cut(pair, "=")
+		name, _ = url.QueryUnescape(name) // ParseQuery unescaped it already
+		vs := q[name]
+		switch {
+		case !slices.Contains(params, name):
+			return invalidParameter(queryName(name), "unknown parameter")
+		case len(vs) > 1:
+			return invalidParameter(name, "given more than once")
+		case vs[0] == "":
+			return invalidParameter(name, "empty: give a value, or leave the parameter out")
+		}
+	}
+	return nil
+}
+
+// queryName is an unknown parameter's name as a problem may say it: as it
+// is when plain, quoted (and cut) otherwise.
+func queryName(name string) string {
+	if plainKey.MatchString(name) {
+		return name
+	}
+	return fmt.Sprintf("%.40q", name)
+}
+
 // ServeHTTP serves the API, counting each request by route and status. An
 // unknown path or method gets a problem too.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	// The route is the API's own pattern, never one a mux in front of it
+	// matched (serve's used to count every unmatched request as "/v1/").
+	route := "unmatched"
 	if p := r.URL.Path; p != cleanPath(p) {
 		// The mux would redirect it to its clean form, in HTML; a client
 		// that built such a path has a bug to hear of, not a redirect.
@@ -295,13 +345,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else if _, pattern := a.mux.Handler(r); pattern == "" {
 		a.unmatched(sw, r)
 	} else {
+		route = pattern
 		a.mux.ServeHTTP(sw, r)
 	}
 	if a.metrics != nil {
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
-		}
 		a.metrics.observe(route, sw.status(), time.Since(start))
 	}
 }

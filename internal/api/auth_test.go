@@ -42,6 +42,8 @@ var routes = []route{
 	{"POST", "/v1/shipments/NOPE/updates/u/reminders/s/reject", api.ScopeApprove, nil, http.StatusNotFound},
 	{"GET", "/v1/reminders", api.ScopeRead, nil, http.StatusOK},
 	{"GET", "/v1/shipments/NOPE/updates/u/reminders/s", api.ScopeRead, nil, http.StatusNotFound},
+	{"GET", "/v1/suppressions", api.ScopeRead, nil, http.StatusOK},
+	{"POST", "/v1/suppressions/lift", api.ScopeOperate, map[string]any{"address": "nobody@customer.example"}, http.StatusNotFound},
 }
 
 // Every route wants a key with its scope: none or an unknown one is 401
@@ -114,7 +116,7 @@ func (e *testEnv) addKeys(t *testing.T, keys []api.Key, secrets map[api.Scope]st
 	all = append(all, keys...)
 	a, err := api.New(api.Options{Starter: e.Starter, Keys: all, Rate: rate.Inf})
 	require.NoError(t, err)
-	e.server.Config.Handler = a
+	e.server.Config.Handler = api.NewRoot(a)
 	for s, secret := range secrets {
 		e.keys["all-but-"+string(s)] = secret
 	}

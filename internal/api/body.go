@@ -174,6 +174,8 @@ func jsonFields(v any) []string {
 		return []string{"window_start", "by", "reason"}
 	case *rescheduleReminderBody:
 		return []string{"due_at", "by", "reason"}
+	case *liftBody:
+		return []string{"address", "by", "reason"}
 	}
 	panic(fmt.Sprintf("api: no fields listed for %T", v))
 }

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -285,24 +284,4 @@ func TestAPathIDThatIsNoIDNamesNothing(t *testing.T) {
 	}
 	require.Equal(t, before, e.mirrorCount(t), "nothing written")
 	require.NotContains(t, e.logs.String(), `"level":"ERROR"`)
-}
-
-// A path not in its clean form is a client's bug: a problem, not the
-// mux's redirect in HTML.
-func TestAPathNotInItsCleanFormIsAProblemNotARedirect(t *testing.T) {
-	t.Parallel()
-	e := setup(t, withoutWorker)
-	raw := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, p := range []string{"/v1//reminders", "/v1/./reminders", "/v1/shipments/S/../S/cancel"} {
-		req, err := http.NewRequest(http.MethodGet, e.server.URL+p, nil)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+e.keys["reader"])
-		resp, err := raw.Do(req)
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s: %s", p, body)
-		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), p)
-		require.Empty(t, resp.Header.Get("Location"), p)
-	}
 }

@@ -22,8 +22,9 @@ import (
 )
 
 // testEnv is the API over a real stack (the dev server, a private
-// PostgreSQL schema, a worker on a private task queue), served by an
-// httptest server and reached through the contract-checking transport.
+// PostgreSQL schema, a worker on a private task queue), served through the
+// handler and server `shipnotify serve` listens with, and reached through
+// the contract-checking transport.
 type testEnv struct {
 	*testenv.Stack
 	api    *api.API
@@ -78,7 +79,12 @@ func setup(t *testing.T, opts ...setupOption) *testEnv {
 	var err error
 	e.api, err = api.New(o)
 	require.NoError(t, err)
-	e.server = httptest.NewServer(e.api)
+	// Served as `shipnotify serve` serves it: the handler it listens with
+	// (api.NewRoot) under the server it makes (api.NewServer), so every
+	// answer here is one a tracker gets.
+	e.server = httptest.NewUnstartedServer(nil)
+	e.server.Config = api.NewServer(api.NewRoot(e.api), 0)
+	e.server.Start()
 	t.Cleanup(e.server.Close)
 	e.client = &http.Client{Transport: checkedTransport{t: t, base: http.DefaultTransport}, Timeout: 2 * time.Minute}
 	return e

@@ -45,12 +45,18 @@ func (a *API) callerOf(r *http.Request, ring *keyring, k *Key) (*caller, *Proble
 	if !ok {
 		return c, nil
 	}
+	// A named tenant is an id, given once and not empty (checkQuery saw
+	// to the last two on every keyed route; this fails closed all the
+	// same). The problem names the parameter, never repeats its value.
 	if len(named) != 1 {
-		return nil, problem(http.StatusBadRequest, "tenant: give it once")
+		return nil, invalidParameter("tenant", "given more than once")
+	}
+	if named[0] == "" {
+		return nil, invalidParameter("tenant", "empty: give a value, or leave the parameter out")
 	}
 	tenant, err := reminder.ParseTenant("tenant", named[0], a.defaultTenant)
 	if err != nil {
-		return nil, problem(http.StatusBadRequest, err.Error())
+		return nil, invalidParameter("tenant", "not a tenant: a tenant is an id (letters, digits, '.', '_', '-', at most 64)")
 	}
 	if tenant != c.tenant && !k.Allows(ScopeAdmin) {
 		p := problem(http.StatusForbidden, fmt.Sprintf("the API key %s acts for its own tenant only; naming another needs the %s scope", k.Name, ScopeAdmin))
