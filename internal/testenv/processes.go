@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shipnotify/shipnotify/internal/childproc"
+	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/config"
 )
 
 var (
@@ -296,11 +298,20 @@ func StartCluster(t testing.TB) *Cluster {
 	return pg
 }
 
+// clusterMaxConnections sizes a private cluster for what tests start on
+// it at the binary's defaults, as the chart's connection budget does for a
+// release: two workers, two serve replicas, and room for the CLI calls and
+// the test's own pools beside them. PostgreSQL's own 100 is less than one
+// worker's pool: a soak whose worker grew its pool in a stall left no
+// connection for reconcile.
+var clusterMaxConnections = 2*cli.WorkerPoolSize(config.DefaultWorkerMaxActivities) + 2*cli.ServePoolSize + 100
+
 // Start starts the cluster and waits until it accepts connections.
 func (pg *Cluster) Start() {
 	pg.t.Helper()
 	pg.run("pg_ctl", "-D", pg.data, "-w", "-t", "60", "-l", filepath.Join(pg.data, "server.log"),
-		"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=''", pg.port), "start")
+		"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='' -c max_connections=%d",
+			pg.port, clusterMaxConnections), "start")
 }
 
 // Freeze stops every process of the cluster with SIGSTOP, the postmaster
