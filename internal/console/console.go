@@ -191,7 +191,7 @@ func (c *console) handler() http.Handler {
 }
 
 // securityHeaders keeps the pages out of frames, scripts but the
-// console's own out (static/console.js: local times, copy buttons),
+// console's own out (static/console.js: the reader's zone, copy buttons),
 // forms posting only to the console, link tokens out of Referer headers,
 // and every answer out of caches.
 func securityHeaders(h http.Handler) http.Handler {

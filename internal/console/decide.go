@@ -205,7 +205,8 @@ func (c *console) decide(w http.ResponseWriter, r *http.Request, a Approver) {
 }
 
 // take records a decision through the starter (the mirror first, then the
-// workflow) and renders what came of it, with when each reminder goes out.
+// workflow) and redirects (303) to what came of it, with when each
+// reminder goes out; a refusal that changed nothing is answered directly.
 func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel starter.Selection, approve bool, reason string, byLink bool) {
 	// The console takes no words for by: who logged in (or the link) is
 	// both the by and the key.
@@ -237,11 +238,6 @@ func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel st
 	}
 	status := http.StatusOK
 	for _, out := range outs {
-		item := resultItem{Outcome: out}
-		if row, err := c.o.Mirror.Get(ctx, out.ReminderID); err == nil {
-			item.DueAt, item.SentAt, item.Passed = row.DueAt, row.SentAt, !row.DueAt.After(now)
-		}
-		d.Items = append(d.Items, item)
 		switch out.Status {
 		case starter.StatusAccepted:
 			// Taken, not finished: it lands.
@@ -268,7 +264,22 @@ func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel st
 		return
 	}
 	// Too many reminders for an address: the result is this answer.
+	d.Items = c.resultItems(ctx, outs, now)
 	c.render(w, r, status, "result.html", page{Title: "Decision", Approver: c.approverName(r), Data: d})
+}
+
+// resultItems are outs with when each goes out (or went), as the mirror
+// knows now: a reload shows a send that happened since.
+func (c *console) resultItems(ctx context.Context, outs []starter.Outcome, decidedAt time.Time) []resultItem {
+	var items []resultItem
+	for _, out := range outs {
+		item := resultItem{Outcome: out}
+		if row, err := c.o.Mirror.Get(ctx, out.ReminderID); err == nil {
+			item.DueAt, item.SentAt, item.Passed = row.DueAt, row.SentAt, !row.DueAt.After(decidedAt)
+		}
+		items = append(items, item)
+	}
+	return items
 }
 
 // resultPath shows a decision's result, after its POST's redirect.
@@ -342,14 +353,8 @@ func (c *console) decided(w http.ResponseWriter, r *http.Request) {
 		}
 		approver = a.Name
 	}
-	d := resultData{Approve: tok.Approve, ByLink: tok.ByLink, ShipmentID: tok.ShipmentID, UpdateID: tok.UpdateID}
-	for _, out := range tok.Items {
-		item := resultItem{Outcome: out}
-		if row, err := c.o.Mirror.Get(r.Context(), out.ReminderID); err == nil {
-			item.DueAt, item.SentAt, item.Passed = row.DueAt, row.SentAt, !row.DueAt.After(at)
-		}
-		d.Items = append(d.Items, item)
-	}
+	d := resultData{Approve: tok.Approve, ByLink: tok.ByLink, ShipmentID: tok.ShipmentID, UpdateID: tok.UpdateID,
+		Items: c.resultItems(r.Context(), tok.Items, at)}
 	c.render(w, r, tok.Status, "result.html", page{Title: "Decision", Approver: approver, Data: d})
 }
 
