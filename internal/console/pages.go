@@ -251,6 +251,9 @@ type event struct {
 type detail struct {
 	Name, Value string
 	Hash        bool
+	// At is the value as a time, when it is one (a due_at): shown as every
+	// time is.
+	At *time.Time
 }
 
 type reminderData struct {
@@ -318,7 +321,11 @@ func toEvent(e mirror.Event) event {
 		case "reason":
 			out.Reason = v
 		default:
-			out.Rest = append(out.Rest, detail{Name: k, Value: v, Hash: isHash(v)})
+			d := detail{Name: k, Value: v, Hash: isHash(v)}
+			if at, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				d.At = &at
+			}
+			out.Rest = append(out.Rest, d)
 		}
 	}
 	return out

@@ -135,6 +135,10 @@ func TestWhatAnApproverReads(t *testing.T) {
 		require.Contains(t, page.Text(), n, q)
 	}
 
+	// The trail's times too (the scheduled event's due_at).
+	page = erin.get("/console/reminder?id=" + url.QueryEscape(rs[0].ReminderID))
+	require.Contains(t, page.rows("events")[0][5], "due_at= "+due.Format("2 Jan 2006, 15:04 MST"))
+
 	// The overview's due chart reaches the reminder due in 60 days.
 	erin.client.Jar.SetCookies(base, []*http.Cookie{{Name: "shipnotify_tz", Value: "UTC"}})
 	page = erin.get("/console/overview")
