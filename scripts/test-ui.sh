@@ -17,7 +17,7 @@ root=$PWD
 if ! command -v chromium >/dev/null; then
   [ "$(id -u)" = 0 ] || { echo "install Debian's chromium package first (apt-get install chromium, as root)" >&2; exit 1; }
   echo "installing Chromium from Debian's packages" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
 fi
 command -v npm >/dev/null || { echo "test-ui needs node and npm (Debian's nodejs and npm packages)" >&2; exit 1; }
 (cd ui-test && npm ci --no-audit --no-fund --silent </dev/null)
