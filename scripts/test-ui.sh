@@ -2,9 +2,11 @@
 # make test-ui: drive a real headless Chromium (Debian's chromium package)
 # through the Temporal Web UI of the dev server, then through the approval
 # console and the escalation email's links (console.TestConsoleInABrowser
-# serves them and runs ui-test/console.mjs). Not part of CI: it needs
-# Chromium and the npm registry. Screenshots land in out/ (git-ignored);
-# the console's the docs show are copied to docs/.
+# serves them and runs ui-test/console.mjs). CI runs it (.ci/run, after
+# make test): it installs what it needs without asking, Debian's chromium
+# (as root, through apt-get) and the pinned playwright-core and axe-core
+# (npm ci in ui-test/). Screenshots land in out/ (git-ignored); the
+# console's the docs show are copied to docs/.
 #
 #   scripts/test-ui.sh [webui|console]   one part only; both by default
 set -euo pipefail
@@ -13,11 +15,12 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 if ! command -v chromium >/dev/null; then
-  [ "$(id -u)" = 0 ] || { echo "install Debian's chromium package first" >&2; exit 1; }
+  [ "$(id -u)" = 0 ] || { echo "install Debian's chromium package first (apt-get install chromium, as root)" >&2; exit 1; }
   echo "installing Chromium from Debian's packages" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
 fi
-(cd ui-test && npm ci --no-audit --no-fund --silent)
+command -v npm >/dev/null || { echo "test-ui needs node and npm (Debian's nodejs and npm packages)" >&2; exit 1; }
+(cd ui-test && npm ci --no-audit --no-fund --silent </dev/null)
 go build -o .dev/bin/shipnotify ./cmd/shipnotify
 
 exec scripts/dev.sh run -- env PART="$part" bash -c '
@@ -26,7 +29,7 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
     SHIPNOTIFY_BROWSER_TEST="'"$root"'/ui-test/console.mjs" OUT_DIR="'"$root"'/out" \
       go test -count=1 -run "^TestConsoleInABrowser$" -v ./internal/console/
     # The console'"'"'s screenshots the docs show.
-    for s in list list-390 reminder-390 overview; do cp "'"$root"'/out/console-$s.png" "'"$root"'/docs/"; done
+    for s in list list-long list-390 reminder-390 overview overview-390; do cp "'"$root"'/out/console-$s.png" "'"$root"'/docs/"; done
   }
   if [ "$PART" = console ]; then
     console
@@ -51,7 +54,9 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
     echo "test-ui: $SHIPNOTIFY_DEV_CODEC_ADDR is taken (another codec server, perhaps with other keys); stop it first" >&2
     exit 1
   fi
-  .dev/bin/shipnotify codec-server --insecure-loopback --listen "$SHIPNOTIFY_DEV_CODEC_ADDR" 2>/dev/null &
+  # The Web UI is the dev server'"'"'s, on whatever port it has: its origin may call.
+  .dev/bin/shipnotify codec-server --insecure-loopback --listen "$SHIPNOTIFY_DEV_CODEC_ADDR" \
+    --origin "$SHIPNOTIFY_DEV_UI_URL" 2>/dev/null &
   codec=$!
   trap "kill $codec $worker 2>/dev/null" EXIT
   printf "%s" "{\"shipment_id\":\"$shipment\",\"update_id\":\"window-1\",\"kind\":\"delivery_window\",

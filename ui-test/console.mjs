@@ -3,9 +3,14 @@
 // the list, approve one reminder, reject another through its confirmation,
 // approve a whole update, see the approved ones delivered and the rejected
 // one cancelled, follow an escalation email's approve link from the sink.
-// Every page is checked with axe-core (no violations), at 1280 px and at a
-// 390 px phone viewport (nothing scrolls sideways), and the keyboard
-// reaches the controls in order with a visible focus. Screenshots go to
+// Every page is checked with axe-core (no violations) and for sideways
+// scrolling; the list, a reminder, the rejections' confirmations and the
+// overview, with long data (the longest ids, a long subject, an unbroken
+// word), at 1280, 1024 and 390 px: none scrolls sideways. Times read in
+// the reader's zone, named as people say it (CET). A decision's POST is
+// answered with a redirect, so a reload shows its result again without
+// deciding again. The keyboard reaches the controls in order with a
+// visible focus. Screenshots go to
 // OUT_DIR. Run by console.TestConsoleInABrowser (make test-ui), which
 // serves the console, schedules the reminders and passes their ids.
 import { chromium } from 'playwright-core';
@@ -23,6 +28,8 @@ const rejectId = mustEnv('REJECT_ID');
 const wholeShipment = mustEnv('WHOLE_SHIPMENT_ID');
 const linkId = mustEnv('LINK_ID');
 const awaiting = Number(mustEnv('AWAITING'));
+const longShipment = mustEnv('LONG_SHIPMENT_ID');
+const longId = mustEnv('LONG_ID');
 const outDir = process.env.OUT_DIR ?? 'out';
 mkdirSync(outDir, { recursive: true });
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -64,8 +71,10 @@ async function heading(page, name) {
   }
 }
 
-// accessible runs axe-core on the page: no violation of any rule.
+// accessible runs axe-core on the page: no violation of any rule; and the
+// page does not scroll sideways.
 async function accessible(page, what) {
+  await fits(page, what);
   await page.addScriptTag({ path: axePath });
   const result = await page.evaluate(() => globalThis.axe.run(document));
   const found = result.violations.map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
@@ -91,6 +100,9 @@ try {
   });
   const page = await context.newPage();
   const errors = [];
+  // Every decision the browser posts: a reload must never add one.
+  const posts = [];
+  page.on('request', (req) => { if (req.method() === 'POST') posts.push(new URL(req.url()).pathname); });
   page.on('pageerror', (e) => errors.push(e.message));
   // A console error other than a status the test means to see (a 409 of a
   // used link, a favicon's 404) is the script's.
@@ -150,6 +162,11 @@ try {
   await heading(page, 'Approved');
   const approvedText = await text(page);
   check(approvedText.includes(approveId), `${approveId} is approved`);
+  check(new URL(page.url()).pathname === '/console/decided', `the decision's POST redirects to its result (${page.url()})`);
+  const postsBefore = posts.length;
+  await page.reload({ waitUntil: 'load' });
+  await heading(page, 'Approved');
+  check(posts.length === postsBefore, 'reloading the result shows it again and posts nothing');
   check(/(goes out now \(it was due at|sent at) .*CES?T/.test(approvedText), 'the result says when it goes out, in local time');
   await accessible(page, 'the result page');
   await shot(page, 'console-approved.png');
@@ -185,20 +202,50 @@ try {
 
   // The overview: states and due days, drawn without a script.
   await page.goto(url('/console/overview'), { waitUntil: 'load' });
-  check(await page.locator('svg.chart').count() === 2, 'the overview draws its two charts');
+  check(await page.locator('table.state-bars').count() === 1 && await page.locator('div.due-chart').count() === 1, 'the overview draws its two charts');
+  // The due chart reaches what is pending: the long update, due in 40 days.
+  const dueNs = await page.locator('div.due-bar').evaluateAll((bars) => bars.map((b) => Number(b.dataset.n)));
+  check(dueNs.some((n) => n >= 2) && dueNs.length <= 31, `the due chart's range covers the reminders due in 40 days (${dueNs.length} bars: ${dueNs.join(' ')})`);
   await accessible(page, 'the overview');
   await shot(page, 'console-overview.png');
 
-  // A phone: nothing scrolls sideways, and every page stays accessible.
-  await page.setViewportSize({ width: 390, height: 844 });
-  for (const [path, name] of [['/console/?state=any', 'console-list-390.png'],
-    [`/console/reminder?id=${encodeURIComponent(approveId)}`, 'console-reminder-390.png'],
-    [`/console/reject?reminder_id=${encodeURIComponent(rejectId)}`, null],
-    ['/console/overview', 'console-overview-390.png']]) {
-    await page.goto(url(path), { waitUntil: 'load' });
-    await fits(page, path);
-    await accessible(page, `${path} at 390 px`);
-    if (name) await shot(page, name);
+  // Long data at a desk's, a laptop's and a phone's width: nothing scrolls
+  // sideways, the Decision column is in view, the header spans the page,
+  // and every page stays accessible.
+  const longList = `/console/?shipment=${encodeURIComponent(longShipment)}`;
+  const longUpdate = `/console/reject?shipment_id=${encodeURIComponent(longShipment)}&update_id=${encodeURIComponent('delivery-window-' + 'x'.repeat(48))}`;
+  for (const width of [1280, 1024, 390]) {
+    await page.setViewportSize({ width, height: width === 390 ? 844 : 900 });
+    for (const [path, name] of [[longList, { 1280: 'console-list-long.png', 390: 'console-list-390.png' }[width]],
+      ['/console/?state=any', null],
+      [`/console/reminder?id=${encodeURIComponent(longId)}`, width === 390 ? 'console-reminder-390.png' : null],
+      [longUpdate, width === 1280 ? 'console-reject-update.png' : null],
+      [`/console/reject?reminder_id=${encodeURIComponent(longId)}`, null],
+      ['/console/overview', width === 390 ? 'console-overview-390.png' : null]]) {
+      await page.goto(url(path), { waitUntil: 'load' });
+      await accessible(page, `${path} at ${width} px`);
+      // No text too small to read: every label as large as 12 px.
+      const smallest = await page.evaluate(() => Math.min(...[...document.querySelectorAll('main *')]
+        .filter((el) => [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()) && el.getClientRects().length)
+        .map((el) => parseFloat(getComputedStyle(el).fontSize) * (el.closest('svg') ? el.closest('svg').getBoundingClientRect().width / el.closest('svg').viewBox.baseVal.width : 1))));
+      check(smallest >= 12, `${path} at ${width} px has no text under 12 px (${smallest.toFixed(1)} px)`);
+      if (name) await shot(page, name);
+    }
+    await page.goto(url(longList), { waitUntil: 'load' });
+    const layout = await page.evaluate(() => {
+      const th = [...document.querySelectorAll('table.reminders th')].find((h) => h.textContent.trim() === 'Decision');
+      const button = document.querySelector('table.reminders button.approve');
+      const header = document.querySelector('header').getBoundingClientRect();
+      return { th: th ? th.getBoundingClientRect().right : -1, button: button.getBoundingClientRect().right, header: header.width, width: window.innerWidth };
+    });
+    // (On a phone the table is cards, its head hidden but for readers.)
+    check(layout.button <= layout.width && (width < 1024 || layout.th <= layout.width),
+      `at ${width} px the Decision column and its Approve button are in view (${layout.th}, ${layout.button})`);
+    check(layout.header >= layout.width, `at ${width} px the header spans the page (${layout.header} px)`);
+    // The message keeps its line breaks on the reminder's page.
+    await page.goto(url(`/console/reminder?id=${encodeURIComponent(longId)}`), { waitUntil: 'load' });
+    const text = await page.locator('dd.text').innerText();
+    check(text.startsWith('Dear consignee,\n\nthe tracking reference'), `the reminder page keeps the message's line breaks (${JSON.stringify(text.slice(0, 40))})`);
   }
   await page.setViewportSize({ width: 1280, height: 900 });
 

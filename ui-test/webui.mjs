@@ -8,7 +8,8 @@ import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-const ui = process.env.UI_URL ?? 'http://localhost:8233';
+// The dev server's Web UI (scripts/dev.sh env), on whatever port it has.
+const ui = process.env.UI_URL ?? process.env.SHIPNOTIFY_DEV_UI_URL ?? 'http://localhost:8233';
 const namespace = process.env.TEMPORAL_NAMESPACE ?? 'default';
 const shipment = mustEnv('SHIPMENT_ID');
 const workflowId = mustEnv('WORKFLOW_ID');

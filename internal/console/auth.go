@@ -280,13 +280,17 @@ func (c *console) authed(h func(http.ResponseWriter, *http.Request, Approver)) h
 	}
 }
 
+// noKey is what a person who typed no approver's key is told: whom to
+// ask, not how keys are made.
+const noKey = "That is not an approver's key. Ask your administrator for a console key: it names you, and lets you approve and reject reminders."
+
 type loginData struct {
 	Error     string
 	NoneSetUp bool
 }
 
 func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, http.StatusOK, "login.html", page{Title: "Log in", Data: loginData{NoneSetUp: len(c.o.Approvers) == 0}})
+	c.render(w, r, http.StatusOK, "login.html", page{Title: "Log in", Data: loginData{NoneSetUp: len(c.o.Approvers) == 0}})
 }
 
 // login checks the key and sets the session cookie naming its approver.
@@ -294,7 +298,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	if wait := c.logins.wait(r, c.o.Now()); wait > 0 {
 		c.log.Warn("console: login throttled")
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second)/time.Second)+1))
-		c.render(w, http.StatusTooManyRequests, "login.html", page{Title: "Log in",
+		c.render(w, r, http.StatusTooManyRequests, "login.html", page{Title: "Log in",
 			Data: loginData{Error: "Too many attempts; wait a little and try again.", NoneSetUp: len(c.o.Approvers) == 0}})
 		return
 	}
@@ -307,23 +311,23 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	refuse := func(why, msg string) {
 		c.logins.failed(r, c.o.Now())
 		c.log.Warn("console: login refused", "why", why)
-		c.render(w, http.StatusUnauthorized, "login.html", page{Title: "Log in",
+		c.render(w, r, http.StatusUnauthorized, "login.html", page{Title: "Log in",
 			Data: loginData{Error: msg, NoneSetUp: len(c.o.Approvers) == 0}})
 	}
 	// Only the hash is configured, so a weak key's strength shows only
 	// here: it is refused before it is hashed, whatever the file holds.
 	if key != "" && !api.IsGeneratedKey(key) {
-		refuse("weak key", "That key is not an approver's key: approver keys are made by shipnotify api-key "+
-			"(snk_ and 43 more characters, 256 random bits), and a weaker one is refused even if it is configured.")
+		refuse("weak key", noKey+" (A console key starts snk_ and is 47 characters long; a key of another form "+
+			"is refused even if it is configured.)")
 		return
 	}
 	a, ok := c.approverFor(key)
 	if !ok || len(key) > maxKey {
-		refuse("unknown key", "That key is not an approver's key.")
+		refuse("unknown key", noKey)
 		return
 	}
 	if api.Expired(a.Expires, c.o.Now()) {
-		refuse("expired key", "That key expired at "+a.Expires.UTC().Format(time.RFC3339)+"; ask for a new one.")
+		refuse("expired key", "That key expired at "+styleFor(r, c.o.Now()).Text(a.Expires)+"; ask your administrator for a new console key.")
 		return
 	}
 	now := c.o.Now()

@@ -411,7 +411,7 @@ func TestWeakApproverKeysAreRefused(t *testing.T) {
 		rec := loginAs(h, "192.0.2.1", k)
 		require.Equal(t, http.StatusUnauthorized, rec.Code, k)
 		require.Empty(t, rec.Result().Cookies(), k)
-		require.Contains(t, rec.Body.String(), "approver keys are made by shipnotify api-key", k)
+		require.Contains(t, rec.Body.String(), "Ask your administrator for a console key", k)
 		require.Contains(t, rec.Body.String(), "refused even if it is configured", k)
 	}
 	rec := loginAs(h, "192.0.2.2", strong)
@@ -442,7 +442,7 @@ func TestAnExpiredApproverIsLoggedOut(t *testing.T) {
 	rec = loginAs(h, "192.0.2.1", alice)
 	require.Equal(t, http.StatusUnauthorized, rec.Code)
 	require.Empty(t, rec.Result().Cookies())
-	require.Contains(t, rec.Body.String(), "That key expired at "+expires.Format(time.RFC3339))
+	require.Contains(t, strings.ReplaceAll(rec.Body.String(), "\u00a0", " "), "That key expired at "+shown(expires)+"; ask your administrator")
 	require.True(t, decides(t, h, bobSession), "a key without expires goes on")
 }
 

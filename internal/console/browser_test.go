@@ -2,10 +2,12 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,8 +31,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 // (two rows a page); approve one reminder and reject another through its
 // confirmation; approve a whole update; see the approved ones in the mail
 // sink and the rejected one cancelled; follow an escalation email's
-// approve link from the sink; check every page with axe-core, and at a
-// 390 px viewport that nothing scrolls sideways; and save screenshots of
+// approve link from the sink; check every page with axe-core, and at
+// 1280, 1024 and 390 px, with long data (the longest ids, a long subject,
+// an unbroken word), that nothing scrolls sideways; and save screenshots of
 // it all (docs/screenshots when SCREENSHOT_DIR says so). `make test-ui`
 // runs it (it needs Chromium, playwright-core and axe-core); elsewhere it
 // skips.
@@ -50,6 +53,30 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return slices.Contains(f.eventTypes(t, viaLink[0].ReminderID), "escalation_sent")
 	}, time.Minute, 100*time.Millisecond, "the escalation with the links is sent")
+	// Long data, as a tracker may send it: ids of the longest, a long
+	// subject, an unbroken word longer than a phone is wide, and line
+	// breaks the reminder page keeps; due in 40 days, so the overview's
+	// chart reaches that far.
+	long := f.s.Update(t, time.Now().Add(40*24*time.Hour), reminder.Email, reminder.Email)
+	long.Tenant, long.EscalationEmail = tenant, escalationContact
+	long.Approval = reminder.Approval{Required: true}
+	long.ShipmentID = "SHP-" + strings.Repeat("7", 60)
+	long.UpdateID = "delivery-window-" + strings.Repeat("x", 48)
+	for i := range long.Subscribers {
+		long.Subscribers[i].ID = fmt.Sprintf("consignee-%d-", i) + strings.Repeat("k", 52)
+		long.Subscribers[i].Email = "a-very-long-mailbox-name-for-the-consignee@" + strings.Repeat("sub.", 8) + "example"
+	}
+	long.Message = reminder.Message{
+		Subject: "Your delivery window at Dock 14, Gate B of the Rotterdam Maasvlakte distribution centre opens on Thursday morning",
+		Text:    "Dear consignee,\n\nthe tracking reference is " + strings.Repeat("ABCDEFGHIJ", 30) + ".\nPlease have it ready.",
+	}
+	longRs, err := f.s.Starter.Schedule(context.Background(), long)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, r := range longRs {
+			_ = f.s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -65,7 +92,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		"REJECT_ID="+rs[1].ReminderID,
 		"WHOLE_SHIPMENT_ID="+whole.ShipmentID,
 		"LINK_ID="+viaLink[0].ReminderID,
-		"AWAITING=6",
+		"AWAITING=8",
+		"LONG_SHIPMENT_ID="+long.ShipmentID,
+		"LONG_ID="+longRs[0].ReminderID,
 	)
 	cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
 	require.NoError(t, cmd.Run(), "ui-test/console.mjs")

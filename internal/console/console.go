@@ -90,9 +90,11 @@ var staticFS embed.FS
 type console struct {
 	o        Options
 	sessions links.Keys
-	pages    map[string]*template.Template
-	log      *slog.Logger
-	logins   *throttle
+	// results sign the result pages decisions redirect to.
+	results links.Keys
+	pages   map[string]*template.Template
+	log     *slog.Logger
+	logins  *throttle
 }
 
 // Handler is the console, to be mounted at Path.
@@ -146,7 +148,7 @@ func New(o Options) *Handler {
 			panic("console: " + err.Error())
 		}
 	}
-	c := &console{o: o, sessions: o.SessionKeys.Derive("console-session"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
+	c := &console{o: o, sessions: o.SessionKeys.Derive("console-session"), results: o.SessionKeys.Derive("console-result"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -162,6 +164,7 @@ func (c *console) handler() http.Handler {
 	mux.HandleFunc("GET /console/reminder", c.authed(c.reminder))
 	mux.HandleFunc("GET /console/reject", c.authed(c.rejectPage))
 	mux.HandleFunc("POST /console/decide", c.authed(c.decide))
+	mux.HandleFunc("GET "+resultPath, c.decided)
 	mux.HandleFunc("GET /console/overview", c.authed(c.overview))
 	mux.HandleFunc("GET /console/login", c.loginPage)
 	mux.HandleFunc("POST /console/login", c.login)
@@ -188,7 +191,7 @@ func (c *console) handler() http.Handler {
 }
 
 // securityHeaders keeps the pages out of frames, scripts but the
-// console's own out (static/console.js: local times, copy buttons),
+// console's own out (static/console.js: the reader's zone, copy buttons),
 // forms posting only to the console, link tokens out of Referer headers,
 // and every answer out of caches.
 func securityHeaders(h http.Handler) http.Handler {
@@ -209,15 +212,20 @@ type page struct {
 	// Approver is who is logged in ("" on the login and link pages).
 	Approver string
 	Data     any
+	// Times is how the reader sees times (render sets it).
+	Times timeStyle
 }
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
-		"utc":   func(t time.Time) string { return t.UTC().Format(utcLayout) },
-		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"when":  whenAny,
+		// when, day and short are the reader's: render binds them.
+		"when":  timeStyle{}.whenAny,
+		"day":   timeStyle{}.Day,
+		"short": timeStyle{}.Short,
 		"hash":  hash,
 		"add":   func(a, b int) int { return a + b },
+		"sub":   func(a, b int) int { return a - b },
+		"lines": lines,
 		"since": since,
 		// The reason's limit, one for every interface.
 		"maxReason": func() int { return starter.MaxReasonRunes },
@@ -237,11 +245,16 @@ func parsePages() map[string]*template.Template {
 	return pages
 }
 
-// render writes a page with status; a template error is a 500, never half
-// a page.
-func (c *console) render(w http.ResponseWriter, status int, name string, p page) {
+// render writes a page with status, its times in the reader's style; a
+// template error is a 500, never half a page.
+func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	p.Times = styleFor(r, c.o.Now())
 	var buf bytes.Buffer
-	if err := c.pages[name].Execute(&buf, p); err != nil {
+	t, err := c.pages[name].Clone()
+	if err == nil {
+		err = t.Funcs(template.FuncMap{"when": p.Times.whenAny, "day": p.Times.Day, "short": p.Times.Short}).Execute(&buf, p)
+	}
+	if err != nil {
 		c.log.Error("console: rendering a page failed", "page", name, "error", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -254,7 +267,7 @@ func (c *console) render(w http.ResponseWriter, status int, name string, p page)
 // problem renders a page that says what went wrong and that nothing was
 // changed by it (or, for the caller's message, what was).
 func (c *console) problem(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	c.render(w, status, "problem.html", page{Title: title, Approver: c.approverName(r), Data: message})
+	c.render(w, r, status, "problem.html", page{Title: title, Approver: c.approverName(r), Data: message})
 }
 
 // since says how long something has waited, to the unit that matters.

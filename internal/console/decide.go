@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -46,9 +48,14 @@ func (d resultData) One() *resultItem {
 type rejectData struct {
 	// ReminderID, or ShipmentID and UpdateID: what would be rejected.
 	ReminderID, ShipmentID, UpdateID string
-	// Awaiting counts the reminders it would reject.
+	// Awaiting counts the reminders it would reject; Rows are they (the
+	// first maxRejectRows), with their subscribers, and More the rest.
 	Awaiting int
-	Reason   string
+	Rows     []listed
+	More     int
+	// Subject is the message's subject, when every row has the one.
+	Subject string
+	Reason  string
 	// Error is why the last try was not taken ("" the first time).
 	Error string
 	// Back is the page to go back to without rejecting.
@@ -96,10 +103,24 @@ func (c *console) confirmReject(w http.ResponseWriter, r *http.Request, sel star
 		}
 		if row.State == reminder.AwaitingApproval {
 			d.Awaiting = 1
+			err = c.rejectRows(r, &d, sel.Tenant, []mirror.Row{row})
+		}
+		if err != nil {
+			c.log.Error("console: reading a reminder failed", "reminder_id", sel.ReminderID, "error", err)
+			c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; nothing was changed. Try again.")
+			return
 		}
 	} else {
 		d.Back = "/console/?" + url.Values{"shipment": {sel.ShipmentID}}.Encode()
 		n, _, err := c.o.Mirror.Count(r.Context(), f)
+		if err == nil && n > 0 {
+			f.Limit = maxRejectRows
+			var rows []mirror.Row
+			if rows, err = c.o.Mirror.List(r.Context(), f); err == nil {
+				err = c.rejectRows(r, &d, sel.Tenant, rows)
+				d.More = max(n-len(rows), 0)
+			}
+		}
 		if err != nil {
 			c.log.Error("console: counting reminders failed", "error", err)
 			c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; nothing was changed. Try again.")
@@ -107,7 +128,34 @@ func (c *console) confirmReject(w http.ResponseWriter, r *http.Request, sel star
 		}
 		d.Awaiting = n
 	}
-	c.render(w, status, "reject.html", page{Title: "Reject?", Approver: a.Name, Data: d})
+	c.render(w, r, status, "reject.html", page{Title: "Reject?", Approver: a.Name, Data: d})
+}
+
+// maxRejectRows bounds the reminders a rejection's confirmation lists.
+const maxRejectRows = 50
+
+// rejectRows puts rows on the confirmation with what each says and to
+// whom: the subject once when they share it.
+func (c *console) rejectRows(r *http.Request, d *rejectData, tenant string, rows []mirror.Row) error {
+	ids := make([]string, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+	}
+	contexts, err := c.o.Mirror.ApprovalContexts(r.Context(), tenant, ids)
+	if err != nil {
+		return err
+	}
+	now := c.o.Now()
+	subjects := map[string]bool{}
+	for _, row := range rows {
+		l := c.listed(row, contexts[row.ID], now)
+		subjects[l.Subject] = true
+		d.Rows = append(d.Rows, l)
+	}
+	if len(subjects) == 1 {
+		d.Subject = d.Rows[0].Subject
+	}
+	return nil
 }
 
 // decide approves or rejects one reminder, or every one of an update
@@ -157,7 +205,8 @@ func (c *console) decide(w http.ResponseWriter, r *http.Request, a Approver) {
 }
 
 // take records a decision through the starter (the mirror first, then the
-// workflow) and renders what came of it, with when each reminder goes out.
+// workflow) and redirects (303) to what came of it, with when each
+// reminder goes out; a refusal that changed nothing is answered directly.
 func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel starter.Selection, approve bool, reason string, byLink bool) {
 	// The console takes no words for by: who logged in (or the link) is
 	// both the by and the key.
@@ -189,11 +238,6 @@ func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel st
 	}
 	status := http.StatusOK
 	for _, out := range outs {
-		item := resultItem{Outcome: out}
-		if row, err := c.o.Mirror.Get(ctx, out.ReminderID); err == nil {
-			item.DueAt, item.SentAt, item.Passed = row.DueAt, row.SentAt, !row.DueAt.After(now)
-		}
-		d.Items = append(d.Items, item)
 		switch out.Status {
 		case starter.StatusAccepted:
 			// Taken, not finished: it lands.
@@ -207,7 +251,111 @@ func (c *console) take(w http.ResponseWriter, r *http.Request, by string, sel st
 	if err != nil && !onlyAccepted(outs) {
 		status = http.StatusServiceUnavailable
 	}
-	c.render(w, status, "result.html", page{Title: "Decision", Approver: c.approverName(r), Data: d})
+	// The result is a page of its own, so a reload shows it again and
+	// never posts the decision again.
+	tok := resultToken{Approve: approve, Tenant: sel.Tenant, ShipmentID: d.ShipmentID, UpdateID: d.UpdateID, ByLink: byLink,
+		At: now.Unix(), Status: status}
+	for _, out := range outs {
+		tok.Items = append(tok.Items, starter.Outcome{ReminderID: out.ReminderID, Status: out.Status, Error: out.Error,
+			DecidedBy: out.DecidedBy, DecidedAt: out.DecidedAt})
+	}
+	if target, ok := c.resultURL(tok); ok {
+		http.Redirect(w, r, target, http.StatusSeeOther)
+		return
+	}
+	// Too many reminders for an address: the result is this answer.
+	d.Items = c.resultItems(ctx, outs, now)
+	c.render(w, r, status, "result.html", page{Title: "Decision", Approver: c.approverName(r), Data: d})
+}
+
+// resultItems are outs with when each goes out (or went), as the mirror
+// knows now: a reload shows a send that happened since.
+func (c *console) resultItems(ctx context.Context, outs []starter.Outcome, decidedAt time.Time) []resultItem {
+	var items []resultItem
+	for _, out := range outs {
+		item := resultItem{Outcome: out}
+		if row, err := c.o.Mirror.Get(ctx, out.ReminderID); err == nil {
+			item.DueAt, item.SentAt, item.Passed = row.DueAt, row.SentAt, !row.DueAt.After(decidedAt)
+		}
+		items = append(items, item)
+	}
+	return items
+}
+
+// resultPath shows a decision's result, after its POST's redirect.
+const resultPath = Path + "decided"
+
+// resultTTL is how long a result's address shows it; the audit trail
+// keeps the decision for good.
+const resultTTL = time.Hour
+
+// maxResultURL bounds a result's address (an update of many reminders
+// gets its result in the POST's answer instead).
+const maxResultURL = 32 << 10
+
+// resultToken is a decision's result, signed into the address the
+// decision redirects to: what was decided, of what, when, and each
+// reminder's outcome. The page reads the rest (due, sent) from the mirror.
+type resultToken struct {
+	Approve    bool              `json:"a,omitempty"`
+	Tenant     string            `json:"n,omitempty"`
+	ShipmentID string            `json:"s,omitempty"`
+	UpdateID   string            `json:"u,omitempty"`
+	ByLink     bool              `json:"l,omitempty"`
+	At         int64             `json:"t"`
+	Status     int               `json:"c"`
+	Items      []starter.Outcome `json:"i"`
+}
+
+// resultURL is the address of tok's page, or false when it is too long.
+func (c *console) resultURL(tok resultToken) (string, bool) {
+	b, err := json.Marshal(tok)
+	if err != nil {
+		return "", false
+	}
+	enc := base64.RawURLEncoding.EncodeToString(b)
+	target := resultPath + "?r=" + enc + "." + base64.RawURLEncoding.EncodeToString(c.results.Sign(enc))
+	return target, len(target) <= maxResultURL
+}
+
+// decided shows a decision's result: GET, so a reload repeats nothing. A
+// console decision's result is for a logged-in approver of its tenant; a
+// link's for whoever holds the address, as the link was.
+func (c *console) decided(w http.ResponseWriter, r *http.Request) {
+	var tok resultToken
+	enc, sig, _ := strings.Cut(r.URL.Query().Get("r"), ".")
+	sum, err := base64.RawURLEncoding.Strict().DecodeString(sig)
+	ok := err == nil && c.results.Verify(enc, sum)
+	if ok {
+		b, err := base64.RawURLEncoding.Strict().DecodeString(enc)
+		ok = err == nil && json.Unmarshal(b, &tok) == nil
+	}
+	if !ok {
+		c.problem(w, r, http.StatusNotFound, "Not found", "This is not the address of a decision's result; nothing was changed.")
+		return
+	}
+	at := time.Unix(tok.At, 0)
+	if c.o.Now().After(at.Add(resultTTL)) {
+		c.problem(w, r, http.StatusGone, "Result no longer shown",
+			"This decision's result is shown for an hour after it is taken; nothing was changed. The reminder's audit trail keeps the decision.")
+		return
+	}
+	approver := ""
+	if !tok.ByLink {
+		a, err := c.current(r)
+		if err != nil {
+			http.Redirect(w, r, Path+"login", http.StatusSeeOther)
+			return
+		}
+		if c.tenantOf(a) != tok.Tenant {
+			c.problem(w, r, http.StatusNotFound, "Not found", "This is not the address of a decision's result; nothing was changed.")
+			return
+		}
+		approver = a.Name
+	}
+	d := resultData{Approve: tok.Approve, ByLink: tok.ByLink, ShipmentID: tok.ShipmentID, UpdateID: tok.UpdateID,
+		Items: c.resultItems(r.Context(), tok.Items, at)}
+	c.render(w, r, tok.Status, "result.html", page{Title: "Decision", Approver: approver, Data: d})
 }
 
 // onlyAccepted reports whether every outcome that did not finish is one

@@ -31,17 +31,17 @@ func (c *console) checkLink(w http.ResponseWriter, r *http.Request) (d linkData,
 	d = linkData{Claim: claim, Approve: claim.Decision == links.Approve, Action: links.Path + token}
 	switch {
 	case errors.Is(err, links.ErrExpired):
-		c.render(w, http.StatusGone, "link-expired.html", page{Title: "Link expired", Data: d})
+		c.render(w, r, http.StatusGone, "link-expired.html", page{Title: "Link expired", Data: d})
 		return d, false
 	case err != nil:
 		c.log.Warn("console: invalid decision link")
-		c.render(w, http.StatusBadRequest, "link-invalid.html", page{Title: "Link not valid"})
+		c.render(w, r, http.StatusBadRequest, "link-invalid.html", page{Title: "Link not valid"})
 		return d, false
 	}
 	d.Row, err = c.o.Mirror.Get(r.Context(), claim.ReminderID)
 	switch {
 	case errors.Is(err, mirror.ErrNotFound):
-		c.render(w, http.StatusNotFound, "link-invalid.html", page{Title: "Link not valid"})
+		c.render(w, r, http.StatusNotFound, "link-invalid.html", page{Title: "Link not valid"})
 		return d, false
 	case err != nil:
 		c.log.Error("console: reading a reminder failed", "reminder_id", claim.ReminderID, "error", err)
@@ -67,7 +67,7 @@ func (c *console) used(w http.ResponseWriter, r *http.Request, d linkData) {
 			}
 		}
 	}
-	c.render(w, http.StatusConflict, "link-used.html", page{Title: "Nothing left to do", Data: d})
+	c.render(w, r, http.StatusConflict, "link-used.html", page{Title: "Nothing left to do", Data: d})
 }
 
 // linkPage is what opening a link shows: a confirmation page whose button
@@ -78,7 +78,7 @@ func (c *console) linkPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c.render(w, http.StatusOK, "link.html", page{Title: "Confirm", Data: d})
+	c.render(w, r, http.StatusOK, "link.html", page{Title: "Confirm", Data: d})
 }
 
 // linkDecide takes the link's decision, once: a second POST finds the

@@ -1,108 +1,168 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
-// overviewDays is how far ahead the overview's due chart looks.
-const overviewDays = 30
-
-// The charts' geometry, in SVG user units: the page scales them to fit.
+// The due chart covers what is pending, from today to the day the last
+// pending reminder falls due (in the reader's zone), in days up to
+// maxDayBars of them, then in weeks up to maxWeekBars, then in months up
+// to maxMonthBars (what falls due later is counted apart). It shows at
+// least minDays days.
 const (
-	chartWidth  = 640
-	stateRowH   = 24
-	stateLabelW = 130
-	dueChartH   = 160
-	dueAxisH    = 20
+	minDays      = 7
+	maxDayBars   = 31
+	maxWeekBars  = 26
+	maxMonthBars = 36
 )
 
-// stateBar is one state's bar in the by-state chart.
+// stateBar is one state's row in the by-state chart.
 type stateBar struct {
 	State reminder.State
 	N     int
-	// Y is the row's top; W the bar's width; CountX where its number goes.
-	Y, W, CountX int
+	// Pct is the bar's length, in percent of the longest.
+	Pct int
 }
 
-// dayBar is one day's bar in the due chart.
-type dayBar struct {
-	Day  time.Time
-	N    int
-	X, Y int
-	W, H int
-	// Label is set on the days the axis names.
-	Label string
+// dueBar is one span's bar in the due chart: a day, a week or a month.
+type dueBar struct {
+	From, Until time.Time
+	N           int
+	// Pct is the bar's height, in percent of the highest.
+	Pct int
+	// Label is set on the spans the axis names; LabelEnd ends it at the
+	// bar's right, near the chart's end, so it stays within the page.
+	Label    string
+	LabelEnd bool
 }
 
 type overviewData struct {
-	States      []stateBar
-	StatesH     int
-	Days        []dayBar
-	DayMax      int
-	Total, Due  int
-	From, Until time.Time
-	// Geometry, for the template.
-	Width, LabelW, ChartH, AxisH int
+	States []stateBar
+	Total  int
+	// Bars span what is pending, in Unit ("day", "week" or "month").
+	Bars []dueBar
+	Unit string
+	// Pending counts the reminders yet to be sent; Overdue those of them
+	// due before today, Later those due after the chart's last span.
+	Pending, Overdue, Later, Most int
+	From, Until                   time.Time
 }
 
 // overview shows the tenant's reminders at a glance: how many are in each
-// state, and how many fall due on each of the next 30 days (UTC), as
-// server-drawn SVG charts with the numbers in a table beside them. It
-// needs no script.
+// state, and when those yet to be sent fall due, from today to the last of
+// them, in the reader's days: bars drawn as SVG with HTML labels (readable
+// at a phone's width), and the numbers in a table beside them. It needs no
+// script.
 func (c *console) overview(w http.ResponseWriter, r *http.Request, a Approver) {
-	now := c.o.Now()
-	o, err := c.o.Mirror.Overview(r.Context(), c.tenantOf(a), now, overviewDays)
+	st := styleFor(r, c.o.Now())
+	d, err := c.overviewOf(r.Context(), c.tenantOf(a), st)
 	if err != nil {
 		c.log.Error("console: reading the overview failed", "error", err)
 		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; try again.")
 		return
 	}
-	c.render(w, http.StatusOK, "overview.html", page{Title: "Overview", Approver: a.Name, Data: overviewOf(o.ByState, o.From, o.DuePerDay)})
+	c.render(w, r, http.StatusOK, "overview.html", page{Title: "Overview", Approver: a.Name, Data: d})
 }
 
-func overviewOf(byState map[reminder.State]int, from time.Time, perDay []int) overviewData {
-	d := overviewData{From: from, Until: from.AddDate(0, 0, len(perDay)-1),
-		Width: chartWidth, LabelW: stateLabelW, ChartH: dueChartH, AxisH: dueAxisH}
+func (c *console) overviewOf(ctx context.Context, tenant string, st timeStyle) (overviewData, error) {
+	var d overviewData
+	o, err := c.o.Mirror.Overview(ctx, tenant, st.now, 0)
+	if err != nil {
+		return d, err
+	}
 	most := 0
 	for _, s := range reminder.States {
-		most = max(most, byState[s])
-		d.Total += byState[s]
+		most = max(most, o.ByState[s])
+		d.Total += o.ByState[s]
 	}
-	barSpace := chartWidth - stateLabelW - 60 // room for the count after the bar
-	for i, s := range reminder.States {
-		n := byState[s]
-		b := stateBar{State: s, N: n, Y: i * stateRowH}
+	for _, s := range reminder.States {
+		b := stateBar{State: s, N: o.ByState[s]}
 		if most > 0 {
-			b.W = n * barSpace / most
+			b.Pct = b.N * 100 / most
 		}
-		if n > 0 {
-			b.W = max(b.W, 2)
+		if b.N > 0 {
+			b.Pct = max(b.Pct, 1)
 		}
-		b.CountX = stateLabelW + b.W + 6
 		d.States = append(d.States, b)
 	}
-	d.StatesH = len(reminder.States) * stateRowH
-	for _, n := range perDay {
-		d.DayMax = max(d.DayMax, n)
-		d.Due += n
+	span, err := c.o.Mirror.PendingDueSpan(ctx, tenant)
+	if err != nil {
+		return d, err
 	}
-	slot := chartWidth / max(len(perDay), 1)
-	for i, n := range perDay {
-		b := dayBar{Day: from.AddDate(0, 0, i), N: n, X: i * slot, W: slot - 2}
-		if d.DayMax > 0 {
-			b.H = n * (dueChartH - 4) / d.DayMax
-		}
-		if n > 0 {
-			b.H = max(b.H, 2)
-		}
-		b.Y = dueChartH - b.H
-		if i%7 == 0 {
-			b.Label = b.Day.Format("2 Jan")
-		}
-		d.Days = append(d.Days, b)
+	d.Pending = span.N
+	today := st.dayStart(st.now)
+	bounds, unit := dueBounds(st, today, span.Last)
+	d.Unit = unit
+	// Before today, each bar, after the last bar.
+	spans := append(append([]time.Time{time.Unix(0, 0)}, bounds...), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC))
+	counts, err := c.o.Mirror.PendingDueCounts(ctx, tenant, spans)
+	if err != nil {
+		return d, err
 	}
-	return d
+	d.Overdue, d.Later = counts[0], counts[len(counts)-1]
+	d.From, d.Until = bounds[0], bounds[len(bounds)-1].Add(-time.Nanosecond)
+	n := len(bounds) - 1
+	for i := range n {
+		d.Most = max(d.Most, counts[1+i])
+	}
+	every := max(1, (n+5)/6) // about six labels, whatever the span
+	for i := range n {
+		b := dueBar{From: bounds[i], Until: bounds[i+1].Add(-time.Nanosecond), N: counts[1+i]}
+		if d.Most > 0 {
+			b.Pct = b.N * 100 / d.Most
+		}
+		if b.N > 0 {
+			b.Pct = max(b.Pct, 2)
+		}
+		if i%every == 0 {
+			b.LabelEnd = i*100/n >= 80
+			if unit == "month" {
+				b.Label = b.From.In(st.loc).Format("Jan 2006")
+			} else {
+				b.Label = st.Short(b.From)
+			}
+		}
+		d.Bars = append(d.Bars, b)
+	}
+	return d, nil
+}
+
+// dueBounds are the chart's spans from today to cover last's day: days,
+// weeks or months in the reader's zone (a day of a change to or from
+// summer time is 23 or 25 hours, as it is to them).
+func dueBounds(st timeStyle, today, last time.Time) ([]time.Time, string) {
+	days := minDays
+	if !last.IsZero() {
+		lastDay := st.dayStart(last)
+		for n := 0; n < maxWeekBars*7+1 && today.AddDate(0, 0, n).Before(lastDay); n++ {
+			days = max(days, n+2)
+		}
+	}
+	var out []time.Time
+	switch {
+	case days <= maxDayBars:
+		for i := range days + 1 {
+			out = append(out, today.AddDate(0, 0, i))
+		}
+		return out, "day"
+	case days <= maxWeekBars*7:
+		for i := range (days+6)/7 + 1 {
+			out = append(out, today.AddDate(0, 0, 7*i))
+		}
+		return out, "week"
+	}
+	out = append(out, today)
+	y, m, _ := today.Date()
+	for i := 1; i <= maxMonthBars; i++ {
+		next := time.Date(y, m+time.Month(i), 1, 0, 0, 0, 0, st.loc)
+		out = append(out, next)
+		if next.After(last) {
+			break
+		}
+	}
+	return out, "month"
 }

@@ -63,15 +63,16 @@ type listFilter struct {
 	// default.
 	State    string
 	Shipment string
-	// DueFrom and DueTo are days (YYYY-MM-DD, UTC), DueTo included.
+	// DueFrom and DueTo are days (YYYY-MM-DD) in the reader's zone, DueTo
+	// included.
 	DueFrom, DueTo string
 	afterDue       time.Time
 	afterID        string
 }
 
-// parseListFilter reads the list's query; a bad value is a problem naming
-// the field.
-func parseListFilter(q url.Values) (listFilter, mirror.Filter, error) {
+// parseListFilter reads the list's query, its days in loc; a bad value is
+// a problem naming the field.
+func parseListFilter(q url.Values, loc *time.Location) (listFilter, mirror.Filter, error) {
 	lf := listFilter{State: strings.TrimSpace(q.Get("state")), Shipment: strings.TrimSpace(q.Get("shipment")),
 		DueFrom: strings.TrimSpace(q.Get("due_from")), DueTo: strings.TrimSpace(q.Get("due_to"))}
 	var f mirror.Filter
@@ -102,7 +103,7 @@ func parseListFilter(q url.Values) (listFilter, mirror.Filter, error) {
 		if d.v == "" {
 			continue
 		}
-		day, err := time.Parse(time.DateOnly, d.v)
+		day, err := time.ParseInLocation(time.DateOnly, d.v, loc)
 		if err != nil {
 			return lf, f, fmt.Errorf("%s: %q is not a day (YYYY-MM-DD)", d.name, d.v)
 		}
@@ -148,7 +149,7 @@ func (lf listFilter) query(afterDue time.Time, afterID string) string {
 // asks), due first, a page of Limit at a time, with their count, what each
 // says and to whom, and each update's approve-all.
 func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
-	lf, f, err := parseListFilter(r.URL.Query())
+	lf, f, err := parseListFilter(r.URL.Query(), styleFor(r, c.o.Now()).loc)
 	if err != nil {
 		c.problem(w, r, http.StatusBadRequest, "Bad filter", err.Error()+".")
 		return
@@ -191,7 +192,7 @@ func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
 		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; try again.")
 		return
 	}
-	c.render(w, http.StatusOK, "list.html", page{Title: "Reminders", Approver: a.Name, Data: d})
+	c.render(w, r, http.StatusOK, "list.html", page{Title: "Reminders", Approver: a.Name, Data: d})
 }
 
 func (c *console) listed(row mirror.Row, ac mirror.ApprovalContext, now time.Time) listed {
@@ -250,6 +251,9 @@ type event struct {
 type detail struct {
 	Name, Value string
 	Hash        bool
+	// At is the value as a time, when it is one (a due_at): shown as every
+	// time is.
+	At *time.Time
 }
 
 type reminderData struct {
@@ -264,7 +268,7 @@ func (c *console) reminder(w http.ResponseWriter, r *http.Request, a Approver) {
 	if !ok {
 		return
 	}
-	c.render(w, http.StatusOK, "reminder.html", page{Title: "Reminder " + id, Approver: a.Name, Data: d})
+	c.render(w, r, http.StatusOK, "reminder.html", page{Title: "Reminder " + id, Approver: a.Name, Data: d})
 }
 
 // reminderData reads one of tenant's reminders; another tenant's is not
@@ -317,7 +321,11 @@ func toEvent(e mirror.Event) event {
 		case "reason":
 			out.Reason = v
 		default:
-			out.Rest = append(out.Rest, detail{Name: k, Value: v, Hash: isHash(v)})
+			d := detail{Name: k, Value: v, Hash: isHash(v)}
+			if at, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				d.At = &at
+			}
+			out.Rest = append(out.Rest, d)
 		}
 	}
 	return out

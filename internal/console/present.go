@@ -3,41 +3,161 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+	_ "time/tzdata" // readers' zones, on an image without zoneinfo too
 	"unicode/utf8"
 
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
-// How the pages show what they show: times a reader's browser can put in
-// its zone, addresses masked, text cut to a preview, hashes shortened.
+// How the pages show what they show: times in the reader's zone and
+// locale, addresses masked, text cut to a preview, hashes shortened.
 
-// utcLayout is a time as the pages print it before the browser's script
-// (static/console.js) rewrites it in the reader's zone; the tooltip keeps
-// it.
+// utcLayout is a time to the second in UTC: a time's tooltip, for
+// whoever needs the exact instant.
 const utcLayout = "2006-01-02 15:04:05 UTC"
 
-// when is a time as a <time> element: UTC text, the machine-readable
-// instant for the script, and the UTC text again as its tooltip.
-func when(t time.Time) template.HTML {
+// zoneCookie holds the reader's time zone, an IANA name their browser
+// reports (static/console.js sets it on every page, the login page
+// included). It is a preference, not a credential.
+const zoneCookie = "shipnotify_tz"
+
+// timeStyle is how one reader sees times: in their zone (their browser's,
+// UTC without the script), named as people say it (CET, EST), in their
+// locale's order: month first and a 12-hour clock for American English,
+// day first and a 24-hour clock for every other (the console speaks
+// English only).
+type timeStyle struct {
+	loc *time.Location
+	// Zone is the zone's IANA name ("UTC" when the browser named none).
+	Zone string
+	// FromBrowser: the zone is the one the reader's browser reported.
+	FromBrowser bool
+	us          bool
+	now         time.Time
+}
+
+// zones caches the zones readers' browsers named, valid ones only (there
+// are a few hundred).
+var zones sync.Map
+
+// loadZone is the zone an IANA name names, or false: never the server's
+// Local, and only names made of what IANA names are made of.
+func loadZone(name string) (*time.Location, bool) {
+	if name == "" || len(name) > 64 || name == "Local" || strings.Contains(name, "..") || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/_+-") != "" {
+		return nil, false
+	}
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), true
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, false
+	}
+	zones.Store(name, loc)
+	return loc, true
+}
+
+// styleFor is the time style of r's reader: the zone from the cookie
+// their browser set, the order from their Accept-Language.
+func styleFor(r *http.Request, now time.Time) timeStyle {
+	st := timeStyle{loc: time.UTC, Zone: "UTC", now: now}
+	if ck, err := r.Cookie(zoneCookie); err == nil {
+		if loc, ok := loadZone(ck.Value); ok {
+			st.loc, st.Zone, st.FromBrowser = loc, ck.Value, true
+		}
+	}
+	first, _, _ := strings.Cut(r.Header.Get("Accept-Language"), ",")
+	first, _, _ = strings.Cut(first, ";")
+	st.us = strings.EqualFold(strings.TrimSpace(first), "en-US")
+	return st
+}
+
+// abbrev names t's zone as people say it (CET, CEST, EST, UTC), or by its
+// offset (UTC-03) where the zone has no such name.
+func (st timeStyle) abbrev(t time.Time) string {
+	a := t.In(st.loc).Format("MST")
+	if strings.HasPrefix(a, "+") || strings.HasPrefix(a, "-") {
+		return "UTC" + a
+	}
+	return a
+}
+
+// Name is the zone as the pages name it now: "CET (Europe/Berlin)".
+func (st timeStyle) Name() string {
+	a := st.abbrev(st.now)
+	if a == st.Zone {
+		return a
+	}
+	return a + " (" + st.Zone + ")"
+}
+
+// nbsp keeps a date's or a clock's parts on one line.
+func nbsp(s string) string { return strings.ReplaceAll(s, " ", "\u00a0") }
+
+// Day is t's day in the reader's zone: "7 Feb 2027" (Feb 7, 2027).
+func (st timeStyle) Day(t time.Time) string {
+	if st.us {
+		return t.In(st.loc).Format("Jan 2, 2006")
+	}
+	return t.In(st.loc).Format("2 Jan 2006")
+}
+
+// Short is t's day without its year: "7 Feb" (Feb 7).
+func (st timeStyle) Short(t time.Time) string {
+	if st.us {
+		return t.In(st.loc).Format("Jan 2")
+	}
+	return t.In(st.loc).Format("2 Jan")
+}
+
+// Text is t as the pages write it: "7 Feb 2027, 09:00 CET" (Feb 7, 2027,
+// 9:00 AM CET); the day and the clock each stay on one line.
+func (st timeStyle) Text(t time.Time) string {
+	day, clock := st.parts(t)
+	return day + " " + clock
+}
+
+// parts are t's day (with its comma) and its clock with the zone, each
+// joined by no-break spaces.
+func (st timeStyle) parts(t time.Time) (day, clock string) {
+	clock = t.In(st.loc).Format("15:04")
+	if st.us {
+		clock = t.In(st.loc).Format("3:04 PM")
+	}
+	return nbsp(st.Day(t)) + ",", nbsp(clock + " " + st.abbrev(t))
+}
+
+// when is a time as a <time> element: the reader's time, the instant for
+// machines, and the instant in UTC to the second as its tooltip.
+func (st timeStyle) when(t time.Time) template.HTML {
 	u := t.UTC()
-	text := u.Format(utcLayout)
-	return template.HTML(fmt.Sprintf(`<time datetime="%s" title="%s">%s</time>`, u.Format(time.RFC3339Nano), text, text))
+	day, clock := st.parts(t)
+	return template.HTML(fmt.Sprintf(`<time datetime="%s" title="%s"><span>%s</span> <span>%s</span></time>`,
+		u.Format(time.RFC3339Nano), u.Format(utcLayout), template.HTMLEscapeString(day), template.HTMLEscapeString(clock)))
 }
 
 // whenAny is when for a time or a time's pointer (nil shows nothing).
-func whenAny(v any) template.HTML {
+func (st timeStyle) whenAny(v any) template.HTML {
 	switch t := v.(type) {
 	case time.Time:
-		return when(t)
+		return st.when(t)
 	case *time.Time:
 		if t != nil {
-			return when(*t)
+			return st.when(*t)
 		}
 	}
 	return ""
+}
+
+// dayStart is the start of t's day in the reader's zone.
+func (st timeStyle) dayStart(t time.Time) time.Time {
+	y, m, d := t.In(st.loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, st.loc)
 }
 
 // maskRecipient shows enough of an address to recognise it and no more:
@@ -85,6 +205,17 @@ func preview(s string, n int) string {
 		cut = cut[:i]
 	}
 	return cut + "…"
+}
+
+// lines is a message's text with its line breaks kept: each line
+// escaped, a <br> between them.
+func lines(s string) template.HTML {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+	parts := strings.Split(s, "\n")
+	for i, p := range parts {
+		parts[i] = template.HTMLEscapeString(p)
+	}
+	return template.HTML(strings.Join(parts, "<br>\n"))
 }
 
 // isHash reports whether s is a 64-character hex hash (a delivery key).

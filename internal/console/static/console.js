@@ -1,19 +1,13 @@
-// The console's one script, and the pages work without it: it shows each
-// time in the reader's own zone (the UTC time the page was written with
-// stays as the tooltip) and gives shortened hashes a copy button.
+// The console's one script, and the pages work without it: it tells the
+// server the reader's time zone (a cookie the next page is written with;
+// without it times are in UTC, and the footer says so) and gives
+// shortened hashes a copy button.
 'use strict';
 
-const local = new Intl.DateTimeFormat(undefined, {
-  day: 'numeric', month: 'short', year: 'numeric',
-  hour: '2-digit', minute: '2-digit', timeZoneName: 'short',
-});
-
-for (const el of document.querySelectorAll('time[datetime]')) {
-  const at = new Date(el.dateTime);
-  if (Number.isNaN(at.getTime())) continue;
-  el.title = el.textContent.trim();
-  el.textContent = local.format(at);
-  el.classList.add('local');
+const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+if (zone && !document.cookie.split('; ').includes('shipnotify_tz=' + zone)) {
+  // A preference, not a credential: a year, the console's pages only.
+  document.cookie = `shipnotify_tz=${zone}; path=/console/; max-age=31536000; samesite=strict`;
 }
 
 for (const el of document.querySelectorAll('[data-copy]')) {
