@@ -34,7 +34,8 @@ func init() {
 const demoTaskQueue = "shipnotify-demo"
 
 func runDemo(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]")
+	fs := cli.NewFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]\n"+
+		"       [--mail-sink ADDR] [--webhook-sink ADDR] [--tracker ADDR]")
 	// The dev environment's ports (scripts/dev.sh env, SHIPNOTIFY_DEV_*)
 	// are the defaults, so the Web UI it started decodes what the demo's
 	// codec server serves, and the printed link is its own.
@@ -49,6 +50,11 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	serveAddr := fs.String("serve", "127.0.0.1:8090", "where to serve the tracker API and the approval console (\"\" for none)")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
 	taskQueue := fs.String("task-queue", demoTaskQueue, "the demo worker's own task queue, away from real workers")
+	// The stand-ins take any free port unless told one (shipnotify dev-sink
+	// serves the first two without the demo).
+	mailAddr := fs.String("mail-sink", "127.0.0.1:0", "where the SendGrid stand-in (the mail sink, its mailbox at /mailbox) listens; port 0 is any free one")
+	hookAddr := fs.String("webhook-sink", "127.0.0.1:0", "where the sample's webhook subscriber (a receiver checking signatures) listens; port 0 is any free one")
+	trackerAddr := fs.String("tracker", "127.0.0.1:0", "where the tracker's endpoint hearing status events back listens; port 0 is any free one")
 	uiURL := fs.String("ui", devDefault("SHIPNOTIFY_DEV_UI_URL", "http://localhost:8233"),
 		"the Temporal Web UI's address, for the printed link (default SHIPNOTIFY_DEV_UI_URL)")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
@@ -80,15 +86,15 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	}
 
 	const apiKey = "SG.demo-key"
-	mails, err := sink.StartMail("", apiKey)
+	mails, err := sink.StartMail(*mailAddr, apiKey)
 	if err != nil {
-		return err
+		return fmt.Errorf("--mail-sink %s: %w", *mailAddr, err)
 	}
 	defer mails.Close()
 	secret := webhook.NewSecret()
-	hooks, err := sink.StartWebhook("", secret)
+	hooks, err := sink.StartWebhook(*hookAddr, secret)
 	if err != nil {
-		return err
+		return fmt.Errorf("--webhook-sink %s: %w", *hookAddr, err)
 	}
 	defer hooks.Close()
 	start := time.Now()
@@ -125,9 +131,9 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	defer stopOutcomes()
-	tracker, err := startDemoTracker(ctx, d, store, out, start)
+	tracker, err := startDemoTracker(ctx, d, store, *trackerAddr, out, start)
 	if err != nil {
-		return err
+		return fmt.Errorf("--tracker %s: %w", *trackerAddr, err)
 	}
 	defer tracker.stop()
 	w := worker.New(tc, *taskQueue, acts, worker.Options{})
@@ -141,6 +147,7 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	out.printf("Stand-ins: mail sink %s, webhook receiver %s, tracker %s\n", mails.URL(), hooks.URL(), tracker.receiver.URL())
 	out.printf("Scheduled shipment update %s/%s for %d subscribers:\n", u.ShipmentID, u.UpdateID, len(results))
 	for _, r := range results {
 		out.printf("  %-40s due %s  %s\n", r.ReminderID, r.DueAt.Local().Format("15:04:05"), r.Status)

@@ -28,9 +28,9 @@ type demoTracker struct {
 // startDemoTracker registers the endpoint for the default tenant's every
 // event (beside whatever serve registered) and relays to it until stop,
 // which retires it again.
-func startDemoTracker(ctx context.Context, d *cli.Deps, store *mirror.Store, out *lockedPrinter, start time.Time) (*demoTracker, error) {
+func startDemoTracker(ctx context.Context, d *cli.Deps, store *mirror.Store, addr string, out *lockedPrinter, start time.Time) (*demoTracker, error) {
 	secret := webhook.NewSecret()
-	receiver, err := sink.StartWebhook("", secret)
+	receiver, err := sink.StartWebhook(addr, secret)
 	if err != nil {
 		return nil, err
 	}

@@ -325,9 +325,15 @@ func TestDemoDeliversTheSample(t *testing.T) {
 		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
 		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}
+	// The stand-ins on ports of our choosing (issue 35).
+	mailPort, hookPort, trackerPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t),
-		"--codec-server", "127.0.0.1:0", "--serve", "127.0.0.1:0")
+		"--codec-server", "127.0.0.1:0", "--serve", "127.0.0.1:0", "--mail-sink", fmt.Sprintf("127.0.0.1:%d", mailPort),
+		"--webhook-sink", fmt.Sprintf("127.0.0.1:%d", hookPort), "--tracker", fmt.Sprintf("127.0.0.1:%d", trackerPort))
 	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, fmt.Sprintf("Stand-ins: mail sink http://127.0.0.1:%d, webhook receiver http://127.0.0.1:%d, tracker http://127.0.0.1:%d\n",
+		mailPort, hookPort, trackerPort))
+	require.Contains(t, stdout, fmt.Sprintf("mailbox (every mail as sent, its HTML rendered): http://127.0.0.1:%d/mailbox\n", mailPort))
 	require.Equal(t, 5, strings.Count(stdout, "mail sink got"), "four reminders and one escalation: %s", stdout)
 	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
 	require.Contains(t, stdout, "bounce ×1")
