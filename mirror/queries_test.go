@@ -75,8 +75,8 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 	require.NoError(t, err)
 	check("PendingBefore", pending...)
 
-	// The exports: JSON lines carry the outcome only when there is one;
-	// CSV has its columns last, empty when there is none.
+	// The exports: JSON lines carry the outcome, null when there is none;
+	// CSV has its columns after the first twelve, empty when there is none.
 	var out bytes.Buffer
 	w, err := mirror.NewRowWriter(&out, mirror.FormatJSONL)
 	require.NoError(t, err)
@@ -97,8 +97,10 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 		require.NoError(t, err, key)
 		require.True(t, want.Equal(at), "%s: %v", key, at)
 	}
-	for _, key := range []string{"provider_outcome", "provider_outcome_at", "delivered_at"} {
-		require.NotContains(t, objects[1], key)
+	require.Equal(t, "", objects[1]["provider_outcome"])
+	for _, key := range []string{"provider_outcome_at", "delivered_at"} {
+		require.Contains(t, objects[1], key)
+		require.Nil(t, objects[1][key], key)
 	}
 
 	out.Reset()
@@ -111,7 +113,7 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 	records, err := csv.NewReader(&out).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, records, 3)
-	require.Equal(t, []string{"provider_outcome", "provider_outcome_at", "delivered_at", "tenant"}, records[0][12:])
-	require.Equal(t, []string{"bounce", outcomeAt.Format(time.RFC3339Nano), deliveredAt.Format(time.RFC3339Nano), ""}, records[1][12:])
-	require.Equal(t, []string{"", "", "", ""}, records[2][12:])
+	require.Equal(t, []string{"provider_outcome", "provider_outcome_at", "delivered_at", "tenant"}, records[0][12:16])
+	require.Equal(t, []string{"bounce", outcomeAt.Format(time.RFC3339Nano), deliveredAt.Format(time.RFC3339Nano), ""}, records[1][12:16])
+	require.Equal(t, []string{"", "", "", ""}, records[2][12:16])
 }

@@ -554,10 +554,46 @@ func TestExportCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 3)
 	require.True(t, strings.HasPrefix(lines[0], "reminder_id,shipment_id"))
-	require.True(t, strings.HasSuffix(lines[0], ",provider_outcome,provider_outcome_at,delivered_at,tenant"), lines[0])
+	require.Equal(t, strings.Join(mirror.ExportColumns(), ","), lines[0])
+	require.Contains(t, lines[0], ",provider_outcome,provider_outcome_at,delivered_at,tenant,")
 	code, _, stderr = c.run(t, "", "export", "--format", "xml")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--format")
+
+	// Issue 35: list's --update and due window filter the export too.
+	later := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
+	u2 := s.Update(t, later, reminder.Email)
+	u2.ShipmentID, u2.UpdateID = u.ShipmentID, "window-2"
+	results2, err := s.Starter.Schedule(context.Background(), u2)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, r := range results2 {
+			_ = s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
+	exported := func(args ...string) []string {
+		t.Helper()
+		code, stdout, stderr := c.run(t, "", append([]string{"export"}, args...)...)
+		require.Equal(t, 0, code, stderr)
+		var keys []string
+		for l := range strings.SplitSeq(strings.TrimSpace(stdout), "\n") {
+			var r struct {
+				DeliveryKey string `json:"delivery_key"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+			keys = append(keys, r.DeliveryKey)
+		}
+		return keys
+	}
+	first := []string{results[0].DeliveryKey, results[1].DeliveryKey}
+	require.ElementsMatch(t, first, exported("--update", "window-1"))
+	require.Equal(t, []string{results2[0].DeliveryKey}, exported("--update", "window-2"))
+	cut := later.Add(-time.Minute).Format(time.RFC3339)
+	require.Equal(t, []string{results2[0].DeliveryKey}, exported("--due-from", cut))
+	require.ElementsMatch(t, first, exported("--due-to", cut))
+	code, _, stderr = c.run(t, "", "export", "--due-from", cut, "--due-to", cut)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--due-to must be after --due-from")
 }
 
 // A command run on a database nobody migrated says what to do, not
