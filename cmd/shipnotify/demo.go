@@ -39,13 +39,7 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	// The dev environment's ports (scripts/dev.sh env, SHIPNOTIFY_DEV_*)
 	// are the defaults, so the Web UI it started decodes what the demo's
 	// codec server serves, and the printed link is its own.
-	devDefault := func(key, fallback string) string {
-		if v, ok := e.Lookup(key); ok && v != "" {
-			return v
-		}
-		return fallback
-	}
-	codecAddr := fs.String("codec-server", devDefault("SHIPNOTIFY_DEV_CODEC_ADDR", "127.0.0.1:8081"),
+	codecAddr := fs.String("codec-server", devDefault(e, "SHIPNOTIFY_DEV_CODEC_ADDR", "127.0.0.1:8081"),
 		"where to serve the codec for the Web UI (\"\" for none; default SHIPNOTIFY_DEV_CODEC_ADDR)")
 	serveAddr := fs.String("serve", "127.0.0.1:8090", "where to serve the tracker API and the approval console (\"\" for none)")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
@@ -55,7 +49,7 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	mailAddr := fs.String("mail-sink", "127.0.0.1:0", "where the SendGrid stand-in (the mail sink, its mailbox at /mailbox) listens; port 0 is any free one")
 	hookAddr := fs.String("webhook-sink", "127.0.0.1:0", "where the sample's webhook subscriber (a receiver checking signatures) listens; port 0 is any free one")
 	trackerAddr := fs.String("tracker", "127.0.0.1:0", "where the tracker's endpoint hearing status events back listens; port 0 is any free one")
-	uiURL := fs.String("ui", devDefault("SHIPNOTIFY_DEV_UI_URL", "http://localhost:8233"),
+	uiURL := fs.String("ui", devDefault(e, "SHIPNOTIFY_DEV_UI_URL", "http://localhost:8233"),
 		"the Temporal Web UI's address, for the printed link (default SHIPNOTIFY_DEV_UI_URL)")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err

@@ -30,11 +30,17 @@ type runningCommand struct {
 
 func startCommand(t *testing.T, args ...string) *runningCommand {
 	t.Helper()
+	return startCommandWith(t, nil, args...)
+}
+
+// startCommandWith runs args with exactly env as the environment.
+func startCommandWith(t *testing.T, env map[string]string, args ...string) *runningCommand {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r, w := io.Pipe()
 	c := &runningCommand{lines: make(chan string, 100), done: make(chan error, 1), stop: cancel}
 	go func() {
-		err := shipnotify.Run(ctx, args, cli.Env{Lookup: func(string) (string, bool) { return "", false },
+		err := shipnotify.Run(ctx, args, cli.Env{Lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			Stdin: strings.NewReader(""), Stdout: w, Stderr: io.Discard})
 		_ = w.Close()
 		c.done <- err
