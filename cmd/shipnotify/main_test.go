@@ -174,10 +174,15 @@ func TestScheduleListShow(t *testing.T) {
 	require.Regexp(t, `Delivered +`+regexp.QuoteMeta(delivered.Format(time.RFC3339))+`\n`, stdout)
 	require.Regexp(t, `provider_delivered +provider reported delivered at `+regexp.QuoteMeta(delivered.Format(time.RFC3339))+`; now delivered; event sg-1, delivery `+results[0].DeliveryKey+`\n`, stdout)
 	require.Regexp(t, `provider_bounce +provider reported bounce at \S+ \(550 5\.1\.1\); now undeliverable; event sg-2`, stdout)
+	// Every time one way (issue 35): the scheduled event's due_at, which
+	// PostgreSQL wrote, too.
+	require.NotContains(t, stdout, "+00:00")
+	require.Regexp(t, `scheduled +\{"delivery_key":"[0-9a-f]+","due_at":"[0-9T:.-]+Z"`, stdout)
 
 	code, _, stderr = c.run(t, "", "show", shipment+"/nope/nope")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "no reminder")
+	require.Contains(t, stderr, "shipnotify list --shipment "+shipment+" names its shipment's")
 }
 
 // Every malformed update is refused with a one-line error naming the field,
