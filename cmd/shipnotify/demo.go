@@ -142,7 +142,7 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	out.printf("Stand-ins: mail sink %s, webhook receiver %s, tracker %s\n", mails.URL(), hooks.URL(), tracker.receiver.URL())
-	out.printf("Scheduled shipment update %s/%s for %d subscribers:\n", u.ShipmentID, u.UpdateID, len(results))
+	out.printf("Scheduled shipment update %s/%s for %s:\n", u.ShipmentID, u.UpdateID, cli.Count(int64(len(results)), "subscriber", "subscribers"))
 	for _, r := range results {
 		out.printf("  %-40s due %s  %s\n", r.ReminderID, r.DueAt.Local().Format("15:04:05"), r.Status)
 	}

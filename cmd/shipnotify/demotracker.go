@@ -90,8 +90,8 @@ func (t *demoTracker) caughtUp(ctx context.Context, out *lockedPrinter) {
 		if err == nil {
 			for _, ep := range eps {
 				if ep.Name == demoTrackerEndpoint && ep.Pending == 0 {
-					out.printf("The tracker's endpoint got %d status events, each signed (Standard Webhooks), each reminder's in order.\n",
-						len(t.receiver.Hooks()))
+					out.printf("The tracker's endpoint got %s, each signed (Standard Webhooks), each reminder's in order.\n",
+						cli.Count(int64(len(t.receiver.Hooks())), "status event", "status events"))
 					return
 				}
 			}

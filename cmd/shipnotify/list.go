@@ -75,8 +75,12 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 		more := limit > 0 && len(rows) > limit
 		if more {
 			rows = rows[:limit]
-			defer fmt.Fprintf(e.Stderr, "shipnotify: more than %d reminders match; the next page: shipnotify %s --after %s\n",
-				limit, strings.Join(withoutAfter(args), " "), rows[len(rows)-1].ID)
+			match := "match"
+			if limit == 1 {
+				match = "matches"
+			}
+			defer fmt.Fprintf(e.Stderr, "shipnotify: more than %s %s; the next page: shipnotify %s --after %s\n",
+				cli.Count(int64(limit), "reminder", "reminders"), match, strings.Join(withoutAfter(args), " "), rows[len(rows)-1].ID)
 		}
 		if *asJSON {
 			enc := json.NewEncoder(e.Stdout)

@@ -143,6 +143,10 @@ func TestScheduleListShow(t *testing.T) {
 		seen[strings.Fields(l)[0]] = true
 	}
 	require.Equal(t, len(listed), len(seen), "the two pages are the list, each reminder once")
+	// One reminder is one (issue 35).
+	code, _, stderr = c.run(t, "", "list", "--shipment", shipment, "--limit", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "shipnotify: more than 1 reminder matches; the next page: ")
 	code, _, stderr = c.run(t, "", "list", "--after", "not an id")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--after: not a reminder id")

@@ -213,6 +213,14 @@ func ParseFlags(fs *flag.FlagSet, e Env, args []string) error {
 	return nil
 }
 
+// Count is n and the noun that goes with it: "1 reminder", "2 reminders".
+func Count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // ErrHelp is a command's answer to --help: its usage was shown.
 var ErrHelp = errors.New("help shown")
 
