@@ -61,6 +61,12 @@ func hasDebianPostgres() bool {
 // would point it elsewhere (the dev servers' variables, an outer dev.sh's
 // env), plus env; it returns stdout.
 func (d devScript) exec(env []string, args ...string) (string, error) {
+	out, _, err := d.execErr(env, args...)
+	return out, err
+}
+
+// execErr is exec, with what the script said on stderr.
+func (d devScript) execErr(env []string, args ...string) (string, string, error) {
 	var clean []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -78,7 +84,19 @@ func (d devScript) exec(env []string, args ...string) (string, error) {
 	if err != nil {
 		d.t.Logf("dev.sh %s:\n%s", strings.Join(args, " "), stderr.String())
 	}
-	return string(out), err
+	return string(out), stderr.String(), err
+}
+
+// start is exec of a command that starts the dev server, which picks
+// its internal services' ports itself: another process may take one
+// between its pick and its bind, and a new start picks again.
+func (d devScript) start(env []string, args ...string) (string, error) {
+	for attempt := 1; ; attempt++ {
+		out, stderr, err := d.execErr(env, args...)
+		if err == nil || attempt == 3 || !strings.Contains(stderr, "address already in use") {
+			return out, err
+		}
+	}
 }
 
 // printEnv prints, under `run`, what the test looks at.
@@ -125,7 +143,7 @@ func TestDevScriptRemembersPorts(t *testing.T) {
 	}
 
 	// Once with the ports: the servers start on them (run stops them after).
-	out, err := d.exec(ports, "run", "--", "sh", "-c", printEnv)
+	out, err := d.start(ports, "run", "--", "sh", "-c", printEnv)
 	require.NoError(t, err)
 	check("run with the ports", envOf(t, out))
 
@@ -133,7 +151,7 @@ func TestDevScriptRemembersPorts(t *testing.T) {
 	out, err = d.exec(nil, "env")
 	require.NoError(t, err)
 	check("env without the ports", envOf(t, out))
-	out, err = d.exec(nil, "run", "--", "sh", "-c", `echo "TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS"; `+
+	out, err = d.start(nil, "run", "--", "sh", "-c", `echo "TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS"; `+
 		`"$SHIPNOTIFY_DEV_TEMPORAL_BIN" operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null && echo SERVING=yes`)
 	require.NoError(t, err)
 	got := envOf(t, out)
