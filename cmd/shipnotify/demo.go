@@ -54,6 +54,11 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}
+	for flag, addr := range map[string]string{"--mail-sink": *mailAddr, "--webhook-sink": *hookAddr, "--tracker": *trackerAddr} {
+		if err := standInOnLoopback(flag, addr); err != nil {
+			return err
+		}
+	}
 	// The demo's own output tells the story; keep the logs to warnings.
 	e.Lookup = overlay(e.Lookup, "SHIPNOTIFY_LOG_LEVEL", "warn")
 	d, err := cli.NewDeps(e)

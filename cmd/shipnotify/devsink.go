@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -38,6 +40,11 @@ func runDevSink(ctx context.Context, e cli.Env, args []string) error {
 		return cli.Usagef("--mail and --webhook are both empty: nothing to serve")
 	case *apiKey == "":
 		return cli.Usagef("--api-key must not be empty")
+	}
+	for flag, addr := range map[string]string{"--mail": *mailAddr, "--webhook": *hookAddr} {
+		if err := standInOnLoopback(flag, addr); err != nil {
+			return err
+		}
 	}
 	if *secret == "" {
 		*secret = webhook.NewSecret()
@@ -75,5 +82,22 @@ func runDevSink(ctx context.Context, e cli.Env, args []string) error {
 	}
 	out.printf("Press Ctrl-C to stop.\n")
 	<-ctx.Done()
+	return nil
+}
+
+// standInOnLoopback refuses a stand-in's address beyond loopback ("" is
+// none): the mail sink's mailbox shows every mail, addresses and all, to
+// whoever reaches it.
+func standInOnLoopback(flag, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return cli.Usagef("%s: %v", flag, err)
+	}
+	if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		return cli.Usagef("%s %s: the stand-ins serve loopback only (127.0.0.1, ::1 or localhost); the mailbox shows every mail to whoever reaches it", flag, addr)
+	}
 	return nil
 }

@@ -129,4 +129,7 @@ func TestDevSinkRefusesBadFlags(t *testing.T) {
 	code, _, stderr = c.run(t, "", "dev-sink", "--secret", "not base64!")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--secret")
+	code, _, stderr = c.run(t, "", "dev-sink", "--mail", "0.0.0.0:8025")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--mail 0.0.0.0:8025: the stand-ins serve loopback only")
 }
