@@ -12,9 +12,10 @@ demo: build
 	@scripts/dev.sh run -- $(BIN) demo $(DEMO_ARGS)
 
 ## test: every test, against a real Temporal dev server and PostgreSQL (installs what they need first:
-## the Temporal CLI, Helm, PostgreSQL, promtool)
+## the Temporal CLI and PostgreSQL, and for the deploy tests Helm and promtool)
 test:
 	@scripts/dev.sh install
+	@scripts/dev.sh install-deploy
 	@scripts/dev.sh run -- scripts/test.sh
 
 ## test-engine: the packages that drive Temporal (ENGINE_SUITE=all: every package), then two workers (one

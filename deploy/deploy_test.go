@@ -219,7 +219,7 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
-// promtool is Prometheus's rule checker (scripts/dev.sh installs it): CI
+// promtool is Prometheus's rule checker (scripts/dev.sh install-deploy installs it): CI
 // must have it; a developer without it skips.
 func promtool(t *testing.T) string {
 	t.Helper()
@@ -227,7 +227,7 @@ func promtool(t *testing.T) string {
 	if err == nil {
 		return bin
 	}
-	testenv.Missing(t, "promtool is not installed; scripts/dev.sh install installs it (Debian's prometheus package)")
+	testenv.Missing(t, "promtool is not installed; scripts/dev.sh install-deploy (run by make test) installs it (Debian's prometheus package)")
 	return ""
 }
 

@@ -50,7 +50,7 @@ const (
 	helmBinVariable = "SHIPNOTIFY_DEV_HELM_BIN"
 )
 
-// helmBin is the pinned Helm (scripts/dev.sh install installs it): CI must
+// helmBin is the pinned Helm (scripts/dev.sh install-deploy installs it): CI must
 // have it; a developer without it skips.
 func helmBin(t *testing.T) string {
 	t.Helper()
@@ -60,7 +60,7 @@ func helmBin(t *testing.T) string {
 	if bin, err := exec.LookPath("helm"); err == nil {
 		return bin
 	}
-	testenv.Missing(t, "helm is not installed; scripts/dev.sh install installs the pinned one")
+	testenv.Missing(t, "helm is not installed; scripts/dev.sh install-deploy (run by make test) installs the pinned one")
 	return ""
 }
 

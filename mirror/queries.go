@@ -107,7 +107,35 @@ SELECT id, type, at, detail FROM reminder_events WHERE reminder_id = $1 ORDER BY
 	if err != nil {
 		return nil, fmt.Errorf("error reading events: %w", err)
 	}
+	// One form for every time a reader sees: PostgreSQL's jsonb writes a
+	// timestamptz as +00:00, Go as Z.
+	for i := range events {
+		events[i].At = events[i].At.UTC()
+		for k, v := range events[i].Detail {
+			events[i].Detail[k] = utcTimes(v)
+		}
+	}
 	return events, nil
+}
+
+// utcTimes is v with every string that is an RFC 3339 time written in UTC
+// with Z, inside maps and lists too.
+func utcTimes(v any) any {
+	switch v := v.(type) {
+	case string:
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t.UTC().Format(time.RFC3339Nano)
+		}
+	case map[string]any:
+		for k, x := range v {
+			v[k] = utcTimes(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = utcTimes(x)
+		}
+	}
+	return v
 }
 
 // Filter selects reminders; zero fields select everything of the default

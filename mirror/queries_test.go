@@ -75,8 +75,8 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 	require.NoError(t, err)
 	check("PendingBefore", pending...)
 
-	// The exports: JSON lines carry the outcome only when there is one;
-	// CSV has its columns last, empty when there is none.
+	// The exports: JSON lines carry the outcome, null when there is none;
+	// CSV has its columns after the first twelve, empty when there is none.
 	var out bytes.Buffer
 	w, err := mirror.NewRowWriter(&out, mirror.FormatJSONL)
 	require.NoError(t, err)
@@ -97,8 +97,10 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 		require.NoError(t, err, key)
 		require.True(t, want.Equal(at), "%s: %v", key, at)
 	}
-	for _, key := range []string{"provider_outcome", "provider_outcome_at", "delivered_at"} {
-		require.NotContains(t, objects[1], key)
+	require.Equal(t, "", objects[1]["provider_outcome"])
+	for _, key := range []string{"provider_outcome_at", "delivered_at"} {
+		require.Contains(t, objects[1], key)
+		require.Nil(t, objects[1][key], key)
 	}
 
 	out.Reset()
@@ -111,7 +113,35 @@ UPDATE reminders SET state = 'undeliverable', sent_at = $2, provider_outcome = '
 	records, err := csv.NewReader(&out).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, records, 3)
-	require.Equal(t, []string{"provider_outcome", "provider_outcome_at", "delivered_at", "tenant"}, records[0][12:])
-	require.Equal(t, []string{"bounce", outcomeAt.Format(time.RFC3339Nano), deliveredAt.Format(time.RFC3339Nano), ""}, records[1][12:])
-	require.Equal(t, []string{"", "", "", ""}, records[2][12:])
+	require.Equal(t, []string{"provider_outcome", "provider_outcome_at", "delivered_at", "tenant"}, records[0][12:16])
+	require.Equal(t, []string{"bounce", outcomeAt.Format(time.RFC3339Nano), deliveredAt.Format(time.RFC3339Nano), ""}, records[1][12:16])
+	require.Equal(t, []string{"", "", "", ""}, records[2][12:16])
+}
+
+// Issue 35: the trail states every time one way, RFC 3339 in UTC with Z,
+// whether Go wrote it or PostgreSQL's jsonb did (which writes +00:00).
+func TestEventTimesAreUTCWithZ(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	insert(t, store, update("SHP-1", due), time.Now())
+	id := reminder.ID("", "SHP-1", "u-1", "sub-a")
+	// A detail written by Go in another zone, nested.
+	_, err := db.Pool.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type, detail) VALUES ($1, 'note', $2)`,
+		id, map[string]any{"when": []any{"2027-01-12T09:00:00+01:00"}})
+	require.NoError(t, err)
+	events, err := store.Events(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	require.Equal(t, "scheduled", events[0].Type)
+	require.Equal(t, due.Format(time.RFC3339Nano), events[0].Detail["due_at"])
+	require.Equal(t, []any{"2027-01-12T08:00:00Z"}, events[1].Detail["when"])
+	for _, ev := range events {
+		require.Equal(t, time.UTC, ev.At.Location())
+		b, err := json.Marshal(ev)
+		require.NoError(t, err)
+		require.NotContains(t, string(b), "+00:00")
+	}
 }

@@ -3,23 +3,40 @@
 # dev server (file-backed, Web UI on :8233, our search attributes registered)
 # and a private PostgreSQL cluster, both under .dev/ and on loopback only.
 #
-#   scripts/dev.sh install        install the pinned Temporal CLI and Helm, PostgreSQL and promtool if missing
-#   scripts/dev.sh up             start both (reusing any already running) and migrate
-#   scripts/dev.sh run -- CMD...  up, run CMD with the env below, then stop what this call started
-#   scripts/dev.sh down           stop what scripts/dev.sh started, nothing else
-#   scripts/dev.sh env            print the environment the demo and tests use
+#   scripts/dev.sh install         install the pinned Temporal CLI and PostgreSQL if missing
+#   scripts/dev.sh install-deploy  install the pinned Helm and promtool if missing (the deploy tests')
+#   scripts/dev.sh up              start both (reusing any already running) and migrate
+#   scripts/dev.sh run -- CMD...   up, run CMD with the env below, then stop what this call started
+#   scripts/dev.sh down            stop what scripts/dev.sh started, nothing else
+#   scripts/dev.sh env             print the environment the demo and tests use
+#
+# SHIPNOTIFY_DEV_{TEMPORAL,UI,CODEC,PG}_PORT move the servers; the ports a
+# start used are remembered under .dev/, so later calls (env, run, down) need
+# them only to change them.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dev="$root/.dev"
 temporal_version=v1.5.1
 helm_version=v4.3.2
-temporal_port=${SHIPNOTIFY_DEV_TEMPORAL_PORT:-7233}
-ui_port=${SHIPNOTIFY_DEV_UI_PORT:-8233}
-pg_default_port=${SHIPNOTIFY_DEV_PG_PORT:-54329}
-codec_port=${SHIPNOTIFY_DEV_CODEC_PORT:-8081}
 # A second server (make bench) lives in its own folder on its own ports.
 temporal_dir=${SHIPNOTIFY_DEV_TEMPORAL_DIR:-$dev/temporal}
+# The ports the dev server was last started with (its Web UI's and the codec
+# server's it points the UI to), as PostgreSQL's is kept beside its cluster:
+# without them, `env` would print the defaults, another checkout's server.
+ports_file=$temporal_dir/ports
+remembered_port() {
+  [ -f "$ports_file" ] || return 0
+  sed -n "s/^$1=\([0-9][0-9]*\)\$/\1/p" "$ports_file" | tail -n 1
+}
+# An explicit variable wins, then the remembered port, then the default.
+temporal_port=${SHIPNOTIFY_DEV_TEMPORAL_PORT:-$(remembered_port temporal)}
+temporal_port=${temporal_port:-7233}
+ui_port=${SHIPNOTIFY_DEV_UI_PORT:-$(remembered_port ui)}
+ui_port=${ui_port:-8233}
+codec_port=${SHIPNOTIFY_DEV_CODEC_PORT:-$(remembered_port codec)}
+codec_port=${codec_port:-8081}
+pg_default_port=${SHIPNOTIFY_DEV_PG_PORT:-54329}
 # Keep these in step with workflows.SearchAttributeTypes (a test checks).
 search_attributes=(ShipmentId=Keyword UpdateId=Keyword ReminderState=Keyword DueAt=Datetime)
 
@@ -200,7 +217,10 @@ temporal_up() {
     temporal_pid_alive || say "reusing the Temporal server already on :$temporal_port (not ours; it is left running)"
     return 0
   fi
+  # Ours runs, but not on this port: a second one would share its database.
+  temporal_pid_alive && die "the dev server this checkout started (pid $(cat "$temporal_dir/pid")) does not answer on :$temporal_port; scripts/dev.sh down stops it"
   mkdir -p "$temporal_dir"
+  printf 'temporal=%s\nui=%s\ncodec=%s\n' "$temporal_port" "$ui_port" "$codec_port" > "$ports_file"
   local args=(server start-dev --ip 127.0.0.1 --port "$temporal_port" --ui-port "$ui_port"
     --db-filename "$temporal_dir/temporal.db"
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
@@ -271,15 +291,15 @@ mkdir -p "$dev"
 case "${1:-}" in
   install)
     install_temporal
-    install_helm
     install_postgres
+    ;;
+  install-deploy)
+    install_helm
     install_promtool
     ;;
   up)
     install_temporal
-    install_helm
     install_postgres
-    install_promtool
     temporal_up
     pg_up
     # The header's promise: a database ready for list and schedule.
@@ -322,7 +342,7 @@ case "${1:-}" in
     exit $status
     ;;
   *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -18,9 +18,13 @@ func init() {
 }
 
 func runCodecServer(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "codec-server", "codec-server [--listen ADDR] [--origin URL] [--allowed-hosts NAMES]")
-	listen := fs.String("listen", "127.0.0.1:8081", "address to serve on; beyond loopback it requires SHIPNOTIFY_CODEC_SERVER_TOKEN")
-	origins := fs.String("origin", "http://localhost:8233", "comma-separated browser origins allowed to call it (the Web UI's)")
+	fs := cli.NewFlags(e, "codec-server", "codec-server [--listen ADDR] [--origin URL] [--allowed-hosts NAMES] [--insecure-loopback]")
+	// The dev environment's (scripts/dev.sh env) are the defaults, so the
+	// Web UI it started reaches this server and is let in.
+	listen := fs.String("listen", devDefault(e, "SHIPNOTIFY_DEV_CODEC_ADDR", "127.0.0.1:8081"),
+		"address to serve on; beyond loopback it requires SHIPNOTIFY_CODEC_SERVER_TOKEN (default SHIPNOTIFY_DEV_CODEC_ADDR when set)")
+	origins := fs.String("origin", devDefault(e, "SHIPNOTIFY_DEV_UI_URL", "http://localhost:8233"),
+		"comma-separated browser origins allowed to call it (the Web UI's; default SHIPNOTIFY_DEV_UI_URL when set)")
 	hosts := fs.String("allowed-hosts", "", "comma-separated names it is reached by (the Host header), besides loopback names and the --listen host")
 	insecure := fs.Bool("insecure-loopback", false, "serve loopback without SHIPNOTIFY_CODEC_SERVER_TOKEN, for development: any local process may then decrypt and encrypt payloads")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
@@ -59,6 +63,15 @@ func runCodecServer(ctx context.Context, e cli.Env, args []string) error {
 		return fmt.Errorf("error stopping the codec server: %w", err)
 	}
 	return nil
+}
+
+// devDefault is the dev environment's variable key (scripts/dev.sh env),
+// or fallback when it is unset or empty.
+func devDefault(e cli.Env, key, fallback string) string {
+	if v, ok := e.Lookup(key); ok && v != "" {
+		return v
+	}
+	return fallback
 }
 
 // splitList splits a comma-separated flag, dropping blanks.

@@ -34,25 +34,30 @@ func init() {
 const demoTaskQueue = "shipnotify-demo"
 
 func runDemo(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]")
+	fs := cli.NewFlags(e, "demo", "demo [--exit-when-delivered] [--ui URL] [--task-queue Q] [--codec-server ADDR] [--serve ADDR]\n"+
+		"       [--mail-sink ADDR] [--webhook-sink ADDR] [--tracker ADDR]")
 	// The dev environment's ports (scripts/dev.sh env, SHIPNOTIFY_DEV_*)
 	// are the defaults, so the Web UI it started decodes what the demo's
 	// codec server serves, and the printed link is its own.
-	devDefault := func(key, fallback string) string {
-		if v, ok := e.Lookup(key); ok && v != "" {
-			return v
-		}
-		return fallback
-	}
-	codecAddr := fs.String("codec-server", devDefault("SHIPNOTIFY_DEV_CODEC_ADDR", "127.0.0.1:8081"),
+	codecAddr := fs.String("codec-server", devDefault(e, "SHIPNOTIFY_DEV_CODEC_ADDR", "127.0.0.1:8081"),
 		"where to serve the codec for the Web UI (\"\" for none; default SHIPNOTIFY_DEV_CODEC_ADDR)")
 	serveAddr := fs.String("serve", "127.0.0.1:8090", "where to serve the tracker API and the approval console (\"\" for none)")
 	exitWhenDone := fs.Bool("exit-when-delivered", false, "stop once every sample reminder is delivered instead of waiting for Ctrl-C")
 	taskQueue := fs.String("task-queue", demoTaskQueue, "the demo worker's own task queue, away from real workers")
-	uiURL := fs.String("ui", devDefault("SHIPNOTIFY_DEV_UI_URL", "http://localhost:8233"),
+	// The stand-ins take any free port unless told one (shipnotify dev-sink
+	// serves the first two without the demo).
+	mailAddr := fs.String("mail-sink", "127.0.0.1:0", "where the SendGrid stand-in (the mail sink, its mailbox at /mailbox) listens; port 0 is any free one")
+	hookAddr := fs.String("webhook-sink", "127.0.0.1:0", "where the sample's webhook subscriber (a receiver checking signatures) listens; port 0 is any free one")
+	trackerAddr := fs.String("tracker", "127.0.0.1:0", "where the tracker's endpoint hearing status events back listens; port 0 is any free one")
+	uiURL := fs.String("ui", devDefault(e, "SHIPNOTIFY_DEV_UI_URL", "http://localhost:8233"),
 		"the Temporal Web UI's address, for the printed link (default SHIPNOTIFY_DEV_UI_URL)")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
+	}
+	for flag, addr := range map[string]string{"--mail-sink": *mailAddr, "--webhook-sink": *hookAddr, "--tracker": *trackerAddr} {
+		if err := standInOnLoopback(flag, addr); err != nil {
+			return err
+		}
 	}
 	// The demo's own output tells the story; keep the logs to warnings.
 	e.Lookup = overlay(e.Lookup, "SHIPNOTIFY_LOG_LEVEL", "warn")
@@ -80,15 +85,15 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	}
 
 	const apiKey = "SG.demo-key"
-	mails, err := sink.StartMail("", apiKey)
+	mails, err := sink.StartMail(*mailAddr, apiKey)
 	if err != nil {
-		return err
+		return fmt.Errorf("--mail-sink %s: %w", *mailAddr, err)
 	}
 	defer mails.Close()
 	secret := webhook.NewSecret()
-	hooks, err := sink.StartWebhook("", secret)
+	hooks, err := sink.StartWebhook(*hookAddr, secret)
 	if err != nil {
-		return err
+		return fmt.Errorf("--webhook-sink %s: %w", *hookAddr, err)
 	}
 	defer hooks.Close()
 	start := time.Now()
@@ -125,9 +130,9 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	defer stopOutcomes()
-	tracker, err := startDemoTracker(ctx, d, store, out, start)
+	tracker, err := startDemoTracker(ctx, d, store, *trackerAddr, out, start)
 	if err != nil {
-		return err
+		return fmt.Errorf("--tracker %s: %w", *trackerAddr, err)
 	}
 	defer tracker.stop()
 	w := worker.New(tc, *taskQueue, acts, worker.Options{})
@@ -141,7 +146,8 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out.printf("Scheduled shipment update %s/%s for %d subscribers:\n", u.ShipmentID, u.UpdateID, len(results))
+	out.printf("Stand-ins: mail sink %s, webhook receiver %s, tracker %s\n", mails.URL(), hooks.URL(), tracker.receiver.URL())
+	out.printf("Scheduled shipment update %s/%s for %s:\n", u.ShipmentID, u.UpdateID, cli.Count(int64(len(results)), "subscriber", "subscribers"))
 	for _, r := range results {
 		out.printf("  %-40s due %s  %s\n", r.ReminderID, r.DueAt.Local().Format("15:04:05"), r.Status)
 	}

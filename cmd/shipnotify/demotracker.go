@@ -28,9 +28,9 @@ type demoTracker struct {
 // startDemoTracker registers the endpoint for the default tenant's every
 // event (beside whatever serve registered) and relays to it until stop,
 // which retires it again.
-func startDemoTracker(ctx context.Context, d *cli.Deps, store *mirror.Store, out *lockedPrinter, start time.Time) (*demoTracker, error) {
+func startDemoTracker(ctx context.Context, d *cli.Deps, store *mirror.Store, addr string, out *lockedPrinter, start time.Time) (*demoTracker, error) {
 	secret := webhook.NewSecret()
-	receiver, err := sink.StartWebhook("", secret)
+	receiver, err := sink.StartWebhook(addr, secret)
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +90,8 @@ func (t *demoTracker) caughtUp(ctx context.Context, out *lockedPrinter) {
 		if err == nil {
 			for _, ep := range eps {
 				if ep.Name == demoTrackerEndpoint && ep.Pending == 0 {
-					out.printf("The tracker's endpoint got %d status events, each signed (Standard Webhooks), each reminder's in order.\n",
-						len(t.receiver.Hooks()))
+					out.printf("The tracker's endpoint got %s, each signed (Standard Webhooks), each reminder's in order.\n",
+						cli.Count(int64(len(t.receiver.Hooks())), "status event", "status events"))
 					return
 				}
 			}

@@ -40,14 +40,8 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 	if f.State, err = parseState(state); err != nil {
 		return err
 	}
-	if f.DueFrom, err = parseWhen("--due-from", from); err != nil {
+	if f.DueFrom, f.DueTo, err = parseDueWindow(from, to); err != nil {
 		return err
-	}
-	if f.DueTo, err = parseWhen("--due-to", to); err != nil {
-		return err
-	}
-	if !f.DueFrom.IsZero() && !f.DueTo.IsZero() && !f.DueTo.After(f.DueFrom) {
-		return cli.Usagef("--due-to must be after --due-from")
 	}
 	if f.Limit < 0 {
 		return cli.Usagef("--limit must not be negative")
@@ -81,8 +75,12 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 		more := limit > 0 && len(rows) > limit
 		if more {
 			rows = rows[:limit]
-			defer fmt.Fprintf(e.Stderr, "shipnotify: more than %d reminders match; the next page: shipnotify %s --after %s\n",
-				limit, strings.Join(withoutAfter(args), " "), rows[len(rows)-1].ID)
+			match := "match"
+			if limit == 1 {
+				match = "matches"
+			}
+			defer fmt.Fprintf(e.Stderr, "shipnotify: more than %s %s; the next page: shipnotify %s --after %s\n",
+				cli.Count(int64(limit), "reminder", "reminders"), match, strings.Join(withoutAfter(args), " "), rows[len(rows)-1].ID)
 		}
 		if *asJSON {
 			enc := json.NewEncoder(e.Stdout)
@@ -125,6 +123,20 @@ func parseState(s string) (reminder.State, error) {
 		return k, nil
 	}
 	return "", cli.Usagef("--state: unknown state %q; want %s", s, mirror.FilterStatesText())
+}
+
+// parseDueWindow is --due-from and --due-to, as list and export take them.
+func parseDueWindow(from, to string) (dueFrom, dueTo time.Time, err error) {
+	if dueFrom, err = parseWhen("--due-from", from); err != nil {
+		return
+	}
+	if dueTo, err = parseWhen("--due-to", to); err != nil {
+		return
+	}
+	if !dueFrom.IsZero() && !dueTo.IsZero() && !dueTo.After(dueFrom) {
+		return time.Time{}, time.Time{}, cli.Usagef("--due-to must be after --due-from")
+	}
+	return dueFrom, dueTo, nil
 }
 
 func parseWhen(flag, s string) (time.Time, error) {

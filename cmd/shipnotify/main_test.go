@@ -145,6 +145,10 @@ func TestScheduleListShow(t *testing.T) {
 		seen[strings.Fields(l)[0]] = true
 	}
 	require.Equal(t, len(listed), len(seen), "the two pages are the list, each reminder once")
+	// One reminder is one (issue 35).
+	code, _, stderr = c.run(t, "", "list", "--shipment", shipment, "--limit", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "shipnotify: more than 1 reminder matches; the next page: ")
 	code, _, stderr = c.run(t, "", "list", "--after", "not an id")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--after: not a reminder id")
@@ -176,10 +180,15 @@ func TestScheduleListShow(t *testing.T) {
 	require.Regexp(t, `Delivered +`+regexp.QuoteMeta(delivered.Format(time.RFC3339))+`\n`, stdout)
 	require.Regexp(t, `provider_delivered +provider reported delivered at `+regexp.QuoteMeta(delivered.Format(time.RFC3339))+`; now delivered; event sg-1, delivery `+results[0].DeliveryKey+`\n`, stdout)
 	require.Regexp(t, `provider_bounce +provider reported bounce at \S+ \(550 5\.1\.1\); now undeliverable; event sg-2`, stdout)
+	// Every time one way (issue 35): the scheduled event's due_at, which
+	// PostgreSQL wrote, too.
+	require.NotContains(t, stdout, "+00:00")
+	require.Regexp(t, `scheduled +\{"delivery_key":"[0-9a-f]+","due_at":"[0-9T:.-]+Z"`, stdout)
 
 	code, _, stderr = c.run(t, "", "show", shipment+"/nope/nope")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "no reminder")
+	require.Contains(t, stderr, "shipnotify list --shipment "+shipment+" names its shipment's")
 }
 
 // Every malformed update is refused with a one-line error naming the field,
@@ -253,11 +262,12 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		_, viaHelp, _ := c.run(t, "", "help", name)
 		require.Equal(t, out, viaHelp, name)
 		// A flag's value is named by its type, never by a word its
-		// usage happened to quote; a command without flags says so.
+		// usage happened to quote; a command without flags says so, and
+		// one made of subcommands where their flags are.
 		for _, m := range flagLine.FindAllStringSubmatch(out, -1) {
 			require.Contains(t, []string{"string", "int", "duration", "float", "uint", "value"}, m[1], "%s: %s", name, m[0])
 		}
-		if !strings.Contains(out, "\n  -") {
+		if !strings.Contains(out, "\n  -") && !strings.Contains(out, "Each subcommand takes its own flags: ") {
 			require.Contains(t, out, "It takes no flags.", name)
 			require.NotContains(t, out, "Flags:", name)
 		}
@@ -327,9 +337,15 @@ func TestDemoDeliversTheSample(t *testing.T) {
 		"TEMPORAL_CONFIG_FILE":  "/nonexistent",
 		"SHIPNOTIFY_CODEC_KEYS": testenv.CodecKeys,
 	}}
+	// The stand-ins on ports of our choosing (issue 35).
+	mailPort, hookPort, trackerPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	code, stdout, stderr := c.run(t, "", "demo", "--exit-when-delivered", "--task-queue", testenv.TaskQueue(t),
-		"--codec-server", "127.0.0.1:0", "--serve", "127.0.0.1:0")
+		"--codec-server", "127.0.0.1:0", "--serve", "127.0.0.1:0", "--mail-sink", fmt.Sprintf("127.0.0.1:%d", mailPort),
+		"--webhook-sink", fmt.Sprintf("127.0.0.1:%d", hookPort), "--tracker", fmt.Sprintf("127.0.0.1:%d", trackerPort))
 	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, fmt.Sprintf("Stand-ins: mail sink http://127.0.0.1:%d, webhook receiver http://127.0.0.1:%d, tracker http://127.0.0.1:%d\n",
+		mailPort, hookPort, trackerPort))
+	require.Contains(t, stdout, fmt.Sprintf("mailbox (every mail as sent, its HTML rendered): http://127.0.0.1:%d/mailbox\n", mailPort))
 	require.Equal(t, 5, strings.Count(stdout, "mail sink got"), "four reminders and one escalation: %s", stdout)
 	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
 	require.Contains(t, stdout, "bounce ×1")
@@ -568,10 +584,46 @@ func TestExportCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 3)
 	require.True(t, strings.HasPrefix(lines[0], "reminder_id,shipment_id"))
-	require.True(t, strings.HasSuffix(lines[0], ",provider_outcome,provider_outcome_at,delivered_at,tenant"), lines[0])
+	require.Equal(t, strings.Join(mirror.ExportColumns(), ","), lines[0])
+	require.Contains(t, lines[0], ",provider_outcome,provider_outcome_at,delivered_at,tenant,")
 	code, _, stderr = c.run(t, "", "export", "--format", "xml")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--format")
+
+	// Issue 35: list's --update and due window filter the export too.
+	later := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
+	u2 := s.Update(t, later, reminder.Email)
+	u2.ShipmentID, u2.UpdateID = u.ShipmentID, "window-2"
+	results2, err := s.Starter.Schedule(context.Background(), u2)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, r := range results2 {
+			_ = s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
+	exported := func(args ...string) []string {
+		t.Helper()
+		code, stdout, stderr := c.run(t, "", append([]string{"export"}, args...)...)
+		require.Equal(t, 0, code, stderr)
+		var keys []string
+		for l := range strings.SplitSeq(strings.TrimSpace(stdout), "\n") {
+			var r struct {
+				DeliveryKey string `json:"delivery_key"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+			keys = append(keys, r.DeliveryKey)
+		}
+		return keys
+	}
+	first := []string{results[0].DeliveryKey, results[1].DeliveryKey}
+	require.ElementsMatch(t, first, exported("--update", "window-1"))
+	require.Equal(t, []string{results2[0].DeliveryKey}, exported("--update", "window-2"))
+	cut := later.Add(-time.Minute).Format(time.RFC3339)
+	require.Equal(t, []string{results2[0].DeliveryKey}, exported("--due-from", cut))
+	require.ElementsMatch(t, first, exported("--due-to", cut))
+	code, _, stderr = c.run(t, "", "export", "--due-from", cut, "--due-to", cut)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--due-to must be after --due-from")
 }
 
 // A command run on a database nobody migrated says what to do, not

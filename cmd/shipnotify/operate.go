@@ -83,7 +83,7 @@ func printOutcomes(e cli.Env, outs []starter.Outcome, err error) error {
 		return err
 	}
 	if notDone > 0 {
-		return fmt.Errorf("%d of %d reminders refused or failed", notDone, len(outs))
+		return fmt.Errorf("%d of %s refused or failed", notDone, cli.Count(int64(len(outs)), "reminder", "reminders"))
 	}
 	return nil
 }
@@ -259,7 +259,7 @@ func runVerify(ctx context.Context, e cli.Env, d *cli.Deps, st *starter.Starter,
 	d.Logger.Info("verified", "divergences", len(divs), "repaired", len(divs)-left, "left", left,
 		"dry_run", !o.Repair, "kinds", byKind)
 	if left > 0 {
-		return fmt.Errorf("%d of %d divergences left unrepaired", left, len(divs))
+		return fmt.Errorf("%d of %s left unrepaired", left, cli.Count(int64(len(divs)), "divergence", "divergences"))
 	}
 	return nil
 }

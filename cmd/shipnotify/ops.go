@@ -48,13 +48,23 @@ func runConfig(_ context.Context, e cli.Env, args []string) error {
 }
 
 func runExport(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "export", "export [--tenant T] [--state S|pending] [--shipment S] [--format jsonl|csv]")
+	fs := cli.NewFlags(e, "export", "export [--tenant T] [--shipment S] [--update U] [--state S|pending] [--due-from T] [--due-to T] [--format jsonl|csv]")
 	var f mirror.Filter
 	tenantName := fs.String("tenant", "", "only this tenant's (default: every tenant's)")
 	state := fs.String("state", "", "only this state, or pending (scheduled and awaiting approval)")
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment")
-	format := fs.String("format", "jsonl", "jsonl or csv")
+	fs.StringVar(&f.UpdateID, "update", "", "only this update id")
+	from := fs.String("due-from", "", "due at or after this time (RFC 3339, or a date like 2026-12-08 for its UTC midnight)")
+	to := fs.String("due-to", "", "due before this time (same forms as --due-from)")
+	format := fs.String("format", "jsonl", "jsonl or csv (the same columns; docs/operating.md#export)")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if f.DueFrom, f.DueTo, err = parseDueWindow(*from, *to); err != nil {
 		return err
 	}
 	if *state == string(mirror.Pending) {

@@ -36,7 +36,7 @@ func runOutbox(ctx context.Context, e cli.Env, args []string) error {
 	case "retry":
 		return runOutboxRetry(ctx, e, args[1:])
 	}
-	fs := cli.NewFlags(e, "outbox", outboxUsage)
+	fs := cli.NewGroupFlags(e, "outbox", outboxUsage, "list", "retry")
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err
 	}

@@ -217,21 +217,30 @@ func printPruneSummary(w io.Writer, s mirror.PruneStats, o mirror.PruneOptions, 
 	if len(states) > 0 {
 		byState = " (" + strings.Join(states, ", ") + ")"
 	}
-	rows := fmt.Sprintf("%s events and %s deliveries", thousands(float64(s.Events)), thousands(float64(s.Deliveries)))
+	events, deliveries := counted(s.Events, "event", "events"), counted(s.Deliveries, "delivery", "deliveries")
+	rows := fmt.Sprintf("%s and %s", events, deliveries)
 	switch {
 	case o.Updates && o.DryRun:
-		rows = fmt.Sprintf("%s events, %s deliveries and the updates they leave empty", thousands(float64(s.Events)), thousands(float64(s.Deliveries)))
+		rows = fmt.Sprintf("%s, %s and the updates they leave empty", events, deliveries)
 	case o.Updates:
-		rows = fmt.Sprintf("%s events, %s deliveries and %s updates", thousands(float64(s.Events)), thousands(float64(s.Deliveries)), thousands(float64(s.Updates)))
+		rows = fmt.Sprintf("%s, %s and %s", events, deliveries, counted(s.Updates, "update", "updates"))
 	}
-	_, err := fmt.Fprintf(w, "%s %s reminders%s, %s in %s: %s reminders/s, %s rows/s\n",
-		verb, thousands(float64(s.Reminders)), byState, rows,
+	_, err := fmt.Fprintf(w, "%s %s%s, %s in %s: %s reminders/s, %s rows/s\n",
+		verb, counted(s.Reminders, "reminder", "reminders"), byState, rows,
 		s.Elapsed.Round(time.Millisecond), thousands(perSecond(s.Reminders, s.Elapsed)), thousands(perSecond(s.Rows(), s.Elapsed)))
 	if err == nil && s.Skipped > 0 {
-		_, err = fmt.Fprintf(w, "kept %s old finished reminders still in use (a delivery sending or recent, a recent event, a disabled webhook endpoint) or held by another transaction\n",
-			thousands(float64(s.Skipped)))
+		_, err = fmt.Fprintf(w, "kept %s still in use (a delivery sending or recent, a recent event, a disabled webhook endpoint) or held by another transaction\n",
+			counted(s.Skipped, "old finished reminder", "old finished reminders"))
 	}
 	return err
+}
+
+// counted is cli.Count with thousands separated: "1 event", "12,000 events".
+func counted(n int64, one, many string) string {
+	if n == 1 {
+		return cli.Count(n, one, many)
+	}
+	return thousands(float64(n)) + " " + many
 }
 
 func perSecond(n int64, d time.Duration) float64 {

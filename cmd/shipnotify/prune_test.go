@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // pruneFixture is a schema holding old finished reminders with their
@@ -154,4 +156,20 @@ func TestPruneRunsAsThePruner(t *testing.T) {
 	left := tableCounts(t, db)
 	require.Equal(t, 1, left["reminders"])
 	require.Equal(t, before["updates"], left["updates"], "update rows stay without --updates")
+}
+
+// Issue 35: prune's summary counts in words that agree with the number.
+func TestPruneSummaryAgreesInNumber(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	one := mirror.PruneStats{Reminders: 1, ByState: map[reminder.State]int64{reminder.Sent: 1}, Events: 1, Deliveries: 1, Updates: 1,
+		Skipped: 1, Elapsed: time.Second}
+	require.NoError(t, printPruneSummary(&b, one, mirror.PruneOptions{Updates: true}, false))
+	require.Regexp(t, `^pruned 1 reminder \(sent 1\), 1 event, 1 delivery and 1 update in 1s: `, b.String())
+	require.Contains(t, b.String(), "\nkept 1 old finished reminder still in use ")
+	b.Reset()
+	many := mirror.PruneStats{Reminders: 12000, Events: 2, Deliveries: 0, Skipped: 3, Elapsed: time.Second}
+	require.NoError(t, printPruneSummary(&b, many, mirror.PruneOptions{}, false))
+	require.Regexp(t, `^pruned 12,000 reminders, 2 events and 0 deliveries in 1s: `, b.String())
+	require.Contains(t, b.String(), "\nkept 3 old finished reminders still in use ")
 }

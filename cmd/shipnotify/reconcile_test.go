@@ -42,7 +42,7 @@ func TestReconcileVerify(t *testing.T) {
 
 	code, stdout, stderr := c.run(t, "", "reconcile", "--verify", "--dry-run", "--grace", "0s")
 	require.Equal(t, 1, code, stderr)
-	require.Contains(t, stderr, "1 of 1 divergences left unrepaired")
+	require.Contains(t, stderr, "1 of 1 divergence left unrepaired")
 	require.Empty(t, divergence(stdout).Repair)
 	require.Equal(t, reminder.Scheduled, state(), "a dry run repairs nothing")
 

@@ -97,6 +97,10 @@ func printResults(e cli.Env, results []starter.Result) {
 
 func readUpdate(e cli.Env, file string) (reminder.Update, error) {
 	var in io.Reader = e.Stdin
+	if f, ok := in.(*os.File); ok && file == "-" && isTerminal(f) {
+		// Not a silent wait: someone typed the command without -f.
+		fmt.Fprintf(e.Stderr, "%s schedule: reading the update's JSON from the terminal; end it with Ctrl-D (or Ctrl-C, and give -f update.json)\n", e.Program)
+	}
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {

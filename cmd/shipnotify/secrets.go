@@ -29,7 +29,7 @@ func runResealSecrets(ctx context.Context, e cli.Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.Stdout, "%d webhook secrets resealed\n", n)
+		fmt.Fprintf(e.Stdout, "%s resealed\n", cli.Count(int64(n), "webhook secret", "webhook secrets"))
 		return nil
 	})
 }

@@ -29,7 +29,7 @@ func TestResealSecrets(t *testing.T) {
 
 	code, out, errOut := c.run(t, "", "reseal-secrets")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "1 webhook secrets resealed\n", out)
+	require.Equal(t, "1 webhook secret resealed\n", out)
 	var stored string
 	require.NoError(t, s.DB.Pool.QueryRow(ctx, `SELECT webhook_secret FROM reminders`).Scan(&stored))
 	require.True(t, strings.HasPrefix(stored, "sealed:v1:"))

@@ -135,12 +135,7 @@ func awaitAccepted(ctx context.Context, bound, first time.Duration, probe func(c
 	}
 }
 
-func probes(n int) string {
-	if n == 1 {
-		return "1 probe"
-	}
-	return fmt.Sprintf("%d probes", n)
-}
+func probes(n int) string { return cli.Count(int64(n), "probe", "probes") }
 
 // randomID makes each probe's workflow id new, so no probe meets another.
 func randomID() string {

@@ -52,6 +52,9 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 		return cli.Usagef("show takes one reminder id (shipment/update/subscriber)")
 	}
 	id := fs.Arg(0)
+	if !reminder.IsReminderID(id) {
+		return cli.UsageError{Err: notAReminderID(id)}
+	}
 	d, err := cli.NewDeps(e)
 	if err != nil {
 		return err
@@ -63,7 +66,12 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 	}
 	row, err := store.Get(ctx, id)
 	if errors.Is(err, mirror.ErrNotFound) {
-		return fmt.Errorf("no reminder %q in the mirror", id)
+		parts := strings.Split(id, "/")
+		listing := "--shipment " + parts[len(parts)-3]
+		if len(parts) == 4 {
+			listing = "--tenant " + parts[0] + " " + listing
+		}
+		return fmt.Errorf("no reminder %q in the mirror (shipnotify list %s names its shipment's)", id, listing)
 	}
 	if err != nil {
 		return err
@@ -117,6 +125,17 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 		return enc.Encode(out)
 	}
 	return printShow(e, out)
+}
+
+// notAReminderID says what a reminder id looks like, and what to run when
+// id names a shipment instead.
+func notAReminderID(id string) error {
+	msg := fmt.Sprintf("%q is not a reminder id: one is shipment/update/subscriber (tenant/shipment/update/subscriber "+
+		"for a tenant's), as list prints it, e.g. SHP-1001/window-1/ops", id)
+	if reminder.IsID(id) {
+		msg += fmt.Sprintf("; shipnotify list --shipment %s lists a shipment's reminders", id)
+	}
+	return errors.New(msg)
 }
 
 func printShow(e cli.Env, out showOutput) error {

@@ -77,3 +77,19 @@ func TestShowPrintsTheDecisionsKeyApartFromBy(t *testing.T) {
 	require.NoError(t, printShow(cli.Env{Stdout: &b}, out))
 	require.Regexp(t, `(?m)^  Approval +approved by "alice \(key admin\)", key tracker-eu \(times out `, b.String())
 }
+
+// Issue 35: show given something that is not a reminder id (a shipment's,
+// say) says what one looks like, and what lists a shipment's, before it
+// connects to anything.
+func TestShowHintsAtTheReminderIDForm(t *testing.T) {
+	t.Parallel()
+	c := cmdline{env: map[string]string{}}
+	code, _, stderr := c.run(t, "", "show", "SHP-1")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, `"SHP-1" is not a reminder id: one is shipment/update/subscriber`)
+	require.Contains(t, stderr, "shipnotify list --shipment SHP-1 lists a shipment's reminders")
+	code, _, stderr = c.run(t, "", "show", "SHP-1/window-1")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "is not a reminder id")
+	require.NotContains(t, stderr, "list --shipment", "not an id of anything")
+}

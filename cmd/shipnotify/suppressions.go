@@ -17,14 +17,18 @@ func init() {
 	register("suppressions", "list the addresses that unsubscribed or reported spam, or lift one (list | remove)", runSuppressions)
 }
 
-const suppressionsUsage = "suppressions list [--tenant T] [--address A] [--lifted] [--json] | suppressions remove --address A [--tenant T] [--by WHO]"
+const (
+	suppressionsListUsage   = "suppressions list [--tenant T] [--address A] [--lifted] [--limit N] [--json]"
+	suppressionsRemoveUsage = "suppressions remove --address A [--tenant T] [--by WHO] [--reason WHY]"
+	suppressionsUsage       = suppressionsListUsage + "\n       shipnotify " + suppressionsRemoveUsage
+)
 
 func runSuppressions(ctx context.Context, e cli.Env, args []string) error {
 	if len(args) == 0 {
 		return cli.Usagef("suppressions: want a subcommand, list or remove")
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		return cli.ParseFlags(cli.NewFlags(e, "suppressions", suppressionsUsage), e, args)
+		return cli.ParseFlags(cli.NewGroupFlags(e, "suppressions", suppressionsUsage, "list", "remove"), e, args)
 	}
 	switch args[0] {
 	case "list":
@@ -36,7 +40,7 @@ func runSuppressions(ctx context.Context, e cli.Env, args []string) error {
 }
 
 func runSuppressionsList(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "suppressions list", "suppressions list [--tenant T] [--address A] [--lifted] [--json]")
+	fs := cli.NewFlags(e, "suppressions list", suppressionsListUsage)
 	tenantName := fs.String("tenant", "", "only this tenant's (default: every tenant's)")
 	var f mirror.SuppressionFilter
 	fs.StringVar(&f.Address, "address", "", "only this address's suppression")
@@ -88,9 +92,9 @@ func runSuppressionsList(ctx context.Context, e cli.Env, args []string) error {
 }
 
 func runSuppressionsRemove(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "suppressions remove", "suppressions remove --address A [--tenant T] [--by WHO]")
+	fs := cli.NewFlags(e, "suppressions remove", suppressionsRemoveUsage)
 	address := fs.String("address", "", "the address to send to again (required)")
-	tenantName := tenantFlag(fs)
+	tenantName := fs.String("tenant", "", "the tenant whose suppression to lift (default: the default tenant, SHIPNOTIFY_DEFAULT_TENANT)")
 	a := actorFlags(fs, e)
 	if err := cli.ParseFlags(fs, e, args); err != nil {
 		return err

@@ -57,7 +57,11 @@ func invalidUpdate(err error) (*Problem, bool) {
 		p.Errors = append(p.Errors, FieldProblem{Field: e.Field, Detail: e.Error()})
 	}
 	if len(all) > 1 {
-		p.Detail += fmt.Sprintf(" (and %d more problems: errors lists them all)", len(all)-1)
+		more := "problems"
+		if len(all) == 2 {
+			more = "problem"
+		}
+		p.Detail += fmt.Sprintf(" (and %d more %s: errors lists them all)", len(all)-1, more)
 	}
 	return p, true
 }

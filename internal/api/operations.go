@@ -266,7 +266,8 @@ func (a *API) outcomes(w http.ResponseWriter, ctx context.Context, outs []starte
 			"the request took longer than the server's request timeout; outcomes lists the reminders reached, and repeating the request is safe")
 	default:
 		p = typed(TypeIncomplete, http.StatusServiceUnavailable, "Operation not completed",
-			fmt.Sprintf("%d reminders reached (in outcomes); the others failed, and the server's log says why; repeating the request is safe", len(outs)))
+			fmt.Sprintf("%d %s reached (in outcomes); the others failed, and the server's log says why; repeating the request is safe",
+				len(outs), map[bool]string{true: "reminder", false: "reminders"}[len(outs) == 1]))
 	}
 	p.Outcomes, p.cause = outs, err
 	return p

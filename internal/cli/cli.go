@@ -181,6 +181,22 @@ func NewFlags(e Env, name, usage string) *flag.FlagSet {
 	return fs
 }
 
+// NewGroupFlags returns the flag set of a command made of subcommands,
+// which takes no flags of its own: its --help names where the
+// subcommands' flags are, rather than saying there are none.
+func NewGroupFlags(e Env, name, usage string, subcommands ...string) *flag.FlagSet {
+	fs := NewFlags(e, name, usage)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s %s\n", e.Program, usage)
+		helps := make([]string, len(subcommands))
+		for i, s := range subcommands {
+			helps[i] = fmt.Sprintf("%s %s %s --help", e.Program, name, s)
+		}
+		fmt.Fprintf(fs.Output(), "\nEach subcommand takes its own flags: %s.\n", strings.Join(helps, ", "))
+	}
+	return fs
+}
+
 // ParseFlags parses args; --help prints usage to stdout and ends the
 // command successfully (ErrHelp), a bad flag is a usage error.
 func ParseFlags(fs *flag.FlagSet, e Env, args []string) error {
@@ -195,6 +211,14 @@ func ParseFlags(fs *flag.FlagSet, e Env, args []string) error {
 		return Usage(err)
 	}
 	return nil
+}
+
+// Count is n and the noun that goes with it: "1 reminder", "2 reminders".
+func Count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // ErrHelp is a command's answer to --help: its usage was shown.

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -61,6 +63,7 @@ func (d *Deps) MirrorAt(ctx context.Context, variable, url string, maxConns int3
 	if maxConns > 0 {
 		pcfg.MaxConns = maxConns
 	}
+	pcfg.AfterConnect = scanTimesInUTC
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("error connecting to PostgreSQL: %w", err)
@@ -76,6 +79,16 @@ func (d *Deps) MirrorAt(ctx context.Context, variable, url string, maxConns int3
 		store.SealSecretsWith(c)
 	}
 	return store, nil
+}
+
+// scanTimesInUTC has a connection read every timestamptz in UTC, not the
+// host's zone: every output states times in RFC 3339 with Z, whatever the
+// zone of the machine a command runs on.
+func scanTimesInUTC(_ context.Context, conn *pgx.Conn) error {
+	ts := &pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}}
+	conn.TypeMap().RegisterType(ts)
+	conn.TypeMap().RegisterType(&pgtype.Type{Name: "_timestamptz", OID: pgtype.TimestamptzArrayOID, Codec: &pgtype.ArrayCodec{ElementType: ts}})
+	return nil
 }
 
 // Temporal dials the Temporal frontend, with the payload codec.

@@ -1,0 +1,15 @@
+package main
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// isTerminal reports whether f is a terminal: it answers a terminal's
+// ioctl (a pipe, a file or /dev/null does not).
+func isTerminal(f *os.File) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
