@@ -90,6 +90,15 @@ func waitDemoOutcomes(ctx context.Context, store *mirror.Store, results []starte
 				return err
 			}
 			final = final && (row.State == reminder.Delivered || row.State == reminder.Undeliverable)
+			if final && row.State == reminder.Undeliverable {
+				// Its escalation is recorded after its mail goes out: wait
+				// for the record, whose status event the tracker then hears.
+				escalated, err := escalationRecorded(ctx, store, row.ID)
+				if err != nil {
+					return err
+				}
+				final = escalated
+			}
 			rows = append(rows, row)
 		}
 		if final {
@@ -110,4 +119,19 @@ func waitDemoOutcomes(ctx context.Context, store *mirror.Store, results []starte
 		case <-tick.C:
 		}
 	}
+}
+
+// escalationRecorded reports whether the reminder's trail records its
+// escalation as sent.
+func escalationRecorded(ctx context.Context, store *mirror.Store, reminderID string) (bool, error) {
+	events, err := store.Events(ctx, reminderID)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range events {
+		if e.Type == "escalation_sent" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
