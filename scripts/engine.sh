@@ -195,7 +195,7 @@ run_tests() {
   local start=$SECONDS status=0 pkgs=("${engine_packages[@]}")
   [ "${ENGINE_SUITE:-}" = all ] && pkgs=(./...)
   say "== go test ${pkgs[*]} on the engine"
-  go test -count=1 -timeout 20m "${pkgs[@]}" "$@" || status=$?
+  go test -count=1 -timeout 20m -parallel 4 "${pkgs[@]}" "$@" || status=$?
   say "suite: $((SECONDS - start)) s"
   start=$SECONDS
   say "== the two-worker end-to-end run"
