@@ -239,63 +239,34 @@ type sentProgress struct {
 func (p sentProgress) sent() bool { return p.Sent || p.ProviderMessageID != "" }
 
 // Notify makes one delivery exactly once per delivery key, as far as a crash
-// allows. It is a sequence of steps: claim the key in the mirror, so a
-// second execution for the same key finds it and sends nothing; wait for
-// the provider's rate cap to give the call its slot; look for a cancel,
-// since a wait may have let one in; send; record the provider's message id
-// and the event. The one window it cannot close is a crash after the
-// provider accepted and before the record or heartbeat is written.
+// allows. It is a pipeline of named steps, each with its own contract:
+//
+//  1. claimKey: claim the key in the mirror, so a second execution for the
+//     same key finds it and sends nothing (or answer why there is nothing
+//     to send: notClaimed);
+//  2. clearToSend: wait for the provider's rate cap to give the call its
+//     slot, then look again for a cancel, since a wait may have let one in
+//     (releasing the claim if either stops the send);
+//  3. call: send;
+//  4. recordAccepted, or notSent: record the provider's message id and the
+//     event, or settle a call that was not accepted.
+//
+// Before them, an attempt that follows one which sent and failed only to
+// record records instead (recordEarlierSend), and one that has no one to
+// send to says so (nothingToSend). The one window it cannot close is a
+// crash after the provider accepted and before the record or heartbeat is
+// written.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResult, err error) {
-	key := in.Key()
-	info := activity.GetInfo(ctx)
-	res.DeliveryKey, res.StartedAt = key, info.StartedTime
-	defer func() { err = withOwnBackoff(err, info.Attempt) }()
-	logger := log.With(activity.GetLogger(ctx), "reminder_id", in.ReminderID, "delivery_key", key, "purpose", string(in.purpose()))
-	// The fallback activity's attempts all follow a failed local one.
-	retry := info.Attempt > 1 || in.Fallback
-	if in.purpose() == reminder.PurposeReminder && !retry {
-		a.Metrics.SchedulingLag(info.StartedTime.Sub(in.DueAt))
-	}
-	// What the attempt came to, for the metrics.
-	channel, outcome, took := "email", "retry", time.Duration(0)
-	defer func() {
-		switch {
-		case err == nil && res.Skipped:
-			outcome = "skipped"
-		case err == nil && res.AlreadySent:
-			outcome = "already_sent"
-		case err == nil:
-			outcome = "sent"
-		case isNonRetryable(err):
-			outcome = "failed"
-		case errType(err) == ErrTypeSendUnconfirmed:
-			// The provider may have it; the key waits for its evidence.
-			outcome = "unconfirmed"
-		}
-		a.Metrics.Delivery(channel, string(in.purpose()), outcome, took)
-	}()
-	detail := map[string]any{}
-	if in.Reason != "" {
-		detail["reason"] = in.Reason
-	}
+	n := a.beginNotify(ctx, in)
+	res.DeliveryKey, res.StartedAt = n.key, n.info.StartedTime
+	defer func() { err = withOwnBackoff(err, n.info.Attempt) }()
+	defer func() { a.countNotify(n, res, err) }()
 
-	var prior sentProgress
-	if in.SentAs != "" {
-		prior = sentProgress{Sent: true, ProviderMessageID: in.SentAs}
+	if proof, ok := earlierSend(ctx, in); ok {
+		res.ProviderMessageID = proof.ProviderMessageID
+		return res, a.recordEarlierSend(ctx, n, proof)
 	}
-	if prior.sent() || activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prior) == nil && prior.sent() {
-		// An earlier attempt sent and failed only to record it. Keep the
-		// proof for a further retry, and record.
-		activity.RecordHeartbeat(ctx, prior)
-		res.ProviderMessageID = prior.ProviderMessageID
-		return res, a.recordSent(ctx, key, prior.ProviderMessageID, detail)
-	}
-	// A cancel requested while this attempt was scheduled arrives with this
-	// heartbeat's answer (an attempt's first heartbeat reaches the server at
-	// once), before anything is claimed or sent.
-	activity.RecordHeartbeat(ctx, sentProgress{})
-	heard := time.Now()
-	if err := ctx.Err(); err != nil {
+	if err := n.hearFirst(ctx); err != nil {
 		return res, err
 	}
 	skip, err := a.nothingToSend(ctx, in)
@@ -308,65 +279,192 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	}
 
 	// 1. Claim the key.
-	owner := ownerOf(info)
-	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
-		Key: key, ReminderID: in.ReminderID, Purpose: in.purpose(), Owner: owner, LeaseFor: leaseFor(ctx),
-		EvidenceWait: a.EvidenceWait,
-	})
-	if errors.Is(err, mirror.ErrNotFound) {
-		return res, notInTheMirror(err)
-	}
+	claim, err := a.claimKey(ctx, n)
 	if err != nil {
 		return res, err
 	}
-	if in.purpose() != reminder.PurposeEscalation {
-		channel = string(claim.Target.Reminder.Channel)
-	}
-	if retry {
-		a.Metrics.Retry(channel)
-	}
-	if done, err := a.notClaimed(ctx, in, claim, &res, detail, logger); done {
+	if done, err := a.notClaimed(ctx, in, claim, &res, n.detail, n.logger); done {
 		return res, err
 	}
 	// From here on this attempt holds the key: anything that ends it
 	// without a send releases it, so the next attempt need not wait out
 	// the lease.
 
-	// 2. Wait for the call's slot of the provider's rate cap.
-	waited, err := a.waitForSendSlot(ctx)
-	// 3. Look for a cancel: one that reached Temporal during a wait (the
-	// slot's, or a slow claim's) stops the send here, and nothing is sent.
-	if err == nil {
-		err = a.lookForCancel(ctx, waited || time.Since(heard) >= budget.HeartbeatThrottle)
-	}
-	if err != nil {
-		a.release(ctx, key, owner, logger)
+	// 2. Wait for the call's slot, and look again for a cancel.
+	if err := a.clearToSend(ctx, n); err != nil {
 		return res, err
 	}
 
-	// 4. Send.
-	t := claim.Target
-	if in.purpose() == reminder.PurposeReminder {
-		// The key names the due time the workflow asked for.
-		t.Reminder.DueAt = in.DueAt
-	}
-	providerID, took, err := a.call(ctx, in, t, key)
+	// 3. Send.
+	t := n.target(claim)
+	providerID, took, err := a.call(ctx, in, t, n.key)
+	n.took = took
 
-	// 5. Record what came of it.
+	// 4. Record what came of it.
 	if err != nil {
-		return res, a.notSent(ctx, in, t, key, owner, err, logger)
+		return res, a.notSent(ctx, in, t, n.key, n.owner, err, n.logger)
 	}
-	a.answered(ctx, providerOf(in, t), logger)
-	// Accepted. The proof goes to Temporal first (the SDK flushes it within
-	// its heartbeat throttle, and at once when the attempt fails or the
-	// worker stops), then to the mirror.
-	activity.RecordHeartbeat(ctx, sentProgress{Sent: true, ProviderMessageID: providerID})
 	res.ProviderMessageID = providerID
-	if err := a.recordSent(ctx, key, providerID, detail); err != nil {
-		return res, err
+	return res, a.recordAccepted(ctx, n, t, providerID, claim.Attempts)
+}
+
+// notifyAttempt is what the steps of one Notify attempt share: the
+// delivery, its key, the attempt (and the owner its claim is held by), and
+// what the attempt's metrics report.
+type notifyAttempt struct {
+	in     NotifyInput
+	key    string
+	info   activity.Info
+	owner  string
+	logger log.Logger
+	// retry: an earlier attempt of this delivery ran (the fallback
+	// activity's attempts all follow a failed local one).
+	retry bool
+	// detail is added to the delivery's sent event.
+	detail map[string]any
+	// heard is when the attempt's first heartbeat went (hearFirst).
+	heard time.Time
+	// channel and took are what the metrics report: the channel the
+	// claim found, and how long the provider call took.
+	channel string
+	took    time.Duration
+}
+
+// beginNotify starts an attempt of in: it names its key and owner, and, on
+// the first attempt of a reminder's own delivery, observes the scheduling
+// lag. It writes nothing.
+func (a *Activities) beginNotify(ctx context.Context, in NotifyInput) *notifyAttempt {
+	info := activity.GetInfo(ctx)
+	n := &notifyAttempt{
+		in: in, key: in.Key(), info: info, owner: ownerOf(info),
+		retry: info.Attempt > 1 || in.Fallback, detail: map[string]any{}, channel: "email",
 	}
-	logger.Info("delivery sent", "attempt", claim.Attempts, "took", took)
-	return res, nil
+	n.logger = log.With(activity.GetLogger(ctx), "reminder_id", in.ReminderID, "delivery_key", n.key, "purpose", string(in.purpose()))
+	if in.Reason != "" {
+		n.detail["reason"] = in.Reason
+	}
+	if in.purpose() == reminder.PurposeReminder && !n.retry {
+		a.Metrics.SchedulingLag(info.StartedTime.Sub(in.DueAt))
+	}
+	return n
+}
+
+// countNotify reports what the attempt came to, for the metrics.
+func (a *Activities) countNotify(n *notifyAttempt, res NotifyResult, err error) {
+	outcome := "retry"
+	switch {
+	case err == nil && res.Skipped:
+		outcome = "skipped"
+	case err == nil && res.AlreadySent:
+		outcome = "already_sent"
+	case err == nil:
+		outcome = "sent"
+	case isNonRetryable(err):
+		outcome = "failed"
+	case errType(err) == ErrTypeSendUnconfirmed:
+		// The provider may have it; the key waits for its evidence.
+		outcome = "unconfirmed"
+	}
+	a.Metrics.Delivery(n.channel, string(n.in.purpose()), outcome, n.took)
+}
+
+// earlierSend is the proof of a send an earlier attempt made and failed
+// only to record: the workflow's (in.SentAs, from a local attempt), or the
+// attempt's last heartbeat. ok is false when there is none.
+func earlierSend(ctx context.Context, in NotifyInput) (proof sentProgress, ok bool) {
+	if in.SentAs != "" {
+		return sentProgress{Sent: true, ProviderMessageID: in.SentAs}, true
+	}
+	if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &proof) == nil && proof.sent() {
+		return proof, true
+	}
+	return sentProgress{}, false
+}
+
+// recordEarlierSend records the send an earlier attempt made (proof),
+// keeping the proof in the heartbeat for a further retry; it claims and
+// sends nothing.
+func (a *Activities) recordEarlierSend(ctx context.Context, n *notifyAttempt, proof sentProgress) error {
+	activity.RecordHeartbeat(ctx, proof)
+	return a.recordSent(ctx, n.key, proof.ProviderMessageID, n.detail)
+}
+
+// hearFirst sends the attempt's first heartbeat: a cancel requested while
+// the attempt was scheduled arrives with its answer (an attempt's first
+// heartbeat reaches the server at once), before anything is claimed or
+// sent. It returns ctx's error if the attempt is already over.
+func (n *notifyAttempt) hearFirst(ctx context.Context) error {
+	activity.RecordHeartbeat(ctx, sentProgress{})
+	n.heard = time.Now()
+	return ctx.Err()
+}
+
+// claimKey claims the delivery key for this attempt (n.owner), its lease
+// covering the rest of the attempt and the record after it. The result
+// says whether the attempt holds the key (mirror.Claimed) or why not, for
+// notClaimed; an error means nothing was claimed, and a reminder missing
+// from the mirror fails for good.
+func (a *Activities) claimKey(ctx context.Context, n *notifyAttempt) (mirror.ClaimResult, error) {
+	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
+		Key: n.key, ReminderID: n.in.ReminderID, Purpose: n.in.purpose(), Owner: n.owner, LeaseFor: leaseFor(ctx),
+		EvidenceWait: a.EvidenceWait,
+	})
+	if errors.Is(err, mirror.ErrNotFound) {
+		return claim, notInTheMirror(err)
+	}
+	if err != nil {
+		return claim, err
+	}
+	if n.in.purpose() != reminder.PurposeEscalation {
+		n.channel = string(claim.Target.Reminder.Channel)
+	}
+	if n.retry {
+		a.Metrics.Retry(n.channel)
+	}
+	return claim, nil
+}
+
+// clearToSend runs between the claim and the call: it waits for the call's
+// slot of the provider's rate cap, heartbeating (waitForSendSlot), then
+// looks for a cancel, since one may have reached Temporal during a wait
+// (the slot's, or a slow claim's). nil means the call may go; on any error
+// nothing was sent and the claim is released, so the next attempt takes
+// the key at once.
+func (a *Activities) clearToSend(ctx context.Context, n *notifyAttempt) error {
+	waited, err := a.waitForSendSlot(ctx)
+	if err == nil {
+		err = a.lookForCancel(ctx, waited || time.Since(n.heard) >= budget.HeartbeatThrottle)
+	}
+	if err != nil {
+		a.release(ctx, n.key, n.owner, n.logger)
+	}
+	return err
+}
+
+// target is what the claimed delivery sends: the claim's, with a reminder's
+// due time the one its key names (the workflow's).
+func (n *notifyAttempt) target(claim mirror.ClaimResult) mirror.Target {
+	t := claim.Target
+	if n.in.purpose() == reminder.PurposeReminder {
+		t.Reminder.DueAt = n.in.DueAt
+	}
+	return t
+}
+
+// recordAccepted records a send the provider accepted (providerID): the
+// proof goes to Temporal first (the SDK flushes it within its heartbeat
+// throttle, and at once when the attempt fails or the worker stops), then
+// to the mirror, on a context that outlives the attempt's cancellation
+// (recordSent). A failed record returns ErrTypeSentNotRecorded with the
+// proof, so whatever retries records instead of sending again.
+func (a *Activities) recordAccepted(ctx context.Context, n *notifyAttempt, t mirror.Target, providerID string, attempts int) error {
+	a.answered(ctx, providerOf(n.in, t), n.logger)
+	activity.RecordHeartbeat(ctx, sentProgress{Sent: true, ProviderMessageID: providerID})
+	if err := a.recordSent(ctx, n.key, providerID, n.detail); err != nil {
+		return err
+	}
+	n.logger.Info("delivery sent", "attempt", attempts, "took", n.took)
+	return nil
 }
 
 // ownerOf names the attempt that claims a key; only it may release the

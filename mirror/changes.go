@@ -17,6 +17,10 @@ import (
 // with the event, in its transaction, in reminder_changes. A reminder
 // that changes again moves to the feed's end, so a reader that goes on
 // from where it stopped sees every change once, in its latest state.
+//
+// Only the database writes reminder_changes: the trigger
+// reminder_events_status (migration 00023), with the status event, in the
+// trail event's transaction. This file only reads it.
 
 // Position is a place in the change feed: after the status event whose
 // trail id is Event, written by transaction Xact. The zero Position is

@@ -67,6 +67,20 @@ type Claim struct {
 	EvidenceWait time.Duration
 }
 
+// args names the claim's parameters for its statements (claimDelivery,
+// notClaimed and the fragments they share); a statement that does not
+// use a name ignores it.
+func (c Claim) args() pgx.NamedArgs {
+	return pgx.NamedArgs{
+		"key":                c.Key,
+		"reminder_id":        c.ReminderID,
+		"purpose":            string(c.Purpose),
+		"owner":              c.Owner,
+		"lease_secs":         c.LeaseFor.Seconds(),
+		"evidence_wait_secs": c.EvidenceWait.Seconds(),
+	}
+}
+
 // Target is what a claimed delivery needs to be sent.
 type Target struct {
 	Reminder reminder.Reminder
@@ -108,8 +122,8 @@ type ClaimResult struct {
 // existing key is taken over when its last holder released it knowing
 // nothing was sent, or when it may have been sent (maybe_sent, or a
 // 'sending' claim whose lease lapsed) and the wait for the provider's
-// evidence ($6 seconds, for email) has passed with no event for the key,
-// counted from the latest moment it may have gone out (sentUntil): a
+// evidence (@evidence_wait_secs, for email) has passed with no event for
+// the key, counted from the latest moment it may have gone out (sentUntil): a
 // lapsed claim's holder may have sent it until its lease lapsed, however
 // long an earlier attempt's wait has been over.
 // A 'sent' or 'failed' key is left alone; attempts comes back NULL and the
@@ -119,20 +133,20 @@ type ClaimResult struct {
 // twice.
 var claimDelivery = `
 WITH prior AS (
-    SELECT status FROM deliveries WHERE delivery_key = $1
+    SELECT status FROM deliveries WHERE delivery_key = @key
 ), suppressed AS (
     SELECT 1 FROM reminders r JOIN suppressions s ON s.tenant = r.tenant AND s.address_sha256 = suppression_address(r.email)
-     WHERE r.id = $2 AND r.channel = 'email' AND s.lifted_at IS NULL
-       AND (($3 = 'reminder' AND r.state IN ` + sqlPending + `)
+     WHERE r.id = @reminder_id AND r.channel = 'email' AND s.lifted_at IS NULL
+       AND ((@purpose = 'reminder' AND r.state IN ` + sqlPending + `)
             -- A notice not begun: one an attempt may have sent is settled as any key is.
-            OR ($3 = 'cancellation' AND NOT EXISTS (SELECT 1 FROM prior WHERE status <> 'released')))
+            OR (@purpose = 'cancellation' AND NOT EXISTS (SELECT 1 FROM prior WHERE status <> 'released')))
 ), refused AS (
     SELECT 1 FROM reminders
-     WHERE id = $2 AND $3 = 'reminder'
-       AND (state IN ` + sqlUnsentFinal + ` OR delivery_key <> $1 OR EXISTS (SELECT 1 FROM suppressed))
+     WHERE id = @reminder_id AND @purpose = 'reminder'
+       AND (state IN ` + sqlUnsentFinal + ` OR delivery_key <> @key OR EXISTS (SELECT 1 FROM suppressed))
 ), claim AS (
     INSERT INTO deliveries (delivery_key, reminder_id, purpose, status, claimed_by, lease_until)
-    SELECT $1, $2, $3, 'sending', $4, now() + make_interval(secs => $5)
+    SELECT @key, @reminder_id, @purpose, 'sending', @owner, now() + make_interval(secs => @lease_secs)
      WHERE NOT EXISTS (SELECT 1 FROM refused) AND NOT EXISTS (SELECT 1 FROM suppressed)
     ON CONFLICT (delivery_key) DO UPDATE
        SET attempts = deliveries.attempts + 1,
@@ -149,7 +163,7 @@ WITH prior AS (
                                     ELSE deliveries.maybe_sent_reason END
      WHERE deliveries.status = 'released'
         OR (deliveries.status IN ('sending', 'maybe_sent') AND deliveries.lease_until < now()
-            AND ` + sentUntil("deliveries") + ` + ` + evidenceWait("$6") + ` <= now()
+            AND ` + sentUntil("deliveries") + ` + ` + evidenceWait("@evidence_wait_secs") + ` <= now()
             AND NOT ` + evidenceExists + `)
     RETURNING attempts, maybe_sent_at
 )
@@ -167,7 +181,7 @@ SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
        coalesce((SELECT status FROM prior) = 'sending' AND EXISTS (SELECT 1 FROM claim), false)
   FROM reminders r
   JOIN updates u USING (tenant, shipment_id, update_id)
- WHERE r.id = $2`
+ WHERE r.id = @reminder_id`
 
 // noteLapsedTakeover puts on the trail that the attempt before this claim
 // died holding it and may have sent the key, as markLapsed does for a claim
@@ -177,8 +191,9 @@ SELECT r.shipment_id, r.update_id, r.subscriber_id, r.channel,
 func (s *Store) noteLapsedTakeover(ctx context.Context, c Claim, attempts int) error {
 	_, err := s.pool.Exec(ctx, `
 INSERT INTO reminder_events (reminder_id, type, detail)
-VALUES ($1, 'send_unconfirmed', jsonb_build_object('delivery_key', $2::text, 'purpose', $3::text, 'reason', $4::text, 'attempts', $5::int))`,
-		c.ReminderID, c.Key, string(c.Purpose), reasonLapsed, attempts)
+VALUES (@reminder_id, 'send_unconfirmed',
+        jsonb_build_object('delivery_key', @key::text, 'purpose', @purpose::text, 'reason', @reason::text, 'attempts', @attempts::int))`,
+		pgx.NamedArgs{"reminder_id": c.ReminderID, "key": c.Key, "purpose": string(c.Purpose), "reason": reasonLapsed, "attempts": attempts})
 	if err != nil {
 		return fmt.Errorf("error recording an unconfirmed send: %w", err)
 	}
@@ -186,11 +201,11 @@ VALUES ($1, 'send_unconfirmed', jsonb_build_object('delivery_key', $2::text, 'pu
 }
 
 // evidenceWait is the wait for evidence a key's channel takes: an email's
-// (escalations go by email), none for a webhook. $2 is the reminder, $3
-// the purpose, and param the evidence wait in seconds.
+// (escalations go by email), none for a webhook. @reminder_id is the
+// reminder, @purpose the purpose, and param the evidence wait in seconds.
 func evidenceWait(param string) string {
-	return `(SELECT CASE WHEN $3 = 'escalation' OR channel = 'email' THEN make_interval(secs => ` + param + `)
-                ELSE interval '0' END FROM reminders WHERE id = $2)`
+	return `(SELECT CASE WHEN @purpose = 'escalation' OR channel = 'email' THEN make_interval(secs => ` + param + `)
+                ELSE interval '0' END FROM reminders WHERE id = @reminder_id)`
 }
 
 // sentUntil is the latest moment the key of the claim d may have gone out:
@@ -204,13 +219,13 @@ func sentUntil(d string) string {
              ELSE coalesce(` + d + `.maybe_sent_at, ` + d + `.lease_until) END)`
 }
 
-// SQL fragments of the claim and its follow-up read ($1 the key, $2 the
-// reminder).
+// SQL fragments of the claim and its follow-up read (@key the key,
+// @reminder_id the reminder).
 const (
 	// evidenceExists: the provider reported on the key (processed,
 	// delivered, deferred, bounce, dropped...), so it has the message.
 	evidenceExists = `EXISTS (SELECT 1 FROM reminder_events e
-                WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1)`
+                WHERE e.reminder_id = @reminder_id AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = @key)`
 	reasonLapsed = "its claim lapsed with no record: the attempt may have sent it"
 	// bounced: the provider reported the reminder's own delivery bounced
 	// or dropped (undeliverable, or undeliverable_at on a row whose send
@@ -238,8 +253,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 		tookLapsed  bool
 	)
 	r.ID = c.ReminderID
-	err := s.pool.QueryRow(ctx, claimDelivery, c.Key, c.ReminderID, string(c.Purpose), c.Owner, c.LeaseFor.Seconds(),
-		c.EvidenceWait.Seconds()).Scan(
+	err := s.pool.QueryRow(ctx, claimDelivery, c.args()).Scan(
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret, &r.Address,
 		&r.DueAt, &state, &t.DeliveryKey, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
@@ -297,13 +311,13 @@ func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error)
 var notClaimed = `
 SELECT d.status, coalesce(d.provider_message_id, ''), d.attempts, d.lease_until < now(),
        greatest(extract(epoch FROM d.lease_until - now()), 0)::float8,
-       greatest(extract(epoch FROM ` + sentUntil("d") + ` + ` + evidenceWait("$4") + ` - now()), 0)::float8,
+       greatest(extract(epoch FROM ` + sentUntil("d") + ` + ` + evidenceWait("@evidence_wait_secs") + ` - now()), 0)::float8,
        ` + evidenceExists + `,
        coalesce((SELECT e.detail->>'provider_message_id' FROM reminder_events e
-                  WHERE e.reminder_id = $2 AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = $1
+                  WHERE e.reminder_id = @reminder_id AND starts_with(e.type, 'provider_') AND e.detail->>'delivery_key' = @key
                     AND e.detail ? 'provider_message_id'
                   ORDER BY e.id LIMIT 1), '')
-  FROM deliveries d WHERE d.delivery_key = $1`
+  FROM deliveries d WHERE d.delivery_key = @key`
 
 func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (ClaimResult, error) {
 	var (
@@ -311,7 +325,7 @@ func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (Cl
 		lapsed, evidence               bool
 		lease, left                    float64
 	)
-	err := s.pool.QueryRow(ctx, notClaimed, c.Key, c.ReminderID, string(c.Purpose), c.EvidenceWait.Seconds()).
+	err := s.pool.QueryRow(ctx, notClaimed, c.args()).
 		Scan(&status, &providerID, &res.Attempts, &lapsed, &lease, &left, &evidence, &evidenceID)
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("error reading delivery claim: %w", err)

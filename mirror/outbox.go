@@ -23,6 +23,14 @@ import (
 // tenant that takes it, and the endpoints serve registers. The relay
 // (internal/statusevents) claims rows, posts them and records here what
 // came of each.
+//
+// Only the database writes a status_outbox row: the trigger
+// reminder_events_status (migration 00023), run for every row inserted
+// into reminder_events, in that row's transaction. No Go code here (or
+// anywhere) inserts one, and the runtime role may not: this file only
+// reads the rows and records what the relay made of them. A new status
+// event is a change to reminder/status.go StatusOf and to its SQL twin
+// reminder_status_event (docs/development.md, "Rules written twice").
 
 // StatusEndpoint is a tracker's endpoint as serve's configuration names
 // it; the mirror keeps a hash of its URL, never the URL or the secret.

@@ -27,8 +27,8 @@ type Gauges struct {
 // the oldest reminder is that is due, scheduled and not yet sent, and how
 // long the oldest email accepted without a final outcome has waited (NULL
 // when none is). The counts are the tallies the reminders' triggers keep
-// (migration 00006): counting the table itself took seconds at ten million
-// rows. The unconfirmed age is the first entry of the partial index
+// (migration 00006; only they write reminder_tallies): counting the table
+// itself took seconds at ten million rows. The unconfirmed age is the first entry of the partial index
 // reminders_awaiting_outcome_idx (migration 00007).
 const (
 	CountByStateQuery      = `SELECT state, sum(n)::bigint FROM reminder_tallies GROUP BY state HAVING sum(n) <> 0`

@@ -239,3 +239,27 @@ SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(90 * 86400, '-infinity',
 	_, err = runtime.Exec(ctx, `UPDATE reminders SET state = 'scheduled' WHERE id = $1`, other)
 	require.ErrorContains(t, err, "a sent reminder may not become scheduled")
 }
+
+// The state lists written into the triggers are the domain's: the states a
+// reminder may start in when the runtime role inserts it (reminders_guard:
+// the pending ones), and those whose events prune may delete
+// (reminder_events_prunable: the final ones). Each is the SQL twin of a
+// Go list, written out in a migration, so a new state the Go gains and
+// the migration forgets is caught here.
+func TestTheTriggersStateListsAreTheDomains(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	list := func(function string, pattern *regexp.Regexp) []string {
+		var def string
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `
+SELECT pg_get_functiondef(p.oid) FROM pg_proc p
+ WHERE p.proname = $1 AND p.pronamespace = current_schema()::regnamespace`, function).Scan(&def), function)
+		m := pattern.FindStringSubmatch(def)
+		require.NotNil(t, m, "%s has its state list", function)
+		return quotedNames(m[1])
+	}
+	require.ElementsMatch(t, names(reminder.PendingStates),
+		list("reminders_guard", regexp.MustCompile(`NEW\.state NOT IN \(([^)]*)\)`)), "the states a reminder starts in")
+	require.ElementsMatch(t, names(reminder.FinalStates),
+		list("reminder_events_prunable", regexp.MustCompile(`r\.state NOT IN \(([^)]*)\)`)), "the states prune deletes the events of")
+}
