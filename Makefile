@@ -32,7 +32,7 @@ SOAK_SEED ?= 1
 SOAK_DURATION ?= 2m
 soak:
 	@scripts/dev.sh run -- env SHIPNOTIFY_SOAK_SEED=$(SOAK_SEED) SHIPNOTIFY_SOAK_DURATION=$(SOAK_DURATION) \
-		go test -tags soak -count=1 -timeout 90m -v -run TestSoak ./internal/soak
+		go test -tags soak -count=1 -timeout 90m -v -run TestSoak ./internal/tools/soak
 
 ## test-ui: headless Chromium through the Temporal Web UI and the approval console (CI runs it after make test; installs
 ## Debian's chromium and the pinned npm packages); screenshots in out/ and docs/console-*.png

@@ -3,6 +3,10 @@
 // the id of the key that sealed them; several keys can be configured, the
 // first sealing new payloads and all of them opening old ones, so keys
 // rotate without breaking running workflows.
+//
+// It is part of shipnotify's Go contract, with reminder, starter and
+// workflows: a Go service's Temporal client uses it to schedule reminders
+// (docs/architecture.md, "Where the code lives").
 package codec
 
 import (

@@ -27,11 +27,11 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/internal/api"
-	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/internal/config"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	shipworker "github.com/shipnotify/shipnotify/worker"
 )
 

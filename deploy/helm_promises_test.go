@@ -19,7 +19,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/shipnotify/shipnotify/internal/budget"
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/config"
 	shipworker "github.com/shipnotify/shipnotify/worker"

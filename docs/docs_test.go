@@ -96,7 +96,7 @@ func declaredTests(t *testing.T, root string) map[string][]string {
 
 // exists reports whether name (or, with prefix, a test starting with it) is
 // declared in pkg: a directory path (cmd/shipnotify) or a package's name
-// (faults for internal/faults); anywhere when pkg is empty.
+// (faults for internal/tools/faults); anywhere when pkg is empty.
 func exists(declared map[string][]string, pkg, name string, prefix bool) bool {
 	inPkg := func(dir string) bool {
 		if pkg == "" {

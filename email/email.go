@@ -16,8 +16,8 @@ import (
 	"github.com/sendgrid/sendgrid-go"
 	"github.com/sendgrid/sendgrid-go/helpers/mail"
 
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/delivery"
-	"github.com/shipnotify/shipnotify/internal/budget"
 )
 
 // DefaultBaseURL is SendGrid's own API.

@@ -24,7 +24,7 @@ func schemaAt(t *testing.T, version int64) (*pgxpool.Pool, *goose.Provider) {
 	t.Helper()
 	base := os.Getenv("TEST_DATABASE_URL")
 	if base == "" {
-		// internal/testenv's rule, restated: it imports this package.
+		// internal/tools/testenv's rule, restated: it imports this package.
 		msg := "TEST_DATABASE_URL is not set; run the tests with `make test`"
 		if os.Getenv("SHIPNOTIFY_TEST_SKIP_SERVERS") == "1" {
 			t.Skip(msg)

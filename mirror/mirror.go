@@ -2,6 +2,11 @@
 // append-only audit trail, and the delivery claims that make notification
 // idempotent. Temporal holds the timers; the mirror is the schedule of record
 // that the cancellation, escalation, reporting and export paths read.
+//
+// Its exported names serve shipnotify's own packages and may change in any
+// release, except New, SealSecretsWith and Row: the starter's wiring calls
+// the first two and Starter.Get returns Row, so they are part of the Go
+// contract (docs/architecture.md, "Where the code lives").
 package mirror
 
 import (

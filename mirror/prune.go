@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/shipnotify/shipnotify/internal/budget"
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 

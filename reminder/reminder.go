@@ -2,6 +2,9 @@
 // submits, the reminders it fans out to (one per update and subscriber), their
 // identities, states and delivery keys. It has no I/O; the engine (workflows,
 // activities), the mirror and the starter all speak in these types.
+//
+// It is part of shipnotify's Go contract, with starter, workflows and codec
+// (docs/architecture.md, "Where the code lives").
 package reminder
 
 import (

@@ -199,7 +199,7 @@ run_tests() {
   say "suite: $((SECONDS - start)) s"
   start=$SECONDS
   say "== the two-worker end-to-end run"
-  SHIPNOTIFY_ENGINE_TEST=1 go test -count=1 -timeout 10m -v ./internal/engine || status=$?
+  SHIPNOTIFY_ENGINE_TEST=1 go test -count=1 -timeout 10m -v ./internal/tools/engine || status=$?
   say "end-to-end: $((SECONDS - start)) s"
   return $status
 }

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v chromium >/dev/null || { echo "install Debian's chromium package first" >&2; exit 1; }
 mkdir -p .dev/bin
-go build -o .dev/bin/mailshots ./internal/mailshots
+go build -o .dev/bin/mailshots ./internal/tools/mailshots
 out=$(mktemp)
 .dev/bin/mailshots >"$out" &
 pid=$!

@@ -2,6 +2,10 @@
 // an update, mirrors its fan-out in PostgreSQL in one statement, and starts
 // one Temporal workflow per (update, subscriber) under a deterministic id, so
 // scheduling the same update twice creates nothing new.
+//
+// It is part of shipnotify's Go contract, with reminder, workflows and codec:
+// what a Go service imports to schedule reminders itself (example_test.go;
+// docs/architecture.md, "Where the code lives").
 package starter
 
 import (
@@ -16,7 +20,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/shipnotify/shipnotify/internal/budget"
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"

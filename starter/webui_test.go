@@ -11,7 +11,7 @@ import (
 	sdkpb "go.temporal.io/api/sdk/v1"
 
 	"github.com/shipnotify/shipnotify/codec"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )

@@ -18,8 +18,8 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/delivery"
-	"github.com/shipnotify/shipnotify/internal/budget"
 )
 
 // Timeout bounds one delivery attempt, connection to last byte.

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/shipnotify/shipnotify/activities"
-	"github.com/shipnotify/shipnotify/internal/budget"
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 

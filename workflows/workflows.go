@@ -2,6 +2,9 @@
 // (one shipment update for one subscriber), CancellationNoticeWorkflow, and
 // the contract the starter, the CLI and operators share with them: task
 // queue, ids, update and query names, search attributes.
+//
+// It is part of shipnotify's Go contract, with reminder, starter and codec
+// (docs/architecture.md, "Where the code lives").
 package workflows
 
 import (

@@ -744,7 +744,7 @@ func TestAnAcceptedDecisionLandsOnceTheMirrorTakesIt(t *testing.T) {
 // one that accepted it (a timer ends that task): a task that times out with
 // its worker stalled takes the acceptance with it, and the mirror never
 // heard of a change the workflow lost. (A real server's history shows the
-// order: TestAStalledWorkerNeverHidesAnOperatorsChange, in internal/faults.)
+// order: TestAStalledWorkerNeverHidesAnOperatorsChange, in internal/tools/faults.)
 func TestTheMirrorHearsOfAChangeAfterItsAcceptance(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

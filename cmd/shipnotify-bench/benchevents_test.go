@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/internal/bench"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/bench"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 )
 
 // bench-events end to end at a tiny size (a warm-up of 4 batches of 10

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/tools/bench"
 	"github.com/shipnotify/shipnotify/metrics"
 )
 

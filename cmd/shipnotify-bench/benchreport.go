@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/tools/bench"
 )
 
 // BenchReport is what bench writes with --json and to --out.

@@ -19,9 +19,9 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/email"
-	"github.com/shipnotify/shipnotify/internal/bench"
-	"github.com/shipnotify/shipnotify/internal/childproc"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/tools/bench"
+	"github.com/shipnotify/shipnotify/internal/tools/childproc"
 	"github.com/shipnotify/shipnotify/worker"
 	"github.com/shipnotify/shipnotify/workflows"
 )

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shipnotify/shipnotify/internal/bench"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/tools/bench"
 	"github.com/shipnotify/shipnotify/migrations"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/capacity"
 	"github.com/shipnotify/shipnotify/internal/config"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/shipnotify/shipnotify/internal/api"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"

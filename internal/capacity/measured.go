@@ -17,7 +17,7 @@ type Measured struct {
 }
 
 // benchResult is the part of a report's result the arithmetic reads.
-// internal/bench's tests hold ReadMeasured to the report it writes.
+// internal/tools/bench's tests hold ReadMeasured to the report it writes.
 type benchResult struct {
 	Workload  string  `json:"workload"`
 	Kind      string  `json:"kind"`

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/delivery"
-	"github.com/shipnotify/shipnotify/internal/budget"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/webhook"

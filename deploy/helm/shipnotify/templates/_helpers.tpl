@@ -49,7 +49,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/*
-Time budgets. The worker's stop timeout is worker.StopTimeout (internal/budget.WorkerStop: a
+Time budgets. The worker's stop timeout is worker.StopTimeout (budget.WorkerStop: a
 notify attempt, its record and a margin); serve drains requests for its request timeout plus
 5 s (cmd/shipnotify's shutdownMargin). deploy.TestHelmChart holds these to the Go constants.
 */}}

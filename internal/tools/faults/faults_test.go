@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 
 	"github.com/shipnotify/shipnotify/internal/sink"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"

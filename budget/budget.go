@@ -4,7 +4,9 @@
 // budgets it must outlast where it can be; the other relations are
 // asserted in budget_test.go, so changing one says which others must move.
 // The packages that apply a budget name it where they use it
-// (activities.SendAllowance, worker.StopTimeout, ...).
+// (activities.SendAllowance, worker.StopTimeout, ...). It is a leaf, importing
+// nothing of shipnotify's, so it stands at the top beside reminder and
+// delivery, below every package that applies it.
 package budget
 
 import "time"

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shipnotify/shipnotify/internal/sink"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -37,7 +37,7 @@ func engineStack(t *testing.T) *testenv.Stack {
 			t.Fatalf("SHIPNOTIFY_ENGINE_TEST=1 but %s is not set: run it with `make test-engine`", k)
 		}
 	}
-	want, err := os.ReadFile("../../deploy/temporal/VERSION")
+	want, err := os.ReadFile("../../../deploy/temporal/VERSION")
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

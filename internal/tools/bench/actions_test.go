@@ -116,7 +116,7 @@ func TestCountActionsOnRecordedHistories(t *testing.T) {
 		// the send and the sent upsert.
 		{"approved.json", 25, Actions{WorkflowStarted: 1, Timers: 2, ActivityAttempts: 1, MarkerTasks: 1, Upserts: 2, Updates: 1, Total: 8}},
 	} {
-		f, err := os.Open(filepath.Join("..", "..", "workflows", "testdata", "histories", tc.file))
+		f, err := os.Open(filepath.Join("..", "..", "..", "workflows", "testdata", "histories", tc.file))
 		require.NoError(t, err)
 		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 		f.Close()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/internal/sink"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 )
 
 // A worker frozen mid-call (SIGSTOP: a long GC pause, a stuck node) for

@@ -19,9 +19,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shipnotify/shipnotify/internal/childproc"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/config"
+	"github.com/shipnotify/shipnotify/internal/tools/childproc"
 )
 
 var (

@@ -86,7 +86,7 @@ const verifyEvery = 30 * time.Second
 func writeSummary(t *testing.T, sum Summary, snap Snapshot) {
 	dir := os.Getenv("SHIPNOTIFY_SOAK_OUT")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "out")
+		dir = filepath.Join("..", "..", "..", "out")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Logf("soak: %v", err)

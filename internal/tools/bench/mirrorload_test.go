@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/internal/bench"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/bench"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 )
 
 // The mirror workload at a small scale, so its code cannot rot: it loads

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shipnotify/shipnotify/internal/bench"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/bench"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 )
 
 // PruneLoad seeds old finished reminders with their trail beside a young

@@ -23,10 +23,10 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/api"
-	"github.com/shipnotify/shipnotify/internal/balancer"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
-	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/internal/tools/balancer"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 

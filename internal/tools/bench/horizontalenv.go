@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/api"
-	"github.com/shipnotify/shipnotify/internal/balancer"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
+	"github.com/shipnotify/shipnotify/internal/tools/balancer"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 

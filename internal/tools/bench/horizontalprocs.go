@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shipnotify/shipnotify/internal/childproc"
+	"github.com/shipnotify/shipnotify/internal/tools/childproc"
 )
 
 // The horizontal workload runs the product's own binary: N `shipnotify

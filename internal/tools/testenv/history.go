@@ -38,7 +38,7 @@ func History(t testing.TB, c client.Client, workflowID string) *historypb.Histor
 // HistoriesDir is where recorded histories live; the replay test reads them.
 func HistoriesDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "workflows", "testdata", "histories")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "workflows", "testdata", "histories")
 }
 
 // AtCurrentLevel names the recorded history of a path as a reminder
