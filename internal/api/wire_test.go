@@ -270,3 +270,78 @@ func matchSchema(doc openAPIDoc, s schema, typ reflect.Type, path string) []stri
 	}
 	return problems
 }
+
+// Every member of a wire type is mapped from the store's type: with every
+// field of the store's value set, no member of the answer is left zero. A
+// member added to a wire type (and to the document) without its line in
+// the mapping fails here. (A store field left out of the wire is a choice;
+// the way back is the document's.)
+func TestEveryWireMemberIsMapped(t *testing.T) {
+	t.Parallel()
+	for name, got := range map[string]any{
+		"Reminder":    api.ReminderOf(filled[mirror.Row](t)),
+		"Event":       api.EventOf(filled[mirror.Event](t)),
+		"Suppression": api.SuppressionOf(filled[mirror.Suppression](t), "acme"),
+		"Result":      api.ResultOf(filled[starter.Result](t)),
+		"Outcome":     api.OutcomeOf(filled[starter.Outcome](t)),
+	} {
+		for _, p := range zeroMembers(reflect.ValueOf(got), name) {
+			t.Errorf("%s is zero: its mapping (internal/api/wire.go) does not set it", p)
+		}
+	}
+}
+
+// filled is a T with every field set to something not zero.
+func filled[T any](t *testing.T) T {
+	var v T
+	fill(t, reflect.ValueOf(&v).Elem())
+	return v
+}
+
+func fill(t *testing.T, v reflect.Value) {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)))
+	case v.Kind() == reflect.String:
+		v.SetString("x")
+	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
+		v.SetInt(1)
+	case v.Kind() == reflect.Bool:
+		v.SetBool(true)
+	case v.Kind() == reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem())
+	case v.Kind() == reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		v.SetMapIndex(reflect.ValueOf("k"), reflect.ValueOf(any(1)))
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(t, v.Field(i))
+			}
+		}
+	default:
+		t.Fatalf("fill: no value for a %s", v.Type())
+	}
+}
+
+// zeroMembers are the paths of v's exported fields left zero, into its
+// structs.
+func zeroMembers(v reflect.Value, path string) []string {
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.IsZero() {
+		return []string{path}
+	}
+	if v.Kind() != reflect.Struct || v.Type() == reflect.TypeFor[time.Time]() {
+		return nil
+	}
+	var out []string
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.IsExported() {
+			out = append(out, zeroMembers(v.Field(i), path+"."+f.Name)...)
+		}
+	}
+	return out
+}
