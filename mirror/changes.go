@@ -33,11 +33,11 @@ type Position struct {
 // LastChange is a reminder's latest status event.
 type LastChange struct {
 	// ID is the status event's id, the one its post carries.
-	ID   string              `json:"id"`
-	Type reminder.StatusType `json:"type"`
-	At   time.Time           `json:"at"`
+	ID   string
+	Type reminder.StatusType
+	At   time.Time
 	// Sequence numbers the reminder's status events from 1.
-	Sequence int `json:"sequence"`
+	Sequence int
 }
 
 // ChangeFilter selects a page of the feed.

@@ -14,40 +14,43 @@ import (
 )
 
 // Row is a reminder as the mirror holds it, without its recipient's address
-// or secret, so it can be printed and exported.
+// or secret, so it can be printed and exported. It is no wire format: the
+// API and the CLI's --json map it into internal/api's Reminder, an export
+// or prune archive writes exportColumns (format.go), so a field added here
+// reaches neither until it is mapped there (docs/development.md).
 type Row struct {
-	ID string `json:"reminder_id"`
-	// Tenant owns the reminder; "" (left out) is the default tenant.
-	Tenant       string           `json:"tenant,omitempty"`
-	ShipmentID   string           `json:"shipment_id"`
-	UpdateID     string           `json:"update_id"`
-	SubscriberID string           `json:"subscriber_id"`
-	Channel      reminder.Channel `json:"channel"`
-	DueAt        time.Time        `json:"due_at"`
+	ID string
+	// Tenant owns the reminder; "" is the default tenant.
+	Tenant       string
+	ShipmentID   string
+	UpdateID     string
+	SubscriberID string
+	Channel      reminder.Channel
+	DueAt        time.Time
 	// RequestedDueAt is the due time first asked for; moving the update's
 	// window recomputes DueAt from it.
-	RequestedDueAt    time.Time      `json:"requested_due_at"`
-	State             reminder.State `json:"state"`
-	DeliveryKey       string         `json:"delivery_key"`
-	WorkflowID        string         `json:"workflow_id"`
-	WorkflowStartedAt *time.Time     `json:"workflow_started_at,omitempty"`
-	SentAt            *time.Time     `json:"sent_at,omitempty"`
+	RequestedDueAt    time.Time
+	State             reminder.State
+	DeliveryKey       string
+	WorkflowID        string
+	WorkflowStartedAt *time.Time
+	SentAt            *time.Time
 	// CancelRequestedAt: a cancel was asked for while the reminder was
 	// pending; its workflow had not finished it when the caller stopped waiting.
-	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	CancelRequestedAt *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 	// ProviderOutcome is what the mail provider last reported of the
 	// reminder's own delivery, at ProviderOutcomeAt by the provider's
 	// clock; "" while it has reported nothing (a webhook never has one).
-	ProviderOutcome   reminder.ProviderOutcome `json:"provider_outcome,omitempty"`
-	ProviderOutcomeAt *time.Time               `json:"provider_outcome_at,omitempty"`
+	ProviderOutcome   reminder.ProviderOutcome
+	ProviderOutcomeAt *time.Time
 	// DeliveredAt is when the subscriber got it: the provider's delivered
 	// report, or the webhook receiver's 2xx.
-	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+	DeliveredAt *time.Time
 	// LastChange is the reminder's latest status event: the change that
 	// put it in a page of the change feed (Store.Changes); nil elsewhere.
-	LastChange *LastChange `json:"last_change,omitempty"`
+	LastChange *LastChange
 }
 
 // rowColumns are Row's columns. List's due window reads them all from the
@@ -93,10 +96,10 @@ func (s *Store) Get(ctx context.Context, id string) (Row, error) {
 
 // Event is one entry of a reminder's audit trail.
 type Event struct {
-	ID     int64          `json:"id"`
-	Type   string         `json:"type"`
-	At     time.Time      `json:"at"`
-	Detail map[string]any `json:"detail"`
+	ID     int64
+	Type   string
+	At     time.Time
+	Detail map[string]any
 }
 
 // Events returns a reminder's audit trail, oldest first.

@@ -14,16 +14,16 @@ import (
 // mirror keeps the address's SHA-256 only (lower-cased and trimmed), so a
 // suppression outlives its reminders without keeping the address.
 type Suppression struct {
-	Tenant        string `json:"tenant"`
-	AddressSHA256 string `json:"address_sha256"`
+	Tenant        string
+	AddressSHA256 string
 	// Reason is unsubscribe, spamreport, dropped (an opt-out drop) or
 	// one_click (the List-Unsubscribe link).
-	Reason       string     `json:"reason"`
-	ReminderID   string     `json:"reminder_id"`
-	EventID      string     `json:"event_id,omitempty"`
-	SuppressedAt time.Time  `json:"suppressed_at"`
-	LiftedAt     *time.Time `json:"lifted_at,omitempty"`
-	LiftedBy     string     `json:"lifted_by,omitempty"`
+	Reason       string
+	ReminderID   string
+	EventID      string
+	SuppressedAt time.Time
+	LiftedAt     *time.Time
+	LiftedBy     string
 }
 
 // SuppressionFilter selects suppressions: one tenant's ("" the default

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -83,10 +85,7 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 				cli.Count(int64(limit), "reminder", "reminders"), match, strings.Join(withoutAfter(args), " "), rows[len(rows)-1].ID)
 		}
 		if *asJSON {
-			enc := json.NewEncoder(e.Stdout)
-			for _, r := range rows {
-				_ = enc.Encode(r)
-			}
+			writeListJSON(e.Stdout, rows)
 			return nil
 		}
 		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
@@ -97,6 +96,16 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 		}
 		return tw.Flush()
 	})
+}
+
+// writeListJSON is list --json's output: a reminder a line, in the API's
+// wire format (api.Reminder), not the mirror's row, so a column added to
+// the mirror changes neither.
+func writeListJSON(w io.Writer, rows []mirror.Row) {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		_ = enc.Encode(api.ReminderOf(r))
+	}
 }
 
 // withoutAfter is list's arguments less an --after and its value, so the

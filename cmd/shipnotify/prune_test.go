@@ -73,7 +73,11 @@ func TestPruneCommandExportsThenRemoves(t *testing.T) {
 	ids := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r mirror.Row
+		// The archive's lines are the export's columns (mirror.ExportColumns).
+		var r struct {
+			ID    string         `json:"reminder_id"`
+			State reminder.State `json:"state"`
+		}
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
 		require.True(t, strings.HasPrefix(r.ID, "PRUNE-"), r.ID)
 		require.True(t, r.State.Terminal())

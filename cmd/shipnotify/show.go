@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -34,9 +36,12 @@ type workflowStatus struct {
 	HistoryLength int64      `json:"history_length,omitempty"`
 }
 
+// showOutput is show --json's output: the reminder and its trail in the
+// API's wire format (as GET one reminder gives them), then the workflow
+// as Temporal spells it.
 type showOutput struct {
-	Reminder mirror.Row     `json:"reminder"`
-	Events   []mirror.Event `json:"events"`
+	Reminder api.Reminder   `json:"reminder"`
+	Events   []api.Event    `json:"events"`
 	Workflow workflowStatus `json:"workflow"`
 	// Live is the running workflow's own account (its status query).
 	Live *workflows.Status `json:"live,omitempty"`
@@ -84,7 +89,7 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := showOutput{Reminder: row, Events: events}
+	out := showOf(row, events)
 	desc, err := tc.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -120,11 +125,20 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeShowJSON(e.Stdout, out)
 	}
 	return printShow(e, out)
+}
+
+// showOf is show's output before the workflow is asked.
+func showOf(row mirror.Row, events []mirror.Event) showOutput {
+	return showOutput{Reminder: api.ReminderOf(row), Events: api.EventsOf(events)}
+}
+
+func writeShowJSON(w io.Writer, out showOutput) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 // notAReminderID says what a reminder id looks like, and what to run when
@@ -213,7 +227,7 @@ var providerPurposes = map[string]string{
 // describeEvent is an event's detail as the trail prints it: a provider
 // event as a sentence (its JSON buries the outcome among keys and ids),
 // any other as its JSON.
-func describeEvent(ev mirror.Event) string {
+func describeEvent(ev api.Event) string {
 	outcome, ok := strings.CutPrefix(ev.Type, "provider_")
 	if !ok {
 		detail, _ := json.Marshal(ev.Detail)

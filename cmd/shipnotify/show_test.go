@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
-	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/workflows"
 )
@@ -23,10 +23,10 @@ func TestShowReadsTheProviderOutcome(t *testing.T) {
 	at := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
 	bounced, delivered := at.Add(2*time.Minute), at.Add(time.Minute)
 	out := showOutput{
-		Reminder: mirror.Row{ID: "S/u/a", Channel: reminder.Email, DueAt: at, State: reminder.Undeliverable,
+		Reminder: api.Reminder{ID: "S/u/a", Channel: reminder.Email, DueAt: at, State: reminder.Undeliverable,
 			DeliveryKey: "k1", SentAt: &at, ProviderOutcome: reminder.OutcomeBounce, ProviderOutcomeAt: &bounced,
 			DeliveredAt: &delivered},
-		Events: []mirror.Event{
+		Events: []api.Event{
 			{Type: "sent", At: at, Detail: map[string]any{"delivery_key": "k1", "attempts": 1}},
 			{Type: "provider_delivered", At: at.Add(3 * time.Minute), Detail: map[string]any{
 				"delivery_key": "k1", "event_id": "sg-1", "provider_at": "2026-12-08T10:01:00Z", "state": "delivered"}},
@@ -66,7 +66,7 @@ func TestShowPrintsTheDecisionsKeyApartFromBy(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
 	out := showOutput{
-		Reminder: mirror.Row{ID: "S/u/a", Channel: reminder.Email, DueAt: at, State: reminder.Scheduled},
+		Reminder: api.Reminder{ID: "S/u/a", Channel: reminder.Email, DueAt: at, State: reminder.Scheduled},
 		Workflow: workflowStatus{Status: "RUNNING"},
 		Live: &workflows.Status{State: reminder.Scheduled, DueAt: at, Approval: workflows.ApprovalStatus{
 			Required: true, TimeoutAt: at, ExpiresAt: at,

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -71,10 +73,7 @@ func runSuppressionsList(ctx context.Context, e cli.Env, args []string) error {
 			rows[i].Tenant = reminder.TenantName(rows[i].Tenant, d.Cfg.DefaultTenant)
 		}
 		if *asJSON {
-			enc := json.NewEncoder(e.Stdout)
-			for _, r := range rows {
-				_ = enc.Encode(r)
-			}
+			writeSuppressionsJSON(e.Stdout, rows)
 			return nil
 		}
 		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
@@ -122,4 +121,14 @@ func runSuppressionsRemove(ctx context.Context, e cli.Env, args []string) error 
 		return json.NewEncoder(e.Stdout).Encode(map[string]string{
 			"tenant": reminder.TenantName(tenant, d.Cfg.DefaultTenant), "status": "lifted"})
 	})
+}
+
+// writeSuppressionsJSON is suppressions list --json's output: a
+// suppression a line, in the API's wire format (api.Suppression), its
+// tenant named as rows name it.
+func writeSuppressionsJSON(w io.Writer, rows []mirror.Suppression) {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		_ = enc.Encode(api.SuppressionOf(r, r.Tenant))
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -49,7 +50,7 @@ func TestSuppressionsListAndRemove(t *testing.T) {
 	require.NotContains(t, stdout, addr, "the list shows a hash, not the address")
 	code, stdout, stderr = c.run(t, "", "suppressions", "list", "--json", "--address", strings.ToUpper(addr))
 	require.Equal(t, 0, code, stderr)
-	var got mirror.Suppression
+	var got api.Suppression
 	require.NoError(t, json.Unmarshal([]byte(stdout), &got))
 	require.Equal(t, reminder.DefaultTenantName, got.Tenant)
 

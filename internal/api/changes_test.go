@@ -14,7 +14,6 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
-	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
@@ -32,9 +31,9 @@ func (e *testEnv) feed(t *testing.T, key string, q url.Values) api.Page {
 // drain follows the feed from cursor, a page of limit at a time, until
 // want changes came (or a minute passed), and returns them and the cursor
 // it stopped at.
-func (e *testEnv) drain(t *testing.T, key, cursor string, limit, want int) ([]mirror.Row, string) {
+func (e *testEnv) drain(t *testing.T, key, cursor string, limit, want int) ([]api.Reminder, string) {
 	t.Helper()
-	var got []mirror.Row
+	var got []api.Reminder
 	deadline := time.Now().Add(time.Minute)
 	for len(got) < want && time.Now().Before(deadline) {
 		p := e.feed(t, key, url.Values{"updated_since": {cursor}, "limit": {fmt.Sprint(limit)}})

@@ -16,14 +16,14 @@ import (
 // Results is POST /v1/updates' answer: one result per subscriber, in the
 // update's order, as `shipnotify schedule` prints them.
 type Results struct {
-	Results []starter.Result `json:"results"`
+	Results []Result `json:"results"`
 }
 
 // Outcomes is an operation's answer: what it did to each reminder, as the
 // CLI prints it. The request succeeded as a whole; each outcome's status
 // says whether its reminder took the change (refused and failed among them).
 type Outcomes struct {
-	Outcomes []starter.Outcome `json:"outcomes"`
+	Outcomes []Outcome `json:"outcomes"`
 }
 
 // postUpdate schedules an update: 201 when this call started reminders, 200
@@ -72,7 +72,7 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 			"the engine holds a workflow under a reminder's id that is not that reminder's (it started before the reminder was written: "+
 				"an engine kept from before this mirror); those reminders, status conflict in results, were not started and stay unstarted "+
 				"until that workflow is gone; the others are as results say")
-		p.Results, p.cause = results, err
+		p.Results, p.cause = mapAll(results, ResultOf), err
 		return p
 	case errors.Is(err, starter.ErrSearchAttributesUnknown) && ctx.Err() == nil:
 		// The operator's to fix, not the tracker's: say whose.
@@ -80,12 +80,12 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 			"the Temporal namespace does not know shipnotify's search attributes yet, so some reminders were not started: "+
 				"its operator runs `shipnotify setup` (it waits until the server accepts them); what was written is kept, "+
 				"and sending the same update again then completes it")
-		p.Results, p.cause = results, err
+		p.Results, p.cause = mapAll(results, ResultOf), err
 		return p
 	case err != nil && ctx.Err() == nil:
 		p := typed(TypeIncomplete, http.StatusServiceUnavailable, "Update not completely scheduled",
 			"some reminders could not be written or started; what was written is kept, and sending the same update again completes it")
-		p.Results, p.cause = results, err
+		p.Results, p.cause = mapAll(results, ResultOf), err
 		return p
 	case err != nil:
 		return err
@@ -94,7 +94,7 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 	if slices.ContainsFunc(results, func(r starter.Result) bool { return r.Status == starter.Scheduled }) {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, Results{Results: results})
+	writeJSON(w, status, Results{Results: mapAll(results, ResultOf)})
 	return nil
 }
 
@@ -246,7 +246,7 @@ func (a *API) decideReminder(approve bool) handlerFunc {
 func (a *API) outcomes(w http.ResponseWriter, ctx context.Context, outs []starter.Outcome, err error) error {
 	outs = slices.DeleteFunc(outs, func(o starter.Outcome) bool { return o.ReminderID == "" })
 	if err == nil {
-		writeJSON(w, http.StatusOK, Outcomes{Outcomes: outs})
+		writeJSON(w, http.StatusOK, Outcomes{Outcomes: mapAll(outs, OutcomeOf)})
 		return nil
 	}
 	var p *Problem
@@ -269,7 +269,7 @@ func (a *API) outcomes(w http.ResponseWriter, ctx context.Context, outs []starte
 			fmt.Sprintf("%d %s reached (in outcomes); the others failed, and the server's log says why; repeating the request is safe",
 				len(outs), map[bool]string{true: "reminder", false: "reminders"}[len(outs) == 1]))
 	}
-	p.Outcomes, p.cause = outs, err
+	p.Outcomes, p.cause = mapAll(outs, OutcomeOf), err
 	return p
 }
 

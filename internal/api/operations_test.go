@@ -33,7 +33,7 @@ func approvalUpdate(t *testing.T, shipment string, window time.Time) map[string]
 	}
 }
 
-func outcomes(t *testing.T, r response) []starter.Outcome {
+func outcomes(t *testing.T, r response) []api.Outcome {
 	t.Helper()
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	var o api.Outcomes
@@ -58,7 +58,7 @@ func TestOperations(t *testing.T) {
 	// Approve one reminder, with a by: the trail records it and the key.
 	outs := outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "approver",
 		map[string]any{"by": "ops-lead", "reason": "customer confirmed"}))
-	require.Equal(t, []starter.Outcome{{ReminderID: id("a"), Status: starter.StatusApproved, State: reminder.Scheduled}}, outs)
+	require.Equal(t, []api.Outcome{{ReminderID: id("a"), Status: starter.StatusApproved, State: reminder.Scheduled}}, outs)
 	// Again (a retry whose answer was lost): already approved, and by whom.
 	outs = outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "approver", nil))
 	require.Equal(t, starter.StatusAlreadyApproved, outs[0].Status)
@@ -66,7 +66,7 @@ func TestOperations(t *testing.T) {
 
 	// Reject one, without a body: by is the key's name.
 	outs = outcomes(t, e.do(t, "POST", base+"/reminders/b/reject", "approver", nil))
-	require.Equal(t, []starter.Outcome{{ReminderID: id("b"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
+	require.Equal(t, []api.Outcome{{ReminderID: id("b"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
 	// Approve the update: the rest are approved; a says it was already,
 	// and b that it was rejected (by whom), so nothing changes for them.
 	outs = outcomes(t, e.do(t, "POST", base+"/approve", "approver", map[string]any{"reason": "all clear"}))
@@ -179,7 +179,7 @@ func TestOperations(t *testing.T) {
 	second["update_id"], second["subscribers"] = "window-2", second["subscribers"].([]any)[:1]
 	require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker", second).status)
 	outs = outcomes(t, e.do(t, "POST", "/v1/shipments/"+shipment+"/updates/window-2/reject", "approver", map[string]any{"reason": "wrong consignee"}))
-	require.Equal(t, []starter.Outcome{{ReminderID: reminder.ID("", shipment, "window-2", "a"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
+	require.Equal(t, []api.Outcome{{ReminderID: reminder.ID("", shipment, "window-2", "a"), Status: starter.StatusRejected, State: reminder.Cancelled}}, outs)
 
 	// Cancel the shipment: the pending reminders end cancelled, the
 	// rejected ones were already.
@@ -317,7 +317,7 @@ func TestAnAcceptedChangeNotFinishedIs504Unfinished(t *testing.T) {
 	require.Equal(t, http.StatusGatewayTimeout, resp.status, "%s", resp.body)
 	p := resp.problem(t)
 	require.Equal(t, api.TypeUnfinished, p.Type)
-	require.Equal(t, []starter.Outcome{{ReminderID: id, Status: starter.StatusAccepted, State: reminder.AwaitingApproval,
+	require.Equal(t, []api.Outcome{{ReminderID: id, Status: starter.StatusAccepted, State: reminder.AwaitingApproval,
 		Error: starter.ErrAccepted.Error()}}, p.Outcomes)
 	row, err := e.Mirror.Get(ctx, id)
 	require.NoError(t, err)

@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-
-	"github.com/shipnotify/shipnotify/starter"
 )
 
 // Problem is an error answer, an RFC 9457 problem detail
@@ -27,9 +25,9 @@ type Problem struct {
 	// order; Field and Detail are the first's.
 	Errors []FieldProblem `json:"errors,omitempty"`
 	// Results are the reminders an update reached before a failure (503).
-	Results []starter.Result `json:"results,omitempty"`
+	Results []Result `json:"results,omitempty"`
 	// Outcomes are what an operation did before a failure (503, 504).
-	Outcomes []starter.Outcome `json:"outcomes,omitempty"`
+	Outcomes []Outcome `json:"outcomes,omitempty"`
 
 	// header is set on the answer (Retry-After, WWW-Authenticate).
 	header http.Header

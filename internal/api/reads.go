@@ -30,8 +30,8 @@ const (
 // Page is a page of reminders in (due_at, id) order. NextCursor, absent on
 // the last page, fetches the next one with the same filters.
 type Page struct {
-	Reminders  []mirror.Row `json:"reminders"`
-	NextCursor string       `json:"next_cursor,omitempty"`
+	Reminders  []Reminder `json:"reminders"`
+	NextCursor string     `json:"next_cursor,omitempty"`
 }
 
 // cursor is the position after the last row of a page. It travels opaque
@@ -126,14 +126,15 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 	if err != nil {
 		return err
 	}
-	page := Page{Reminders: rows}
+	var page Page
 	if len(rows) > size {
-		page.Reminders = rows[:size]
+		rows = rows[:size]
 		last := rows[size-1]
 		page.NextCursor = cursor{DueAt: last.DueAt, ID: last.ID}.String()
 	}
+	page.Reminders = RemindersOf(rows)
 	if page.Reminders == nil {
-		page.Reminders = []mirror.Row{}
+		page.Reminders = []Reminder{}
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
@@ -215,7 +216,7 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request, c *caller, q u
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, Page{Reminders: []mirror.Row{}, NextCursor: changeCursor(head).String()})
+		writeJSON(w, http.StatusOK, Page{Reminders: []Reminder{}, NextCursor: changeCursor(head).String()})
 		return nil
 	}
 	var ok bool
@@ -226,14 +227,16 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request, c *caller, q u
 	if err != nil {
 		return err
 	}
-	if rows == nil {
-		rows = []mirror.Row{}
+	page := Page{Reminders: RemindersOf(rows)}
+	if page.Reminders == nil {
+		page.Reminders = []Reminder{}
 	}
 	next := changeCursor(last).String()
 	if last == (mirror.Position{}) {
 		next = ChangesFromStart
 	}
-	writeJSON(w, http.StatusOK, Page{Reminders: rows, NextCursor: next})
+	page.NextCursor = next
+	writeJSON(w, http.StatusOK, page)
 	return nil
 }
 
@@ -256,10 +259,10 @@ func parseWhen(name, s string) (time.Time, *Problem) {
 // trail, what Temporal says of its workflow, and the running workflow's own
 // account (its status query), as `shipnotify show --json` prints them.
 type ReminderView struct {
-	Reminder mirror.Row     `json:"reminder"`
-	Events   []mirror.Event `json:"events"`
-	Workflow WorkflowView   `json:"workflow"`
-	Live     *LiveStatus    `json:"live,omitempty"`
+	Reminder Reminder     `json:"reminder"`
+	Events   []Event      `json:"events"`
+	Workflow WorkflowView `json:"workflow"`
+	Live     *LiveStatus  `json:"live,omitempty"`
 	// LiveError says why a running workflow's status is missing (it did
 	// not answer within StatusQueryTimeout: is a worker running?).
 	LiveError string `json:"live_error,omitempty"`
@@ -332,9 +335,9 @@ func (a *API) getReminder(w http.ResponseWriter, r *http.Request, c *caller) err
 	if err != nil {
 		return err
 	}
-	view := ReminderView{Reminder: row, Events: events}
+	view := ReminderView{Reminder: ReminderOf(row), Events: EventsOf(events)}
 	if view.Events == nil {
-		view.Events = []mirror.Event{}
+		view.Events = []Event{}
 	}
 	desc, err := a.st.Temporal.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
 	var nf *serviceerror.NotFound

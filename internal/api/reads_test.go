@@ -31,9 +31,9 @@ func emailUpdate(shipment, update string, n int, due time.Time) map[string]any {
 
 // walk pages through GET /v1/reminders with query, returning every row and
 // the number of pages; between pages it runs between(page).
-func (e *testEnv) walk(t *testing.T, query url.Values, between func(page int)) ([]mirror.Row, int) {
+func (e *testEnv) walk(t *testing.T, query url.Values, between func(page int)) ([]api.Reminder, int) {
 	t.Helper()
-	var rows []mirror.Row
+	var rows []api.Reminder
 	for page := 1; ; page++ {
 		resp := e.do(t, "GET", "/v1/reminders?"+query.Encode(), "reader", nil)
 		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
@@ -58,7 +58,7 @@ func mustAtoi(t *testing.T, s string) int {
 	return n
 }
 
-func ids(rows []mirror.Row) []string {
+func ids(rows []api.Reminder) []string {
 	out := make([]string, len(rows))
 	for i, r := range rows {
 		out[i] = r.ID
@@ -99,7 +99,7 @@ func TestListRemindersPageByPage(t *testing.T) {
 		}
 	})
 	require.Equal(t, 3, pages)
-	require.Equal(t, ids(want), ids(got), "every row once, in (due_at, id) order")
+	require.Equal(t, ids(api.RemindersOf(want)), ids(got), "every row once, in (due_at, id) order")
 
 	// The burst's five reminders share a due time: two at a time, by id.
 	got, pages = e.walk(t, url.Values{"shipment": {shipment}, "update": {"burst"}, "limit": {"2"}}, nil)
@@ -150,7 +150,7 @@ func TestListRemindersPageByPage(t *testing.T) {
 	}
 }
 
-func subscriberIDs(rows []mirror.Row) []string {
+func subscriberIDs(rows []api.Reminder) []string {
 	out := make([]string, len(rows))
 	for i, r := range rows {
 		out[i] = r.SubscriberID
@@ -203,7 +203,7 @@ func TestGetReminder(t *testing.T) {
 	require.Empty(t, v.LiveError)
 }
 
-func eventTypes(events []mirror.Event) []string {
+func eventTypes(events []api.Event) []string {
 	var out []string
 	for _, ev := range events {
 		out = append(out, ev.Type)
@@ -234,7 +234,7 @@ func TestReadsCarryTheProviderOutcome(t *testing.T) {
 	}, time.Hour)
 	require.NoError(t, err)
 
-	byState := func(state reminder.State) []mirror.Row {
+	byState := func(state reminder.State) []api.Reminder {
 		got, _ := e.walk(t, url.Values{"shipment": {shipment}, "state": {string(state)}, "limit": {"10"}}, nil)
 		return got
 	}

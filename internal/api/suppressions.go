@@ -21,8 +21,8 @@ var suppressionParams = []string{"lifted", "limit", "cursor"}
 // SuppressionPage is a page of suppressions, newest first. NextCursor,
 // absent on the last page, fetches the next one with the same filters.
 type SuppressionPage struct {
-	Suppressions []mirror.Suppression `json:"suppressions"`
-	NextCursor   string               `json:"next_cursor,omitempty"`
+	Suppressions []Suppression `json:"suppressions"`
+	NextCursor   string        `json:"next_cursor,omitempty"`
 }
 
 // Lift statuses: this call lifted the suppression, or it was lifted
@@ -35,8 +35,8 @@ const (
 // LiftResult is POST /v1/suppressions/lift's answer: what became of the
 // suppression, and the suppression as it now stands.
 type LiftResult struct {
-	Status      string             `json:"status"`
-	Suppression mirror.Suppression `json:"suppression"`
+	Status      string      `json:"status"`
+	Suppression Suppression `json:"suppression"`
 }
 
 // liftBody is what a lift takes: the address, and who asks and why.
@@ -104,17 +104,15 @@ func (a *API) listSuppressions(w http.ResponseWriter, r *http.Request, c *caller
 	if err != nil {
 		return err
 	}
-	page := SuppressionPage{Suppressions: rows}
+	var page SuppressionPage
 	if len(rows) > size {
-		page.Suppressions = rows[:size]
+		rows = rows[:size]
 		last := rows[size-1]
 		page.NextCursor = suppressionCursor{At: last.SuppressedAt, Tenant: last.Tenant, Hash: last.AddressSHA256}.String()
 	}
-	if page.Suppressions == nil {
-		page.Suppressions = []mirror.Suppression{}
-	}
-	for i := range page.Suppressions {
-		page.Suppressions[i].Tenant = reminder.TenantName(page.Suppressions[i].Tenant, a.defaultTenant)
+	page.Suppressions = make([]Suppression, len(rows))
+	for i, s := range rows {
+		page.Suppressions[i] = SuppressionOf(s, reminder.TenantName(s.Tenant, a.defaultTenant))
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
@@ -172,8 +170,7 @@ func (a *API) liftSuppression(w http.ResponseWriter, r *http.Request, c *caller)
 		}
 		// Lifted by this call, the row is as it stands now (a new opt-out
 		// may have suppressed it again since: then lifted_at is absent).
-		row := rows[0]
-		row.Tenant = reminder.TenantName(row.Tenant, a.defaultTenant)
+		row := SuppressionOf(rows[0], reminder.TenantName(rows[0].Tenant, a.defaultTenant))
 		writeJSON(w, http.StatusOK, LiftResult{Status: status, Suppression: row})
 		return nil
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
-	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -28,7 +27,7 @@ func TestEveryRouteKeepsTenantsApart(t *testing.T) {
 	window := time.Now().Add(96 * time.Hour).UTC().Truncate(time.Second)
 	base := "/v1/shipments/" + shipment + "/updates/window-1"
 
-	scheduled := map[string][]starter.Result{}
+	scheduled := map[string][]api.Result{}
 	for _, tenant := range []string{"acme", "globex"} {
 		doc := approvalUpdate(t, shipment, window)
 		if tenant == "globex" {
@@ -63,7 +62,7 @@ func TestEveryRouteKeepsTenantsApart(t *testing.T) {
 	again := e.do(t, "POST", "/v1/updates", "acme", approvalUpdate(t, shipment, window))
 	require.Equal(t, http.StatusOK, again.status, "%s", again.body)
 
-	list := func(key, query string) []mirror.Row {
+	list := func(key, query string) []api.Reminder {
 		t.Helper()
 		resp := e.do(t, "GET", "/v1/reminders?shipment="+shipment+query, key, nil)
 		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
@@ -71,7 +70,7 @@ func TestEveryRouteKeepsTenantsApart(t *testing.T) {
 		resp.decode(t, &page)
 		return page.Reminders
 	}
-	ids := func(rows []mirror.Row) []string {
+	ids := func(rows []api.Reminder) []string {
 		var out []string
 		for _, r := range rows {
 			out = append(out, r.ID)
@@ -79,7 +78,7 @@ func TestEveryRouteKeepsTenantsApart(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	resultIDs := func(rs ...[]starter.Result) []string {
+	resultIDs := func(rs ...[]api.Result) []string {
 		var out []string
 		for _, r := range slices.Concat(rs...) {
 			out = append(out, r.ReminderID)
@@ -126,7 +125,7 @@ func TestEveryRouteKeepsTenantsApart(t *testing.T) {
 	resp.decode(t, &view)
 	require.Equal(t, globex[0].ReminderID, view.Reminder.ID)
 	outs := outcomes(t, e.do(t, "POST", base+"/reminders/a/approve", "globex", map[string]any{}))
-	require.Equal(t, []starter.Outcome{{ReminderID: globex[0].ReminderID, Status: starter.StatusApproved, State: reminder.Scheduled}}, outs)
+	require.Equal(t, []api.Outcome{{ReminderID: globex[0].ReminderID, Status: starter.StatusApproved, State: reminder.Scheduled}}, outs)
 	outs = outcomes(t, e.do(t, "POST", base+"/reject", "globex", map[string]any{}))
 	require.Len(t, outs, 4, "three rejected, and a saying it was approved")
 	for _, o := range outs {

@@ -1,0 +1,164 @@
+package api
+
+import (
+	"time"
+
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// The API's own wire format. The store's types (mirror.Row, mirror.Event,
+// mirror.Suppression, starter's results and outcomes) are mapped into these
+// by the functions below, so a column added to the mirror reaches no client
+// until it is added here, with its mapping, and to openapi.json.
+// TestTheResponseTypesAreTheDocuments holds these types and the document's
+// schemas together, field for field, both ways; the contract test holds
+// every answer the suite gets to the document.
+
+// Reminder is a reminder as the API (and `shipnotify list --json`) shows
+// it: the mirror's row, without its recipient's address or secret.
+type Reminder struct {
+	ID string `json:"reminder_id"`
+	// Tenant owns the reminder; "" (left out) is the default tenant.
+	Tenant            string                   `json:"tenant,omitempty"`
+	ShipmentID        string                   `json:"shipment_id"`
+	UpdateID          string                   `json:"update_id"`
+	SubscriberID      string                   `json:"subscriber_id"`
+	Channel           reminder.Channel         `json:"channel"`
+	DueAt             time.Time                `json:"due_at"`
+	RequestedDueAt    time.Time                `json:"requested_due_at"`
+	State             reminder.State           `json:"state"`
+	DeliveryKey       string                   `json:"delivery_key"`
+	WorkflowID        string                   `json:"workflow_id"`
+	WorkflowStartedAt *time.Time               `json:"workflow_started_at,omitempty"`
+	SentAt            *time.Time               `json:"sent_at,omitempty"`
+	CancelRequestedAt *time.Time               `json:"cancel_requested_at,omitempty"`
+	CreatedAt         time.Time                `json:"created_at"`
+	UpdatedAt         time.Time                `json:"updated_at"`
+	ProviderOutcome   reminder.ProviderOutcome `json:"provider_outcome,omitempty"`
+	ProviderOutcomeAt *time.Time               `json:"provider_outcome_at,omitempty"`
+	DeliveredAt       *time.Time               `json:"delivered_at,omitempty"`
+	// LastChange is set in a page of the change feed only.
+	LastChange *LastChange `json:"last_change,omitempty"`
+}
+
+// LastChange is a reminder's latest status event.
+type LastChange struct {
+	ID       string              `json:"id"`
+	Type     reminder.StatusType `json:"type"`
+	At       time.Time           `json:"at"`
+	Sequence int                 `json:"sequence"`
+}
+
+// Event is one entry of a reminder's audit trail.
+type Event struct {
+	ID     int64          `json:"id"`
+	Type   string         `json:"type"`
+	At     time.Time      `json:"at"`
+	Detail map[string]any `json:"detail"`
+}
+
+// Suppression is an address that opted out of one tenant's mail, shown
+// by its SHA-256 only.
+type Suppression struct {
+	Tenant        string     `json:"tenant"`
+	AddressSHA256 string     `json:"address_sha256"`
+	Reason        string     `json:"reason"`
+	ReminderID    string     `json:"reminder_id"`
+	EventID       string     `json:"event_id,omitempty"`
+	SuppressedAt  time.Time  `json:"suppressed_at"`
+	LiftedAt      *time.Time `json:"lifted_at,omitempty"`
+	LiftedBy      string     `json:"lifted_by,omitempty"`
+}
+
+// Result is what POST /v1/updates did for one subscriber.
+type Result struct {
+	ReminderID   string         `json:"reminder_id"`
+	WorkflowID   string         `json:"workflow_id"`
+	SubscriberID string         `json:"subscriber_id"`
+	DeliveryKey  string         `json:"delivery_key"`
+	DueAt        time.Time      `json:"due_at"`
+	Status       starter.Status `json:"status"`
+	State        reminder.State `json:"state"`
+}
+
+// Outcome is what an operation did to one reminder.
+type Outcome struct {
+	ReminderID  string         `json:"reminder_id"`
+	Status      string         `json:"status"`
+	State       reminder.State `json:"state,omitempty"`
+	DueAt       *time.Time     `json:"due_at,omitempty"`
+	DeliveryKey string         `json:"delivery_key,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	DecidedBy   string         `json:"decided_by,omitempty"`
+	DecidedAt   *time.Time     `json:"decided_at,omitempty"`
+}
+
+// ReminderOf is a mirror row as the API shows it.
+func ReminderOf(r mirror.Row) Reminder {
+	out := Reminder{
+		ID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID, SubscriberID: r.SubscriberID,
+		Channel: r.Channel, DueAt: r.DueAt, RequestedDueAt: r.RequestedDueAt, State: r.State,
+		DeliveryKey: r.DeliveryKey, WorkflowID: r.WorkflowID, WorkflowStartedAt: r.WorkflowStartedAt,
+		SentAt: r.SentAt, CancelRequestedAt: r.CancelRequestedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ProviderOutcome: r.ProviderOutcome, ProviderOutcomeAt: r.ProviderOutcomeAt, DeliveredAt: r.DeliveredAt,
+	}
+	if c := r.LastChange; c != nil {
+		out.LastChange = &LastChange{ID: c.ID, Type: c.Type, At: c.At, Sequence: c.Sequence}
+	}
+	return out
+}
+
+// RemindersOf maps rows (nil for nil).
+func RemindersOf(rows []mirror.Row) []Reminder {
+	return mapAll(rows, ReminderOf)
+}
+
+// EventsOf maps a trail (nil for nil).
+func EventsOf(events []mirror.Event) []Event {
+	return mapAll(events, EventOf)
+}
+
+// EventOf is an audit trail entry as the API shows it.
+func EventOf(e mirror.Event) Event {
+	return Event{ID: e.ID, Type: e.Type, At: e.At, Detail: e.Detail}
+}
+
+// SuppressionOf is a suppression as the API shows it; tenant is its
+// name as callers know it (reminder.TenantName).
+func SuppressionOf(s mirror.Suppression, tenant string) Suppression {
+	return Suppression{
+		Tenant: tenant, AddressSHA256: s.AddressSHA256, Reason: s.Reason, ReminderID: s.ReminderID,
+		EventID: s.EventID, SuppressedAt: s.SuppressedAt, LiftedAt: s.LiftedAt, LiftedBy: s.LiftedBy,
+	}
+}
+
+// ResultOf is what scheduling did for one subscriber, as the API shows it.
+func ResultOf(r starter.Result) Result {
+	return Result{
+		ReminderID: r.ReminderID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
+		DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, Status: r.Status, State: r.State,
+	}
+}
+
+// OutcomeOf is what an operation did to one reminder, as the API shows it.
+func OutcomeOf(o starter.Outcome) Outcome {
+	return Outcome{
+		ReminderID: o.ReminderID, Status: o.Status, State: o.State, DueAt: o.DueAt,
+		DeliveryKey: o.DeliveryKey, Error: o.Error, DecidedBy: o.DecidedBy, DecidedAt: o.DecidedAt,
+	}
+}
+
+// mapAll maps a slice, nil for nil (as the store gave it: the callers
+// say where an empty list is [] on the wire).
+func mapAll[S, T any](in []S, f func(S) T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
