@@ -49,7 +49,7 @@ func tenantName(tenant string) string {
 	return tenant
 }
 
-// RateCap is the provider's rate cap (SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND)
+// RateCap is the provider's rate cap (SHIPNOTIFY_WORKER_SENDS_PER_SECOND)
 // the workers are restarted with partway through the run: about the
 // workload's mean rate of sends, so its bursts wait for slots.
 const RateCap = 3.0
@@ -211,7 +211,7 @@ func (e *Env) ProcessEnv(extra ...string) []string {
 // start of a worker keeps it.
 func (e *Env) RateCapOn() {
 	e.T.Helper()
-	env := e.ProcessEnv("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=" + strconv.FormatFloat(RateCap, 'f', -1, 64))
+	env := e.ProcessEnv("SHIPNOTIFY_WORKER_SENDS_PER_SECOND=" + strconv.FormatFloat(RateCap, 'f', -1, 64))
 	e.mu.Lock()
 	e.env = env
 	e.mu.Unlock()
