@@ -27,6 +27,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -123,7 +124,9 @@ func Start(t testing.TB) *Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key.Tenant = tenant
+		if key.Tenant, err = reminder.ParseTenant("tenant", tenant); err != nil {
+			t.Fatal(err)
+		}
 		e.APIKeys[tenant] = secret
 		lines = append(lines, key.Line())
 	}
