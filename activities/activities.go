@@ -87,7 +87,8 @@ const outageQuiet = 30 * time.Second
 
 // DefaultEvidenceWait is how long a maybe-sent email waits for SendGrid's
 // events before it is sent again under the same key. SendGrid posts its
-// Event Webhook batches within about 30 seconds of processing a mail.
+// Event Webhook batches within about 30 seconds of processing a mail. The
+// one home of the number: SHIPNOTIFY_UNCONFIRMED_SEND_WAIT defaults to it.
 const DefaultEvidenceWait = 5 * time.Minute
 
 // Activities are the worker's activities and what they need. The worker

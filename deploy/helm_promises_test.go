@@ -634,3 +634,27 @@ func TestHelmChartHooksIngressAndScrapes(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{components["worker"] + "-metrics", components["serve"] + "-metrics"}, scraped)
 }
+
+// The chart's rate cap is worker.sendsPerSecond, set as
+// SHIPNOTIFY_WORKER_SENDS_PER_SECOND; worker.activitiesPerSecond, its old
+// name, is still read, and both set to different caps fails the render
+// naming both.
+func TestHelmChartRateCapIsSendsPerSecond(t *testing.T) {
+	t.Parallel()
+	for set, want := range map[string]string{
+		"":                             "0",
+		"worker.sendsPerSecond=5":      "5",
+		"worker.activitiesPerSecond=7": "7",
+		"worker.activitiesPerSecond=3,worker.sendsPerSecond=3": "3",
+	} {
+		var args []string
+		if set != "" {
+			args = []string{"--set", set}
+		}
+		worker := find[*appsv1.Deployment](t, manifests(t, args...), "Deployment", components["worker"])
+		require.Equal(t, want, envValue(t, worker.Spec.Template.Spec.Containers[0], "SHIPNOTIFY_WORKER_SENDS_PER_SECOND"), set)
+	}
+	_, err := render(t, "--set", "worker.activitiesPerSecond=7,worker.sendsPerSecond=5")
+	require.ErrorContains(t, err, "worker.sendsPerSecond")
+	require.ErrorContains(t, err, "worker.activitiesPerSecond")
+}

@@ -184,3 +184,62 @@ func TestEveryLeaseRowNamesATest(t *testing.T) {
 		t.Errorf("the lease table has %d rows; its rows are no longer found", rows)
 	}
 }
+
+// A code reference a page makes: a file in backticks followed by a name
+// in backticks, `mirror/deliveries.go` `Store.ClaimDelivery`: the name is a
+// function, type, constant or variable the file declares, or Type.Name, a
+// method or field of a type it declares; in a .sql file, a name it holds.
+var codeReference = regexp.MustCompile("`((?:[a-z][a-z0-9_.-]*/)+[A-Za-z0-9_.-]+\\.(?:go|sql))`\\s+`([A-Za-z_][A-Za-z0-9_]*)(?:\\.([A-Za-z_][A-Za-z0-9_]*))?`")
+
+// Every code reference the pages make resolves: the file holds the name,
+// so a recipe's "open this function" never points at one renamed or moved.
+func TestEveryCodeReferenceInTheDocsResolves(t *testing.T) {
+	t.Parallel()
+	for _, page := range append(slices.Clone(pages), "../README.md") {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range codeReference.FindAllStringSubmatchIndex(string(b), -1) {
+			file, name, member := string(b[m[2]:m[3]]), string(b[m[4]:m[5]]), ""
+			if m[6] >= 0 {
+				member = string(b[m[6]:m[7]])
+			}
+			line := 1 + strings.Count(string(b[:m[0]]), "\n")
+			src, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(file)))
+			if err != nil {
+				t.Errorf("%s:%d names %s, which the repository does not hold", page, line, file)
+				continue
+			}
+			if !declares(string(src), strings.HasSuffix(file, ".sql"), name, member) {
+				ref := name
+				if member != "" {
+					ref += "." + member
+				}
+				t.Errorf("%s:%d names %s in %s, which declares no such name", page, line, ref, file)
+			}
+		}
+	}
+}
+
+// declares reports whether Go source src declares name (or, with member,
+// a method or field member of type name); for SQL, whether it holds name.
+func declares(src string, sql bool, name, member string) bool {
+	has := func(pattern string) bool { return regexp.MustCompile(pattern).MatchString(src) }
+	q := regexp.QuoteMeta
+	if sql {
+		return member == "" && has(`\b`+q(name)+`\b`)
+	}
+	if member != "" {
+		// A method is declared in the file named, its type maybe in
+		// another of the package's; a field, with its type.
+		if has(`(?m)^func \(\w+ \*?` + q(name) + `(?:\[[^\]]*\])?\) ` + q(member) + `\(`) {
+			return true
+		}
+		return has(`(?m)^(?:type\s+|\t)`+q(name)+`\s+(?:struct|interface)`) &&
+			(has(`(?m)^\t+`+q(member)+`(?:,\s*\w+)*\s+[^=\s]`) || has(`(?m)^\t+\w+(?:,\s*\w+)*,\s*`+q(member)+`\s+[^=\s]`))
+	}
+	return has(`(?m)^func (?:\([^)]*\) )?`+q(name)+`(?:\[[^\]]*\])?\(`) ||
+		has(`(?m)^(?:type|var|const)\s+`+q(name)+`\b`) ||
+		has(`(?m)^\t`+q(name)+`(?:\s*,\s*\w+)*\s*(?:=|\s+[A-Za-z*\[])`)
+}

@@ -1,6 +1,7 @@
 package letters
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -55,22 +56,53 @@ func NewClock(a Audience) Clock {
 	return Clock{Zone: zone, Lang: Language(a.Locale)}
 }
 
-var (
-	germanDays   = [...]string{"So.", "Mo.", "Di.", "Mi.", "Do.", "Fr.", "Sa."}
-	germanMonths = [...]string{"Jan.", "Feb.", "März", "Apr.", "Mai", "Juni", "Juli", "Aug.", "Sep.", "Okt.", "Nov.", "Dez."}
-)
+// words is what a language's letters say in code rather than in their
+// templates: the names and the order a time is written with. Every
+// language in Languages has one (TestEveryLanguageIsComplete), so a
+// language added with templates alone fails a test instead of printing
+// English dates.
+type words struct {
+	// Days are the weekdays' short names, Sunday first (time.Weekday).
+	Days [7]string
+	// Months are the months' short names, January first.
+	Months [12]string
+	// DateTime writes a time from its weekday, day of the month, month
+	// and clock time ("15:04"), each already in this language.
+	DateTime string
+}
 
-// Text is t in the clock's zone, written for a person: "Tue 12 Jan,
-// 08:00 CET" in English, "Di. 12. Jan., 08:00 CET" in German. The weekday
-// places it; the data a template gets has the full date too.
+// text writes a time as the language does: fmt's indexed verbs take the
+// weekday, the day of the month, the month and the clock time, in that
+// order, so a language orders them as it likes.
+func (w words) text(local time.Time) string {
+	return fmt.Sprintf(w.DateTime, w.Days[local.Weekday()], local.Day(), w.Months[local.Month()-1], local.Format("15:04"))
+}
+
+// languages holds each language's words: one entry per language of
+// Languages.
+var languages = map[language.Tag]words{
+	language.English: {
+		Days:     [7]string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"},
+		Months:   [12]string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"},
+		DateTime: "%[1]s %[2]d %[3]s, %[4]s", // Tue 12 Jan, 08:00
+	},
+	language.German: {
+		Days:     [7]string{"So.", "Mo.", "Di.", "Mi.", "Do.", "Fr.", "Sa."},
+		Months:   [12]string{"Jan.", "Feb.", "März", "Apr.", "Mai", "Juni", "Juli", "Aug.", "Sep.", "Okt.", "Nov.", "Dez."},
+		DateTime: "%[1]s %[2]d. %[3]s, %[4]s", // Di. 12. Jan., 08:00
+	},
+}
+
+// Text is t in the clock's zone, written for a person in the clock's
+// language (its words): "Tue 12 Jan, 08:00 CET" in English, "Di. 12.
+// Jan., 08:00 CET" in German. The weekday places it; the data a template
+// gets has the full date too.
 func (c Clock) Text(t time.Time) string {
-	local := t.In(c.Zone)
-	zone := c.ZoneName(t)
-	if c.Lang == language.German {
-		return germanDays[local.Weekday()] + " " + local.Format("2.") + " " + germanMonths[local.Month()-1] + ", " +
-			local.Format("15:04") + " " + zone
+	w, ok := languages[c.Lang]
+	if !ok {
+		w = languages[language.English]
 	}
-	return local.Format("Mon 2 Jan, 15:04") + " " + zone
+	return w.text(t.In(c.Zone)) + " " + c.ZoneName(t)
 }
 
 // ZoneName is the zone's abbreviation at t ("CET", "CEST", "EST"), or its

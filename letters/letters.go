@@ -64,6 +64,11 @@ const (
 	kindEscalation   = "escalation"
 )
 
+// translated are the kinds every language of Languages writes (a test
+// holds each to it); the escalation is the operator's, in English only
+// (Escalate).
+var translated = []string{kindReminder, kindCancellation}
+
 type templates struct {
 	html *htmltemplate.Template
 	text *texttemplate.Template

@@ -290,11 +290,13 @@ func scanNewReminder(row pgx.CollectableRow) (NewReminder, error) {
 type StartedRow struct {
 	State reminder.State
 	DueAt time.Time
+	// DeliveryKey is the row's key at DueAt, as the mirror holds it.
+	DeliveryKey string
 }
 
 // MarkStarted records that Temporal accepted the workflows of these
 // reminders (rows never marked are the reconciler's to start) and returns
-// each row's state and due time. A row a cancel finished while its workflow
+// each row's state, due time and delivery key. A row a cancel finished while its workflow
 // was being started comes back cancelled: the caller must cancel the new
 // workflow; one a window move moved meanwhile (RescheduleUnstarted) comes
 // back with its new due time: the caller must move the new workflow. The
@@ -307,12 +309,12 @@ func (s *Store) MarkStarted(ctx context.Context, ids []string) (map[string]Start
 	rows, _ := s.pool.Query(ctx, `
 UPDATE reminders SET workflow_started_at = coalesce(workflow_started_at, now())
  WHERE id = ANY($1)
-RETURNING id, state, due_at`, ids)
+RETURNING id, state, due_at, delivery_key`, ids)
 	out := map[string]StartedRow{}
-	var id, state string
+	var id, state, key string
 	var due time.Time
-	_, err := pgx.ForEachRow(rows, []any{&id, &state, &due}, func() error {
-		out[id] = StartedRow{State: reminder.State(state), DueAt: due}
+	_, err := pgx.ForEachRow(rows, []any{&id, &state, &due, &key}, func() error {
+		out[id] = StartedRow{State: reminder.State(state), DueAt: due, DeliveryKey: key}
 		return nil
 	})
 	if err != nil {

@@ -21,17 +21,33 @@ import (
 // DefaultTenantName is the default tenant's name unless configured.
 const DefaultTenantName = "default"
 
-// ParseTenant reads a tenant name as configuration writes it: "" or
-// defaultName is the default tenant (""); another name is itself, if it
-// is an id. The error names field.
-func ParseTenant(field, name, defaultName string) (string, error) {
-	if name == "" || name == defaultName {
-		return "", nil
+// Tenant is a tenant as configuration names it (a key's or an approver's
+// tenant=, a --tenant flag, a request's ?tenant=, an endpoint's tenant=):
+// parsed once, by ParseTenant, and passed on as it is, so no later reader
+// checks the name again. The zero Tenant names none: the default tenant.
+type Tenant struct{ name string }
+
+// ParseTenant reads a tenant's name as configuration writes it: "" names
+// none (the default tenant); another name must be an id. The error names
+// field, never the name (it may be a secret pasted in the wrong place).
+func ParseTenant(field, name string) (Tenant, error) {
+	if name != "" && !IsID(name) {
+		return Tenant{}, fmt.Errorf("%s: want letters, digits, '.', '_' or '-', at most 64 (a tenant is an id)", field)
 	}
-	if !IsID(name) {
-		return "", fmt.Errorf("%s %q: a tenant is an id (letters, digits, '.', '_', '-', at most 64)", field, name)
+	return Tenant{name: name}, nil
+}
+
+// Name is the tenant as it was written ("" when none was), so a
+// configuration line reads back as it was.
+func (t Tenant) Name() string { return t.name }
+
+// ID is the tenant as ids and rows hold it: "" for the default tenant
+// (named none, or named defaultName, its configured name), else its name.
+func (t Tenant) ID(defaultName string) string {
+	if t.name == defaultName {
+		return ""
 	}
-	return name, nil
+	return t.name
 }
 
 // TenantName is how tenant is written for people: the default tenant by

@@ -320,11 +320,19 @@ func TestIDsArePerTenant(t *testing.T) {
 	require.Equal(t, "acme/SHP-1/u1/a", reminder.ID("acme", "SHP-1", "u1", "a"))
 	require.Equal(t, "acme", reminder.TenantOf("acme/SHP-1/u1/a"))
 	require.Equal(t, "", reminder.TenantOf("SHP-1/u1/a"))
-	tenant, err := reminder.ParseTenant("tenant", "default", reminder.DefaultTenantName)
+	tenant, err := reminder.ParseTenant("tenant", "default")
 	require.NoError(t, err)
-	require.Equal(t, "", tenant, "the default tenant by its name")
-	_, err = reminder.ParseTenant("tenant", "a/b", reminder.DefaultTenantName)
+	require.Equal(t, "", tenant.ID(reminder.DefaultTenantName), "the default tenant by its name")
+	require.Equal(t, "default", tenant.Name(), "written as it was")
+	none, err := reminder.ParseTenant("tenant", "")
+	require.NoError(t, err)
+	require.Equal(t, "", none.ID(reminder.DefaultTenantName), "no name is the default tenant")
+	acme, err := reminder.ParseTenant("tenant", "acme")
+	require.NoError(t, err)
+	require.Equal(t, "acme", acme.ID(reminder.DefaultTenantName))
+	_, err = reminder.ParseTenant("tenant", "a/b")
 	require.ErrorContains(t, err, "tenant")
+	require.NotContains(t, err.Error(), "a/b", "the error never repeats the name")
 }
 
 // An update wrong in several places is refused with every problem, in

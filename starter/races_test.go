@@ -482,7 +482,11 @@ func TestAWindowMoveRacingAStartIsFollowed(t *testing.T) {
 	var st workflows.Status
 	require.NoError(t, v.Get(&st))
 	require.True(t, st.DueAt.Equal(want), "the workflow follows the move: %s", st.DueAt)
-	require.True(t, row(t, s, results[0].ReminderID).DueAt.Equal(want))
+	moved := row(t, s, results[0].ReminderID)
+	require.True(t, moved.DueAt.Equal(want))
+	require.True(t, results[0].DueAt.Equal(want), "the schedule answers the row's due time")
+	require.Equal(t, moved.DeliveryKey, results[0].DeliveryKey, "and the key the mirror holds")
+	require.Equal(t, moved.DeliveryKey, st.DeliveryKey, "the workflow's key is the row's")
 }
 
 // An approval that arrives while the expiry's mirror write is held (the

@@ -405,7 +405,7 @@ func (s *Starter) startRows(ctx context.Context, rows []mirror.NewReminder, reus
 				late = append(late, r)
 			case m.State.Pending() && !m.DueAt.Equal(r.DueAt):
 				moved = append(moved, moveTo{row: r, due: m.DueAt})
-				results[i].DueAt, results[i].DeliveryKey = m.DueAt, reminder.DeliveryKey(r.ID, r.SubscriberID, m.DueAt)
+				results[i].DueAt, results[i].DeliveryKey = m.DueAt, m.DeliveryKey
 			}
 		}
 	}

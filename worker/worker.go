@@ -18,9 +18,10 @@ type Options struct {
 	// MaxConcurrentActivities bounds notify activities in flight; size the
 	// mirror's connection pool to it.
 	MaxConcurrentActivities int
-	// ActivitiesPerSecond caps the task queue's activity rate across all
-	// workers, to stay under the mail provider's limit; 0 is unlimited.
-	ActivitiesPerSecond float64
+	// SendsPerSecond is the provider's rate cap, held on the task queue
+	// (its activity rate, across all workers; the mirror's send slots,
+	// activities.Activities.SendsPerSecond, hold it exactly); 0 is unlimited.
+	SendsPerSecond float64
 	// MaxConcurrentWorkflowTasks, MaxConcurrentLocalActivities and the
 	// pollers are the SDK's own knobs, named here so the benchmark can pin
 	// them to the same values on every worker it compares. Pollers left at
@@ -78,7 +79,7 @@ func New(c client.Client, taskQueue string, acts *activities.Activities, o Optio
 func SDKOptions(o Options) sdkworker.Options {
 	opts := sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      o.MaxConcurrentActivities,
-		TaskQueueActivitiesPerSecond:            o.ActivitiesPerSecond,
+		TaskQueueActivitiesPerSecond:            o.SendsPerSecond,
 		MaxConcurrentWorkflowTaskExecutionSize:  o.MaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: o.MaxConcurrentLocalActivities,
 		MaxConcurrentWorkflowTaskPollers:        o.WorkflowTaskPollers,

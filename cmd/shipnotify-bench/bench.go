@@ -108,7 +108,7 @@ func parseBenchFlags(e cli.Env, args []string) (benchFlags, error) {
 	fs.DurationVar(&f.outage, "outage", 5*time.Minute, "outage: how long the provider answers every call 503 while --n reminders a variant come due")
 	fs.IntVar(&f.outageN, "outage-n", 1000, "outage: reminders per variant, due uniformly during the outage")
 	fs.IntVar(&f.outagePairs, "outage-pairs", 2, "outage: rounds, each running both variants (provider-paced retries, and the old own backoff) at once")
-	fs.Float64Var(&f.rateCap, "rate-cap", 50, "outage: sends a second each variant's worker is held to, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND holds the product's")
+	fs.Float64Var(&f.rateCap, "rate-cap", 50, "outage: sends a second each variant's worker is held to, as SHIPNOTIFY_WORKER_SENDS_PER_SECOND holds the product's")
 	fs.IntVar(&f.pairs, "pairs", 5, "alternating rounds after each path's warm-up: every two paths meet as A B, B A, A B, ...")
 	fs.StringVar(&f.rate, "rate", "auto", "steady: reminders due a second, or auto: 0.8 × the lean baseline's burst drain rate (from this run's burst, --ceiling-from, or a quick lean burst)")
 	fs.DurationVar(&f.duration, "duration", 30*time.Second, "steady: how long reminders keep coming due")

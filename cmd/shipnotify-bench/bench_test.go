@@ -79,7 +79,7 @@ func TestBenchFlags(t *testing.T) {
 // the bench's own values replace the inherited ones.
 func TestWorkerEnv(t *testing.T) {
 	t.Parallel()
-	got := workerEnv([]string{"PATH=/bin", "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=5", "SHIPNOTIFY_WORKER_MAX_ACTIVITIES=7",
+	got := workerEnv([]string{"PATH=/bin", "SHIPNOTIFY_WORKER_SENDS_PER_SECOND=5", "SHIPNOTIFY_WORKER_MAX_ACTIVITIES=7",
 		"SHIPNOTIFY_METRICS_ADDR=:9090", "TEMPORAL_ADDRESS=a:1", "DATABASE_URL=postgres://x"},
 		"TEMPORAL_ADDRESS=b:2", "SHIPNOTIFY_METRICS_ADDR=off")
 	require.Equal(t, []string{"PATH=/bin", "DATABASE_URL=postgres://x", "TEMPORAL_ADDRESS=b:2", "SHIPNOTIFY_METRICS_ADDR=off"}, got)

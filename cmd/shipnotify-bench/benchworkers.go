@@ -78,7 +78,7 @@ func runBenchWorker(ctx context.Context, e cli.Env, args []string) error {
 	fs := cli.NewFlags(e, "worker", "worker --path naive|lean|full --task-queue Q [--rate-cap R] [--own-backoff] [worker settings]")
 	path := fs.String("path", "", "naive, lean or full")
 	queue := fs.String("task-queue", "", "the task queue to poll")
-	rateCap := fs.Float64("rate-cap", 0, "full: sends a second, as SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND sets the product's worker (the task queue's activity rate and the mirror's send slots); 0: no cap")
+	rateCap := fs.Float64("rate-cap", 0, "full: sends a second, as SHIPNOTIFY_WORKER_SENDS_PER_SECOND sets the product's worker (the task queue's activity rate and the mirror's send slots); 0: no cap")
 	localFirst := fs.Bool("local-first-attempt", false, "full: pin the retired fast path (workflows.ChangeLocalFirstAttempt at 1): the notify's first attempt runs as a local activity, as reminders of the releases before it was retired did")
 	ownBackoff := fs.Bool("own-backoff", false, "full: retries after a provider's failure wait the retry policy's own backoff (1 s doubling to 10 min), not the provider's outage: the old behaviour, for the outage workload")
 	var s workerSettings
@@ -106,9 +106,9 @@ func runBenchWorker(ctx context.Context, e cli.Env, args []string) error {
 	case bench.Full:
 		// The product's worker; its metrics served nowhere, as the baselines'.
 		// A rate cap is set where the worker command reads it.
-		d.Cfg.TaskQueue, d.Cfg.MetricsAddr, d.Cfg.WorkerActivitiesPerSecond = *queue, "", *rateCap
+		d.Cfg.TaskQueue, d.Cfg.MetricsAddr, d.Cfg.WorkerSendsPerSecond = *queue, "", *rateCap
 		o := s.options()
-		o.ActivitiesPerSecond = *rateCap
+		o.SendsPerSecond = *rateCap
 		if *localFirst {
 			o.Versions = map[string]workflow.Version{workflows.ChangeLocalFirstAttempt: 1}
 		}

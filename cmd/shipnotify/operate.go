@@ -45,11 +45,11 @@ func tenantFlag(fs *flag.FlagSet) *string {
 
 // tenantOf reads --tenant against the configured default tenant's name.
 func tenantOf(d *cli.Deps, name string) (string, error) {
-	tenant, err := reminder.ParseTenant("--tenant", name, d.Cfg.DefaultTenant)
+	tenant, err := reminder.ParseTenant("--tenant", name)
 	if err != nil {
 		return "", cli.UsageError{Err: err}
 	}
-	return tenant, nil
+	return tenant.ID(d.Cfg.DefaultTenant), nil
 }
 
 // tenantsOf reads a listing's --tenant: every tenant when it names none

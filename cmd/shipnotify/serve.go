@@ -24,6 +24,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/unsubscribe"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/webhook"
 )
@@ -220,8 +221,8 @@ func runAPIKey(_ context.Context, e cli.Env, args []string) error {
 	}
 	var attrs api.Attributes
 	if *tenant != "" {
-		if attrs.Tenant, err = api.ParseTenant(*tenant); err != nil {
-			return cli.Usagef("--tenant: %v", err)
+		if attrs.Tenant, err = reminder.ParseTenant("--tenant", *tenant); err != nil {
+			return cli.UsageError{Err: err}
 		}
 	}
 	if *expires != "" {

@@ -186,12 +186,12 @@ func TestAPIKeyWritesItsAttributes(t *testing.T) {
 	keys, err := api.ParseKeys(strings.NewReader(line))
 	require.NoError(t, err)
 	require.Equal(t, api.HashKey(key), keys[0].Hash)
-	require.Equal(t, "acme-eu", keys[0].Tenant)
+	require.Equal(t, "acme-eu", keys[0].Tenant.Name())
 	require.Equal(t, time.Date(2099, 1, 15, 7, 0, 0, 0, time.UTC), keys[0].Expires)
 	approvers, err := console.ParseApprovers(strings.NewReader(line))
 	require.NoError(t, err)
 	require.Len(t, approvers, 1)
-	require.Equal(t, "acme-eu", approvers[0].Tenant)
+	require.Equal(t, "acme-eu", approvers[0].Tenant.Name())
 	require.Equal(t, keys[0].Expires, approvers[0].Expires)
 }
 

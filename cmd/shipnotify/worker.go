@@ -27,7 +27,7 @@ func runWorker(ctx context.Context, e cli.Env, args []string) error {
 	worker.SetCacheSize(d.Cfg.WorkerCacheSize)
 	o := worker.Options{
 		MaxConcurrentActivities: d.Cfg.WorkerMaxActivities,
-		ActivitiesPerSecond:     d.Cfg.WorkerActivitiesPerSecond,
+		SendsPerSecond:          d.Cfg.WorkerSendsPerSecond,
 	}
 	return cli.ServeWorker(ctx, d, o, nil)
 }

@@ -135,11 +135,6 @@ func New(o Options) (*API, error) {
 	if a.defaultTenant == "" {
 		a.defaultTenant = reminder.DefaultTenantName
 	}
-	for _, k := range o.Keys {
-		if _, err := reminder.ParseTenant("key "+k.Name+": tenant", k.Tenant, a.defaultTenant); err != nil {
-			return nil, fmt.Errorf("api: %w", err)
-		}
-	}
 	a.SetKeys(o.Keys)
 	if o.Metrics != nil {
 		m, err := newRequestMetrics(o.Metrics)
@@ -191,11 +186,7 @@ func (a *API) SetKeys(keys []Key) {
 	ring := &keyring{keys: slices.Clone(keys), limiters: map[string]*rate.Limiter{}, tenants: map[string]string{}}
 	old := a.keys.Load()
 	for _, k := range keys {
-		// A tenant that is no id has no entry: its key acts for no tenant
-		// (ParseKeys and New refuse one; callerOf fails closed).
-		if tenant, err := reminder.ParseTenant("tenant", k.Tenant, a.defaultTenant); err == nil {
-			ring.tenants[k.Name] = tenant
-		}
+		ring.tenants[k.Name] = k.Tenant.ID(a.defaultTenant)
 		if old != nil && old.limiters[k.Name] != nil {
 			ring.limiters[k.Name] = old.limiters[k.Name]
 		} else {

@@ -222,11 +222,11 @@ func TestKeyAttributes(t *testing.T) {
 		"c read " + strings.Repeat("ef", 32) + "\n"))
 	require.NoError(t, err)
 	require.Len(t, keys, 3)
-	require.Equal(t, "acme-eu", keys[0].Tenant)
+	require.Equal(t, "acme-eu", keys[0].Tenant.Name())
 	require.Equal(t, time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC), keys[0].Expires, "a date is UTC midnight")
 	require.Equal(t, time.Date(2027, 1, 15, 8, 30, 0, 0, time.UTC), keys[1].Expires)
 	require.True(t, keys[1].Allows(api.ScopeAdmin))
-	require.Empty(t, keys[2].Tenant)
+	require.Empty(t, keys[2].Tenant.Name())
 	require.True(t, keys[2].Expires.IsZero(), "no expires: never")
 	require.Equal(t, "a read "+h+" tenant=acme-eu expires=2027-01-15", keys[0].Line())
 	for _, k := range keys {

@@ -48,9 +48,9 @@ type Key struct {
 	Name   string
 	Scopes []Scope
 	Hash   [sha256.Size]byte
-	// Tenant is the tenant the key belongs to, as written ("" is the
-	// default tenant).
-	Tenant string
+	// Tenant is the tenant the key belongs to, parsed once when the key
+	// was (the zero Tenant is the default tenant).
+	Tenant reminder.Tenant
 	// Expires is when the key stops working (zero: never).
 	Expires time.Time
 }
@@ -76,7 +76,7 @@ func (k *Key) Line() string {
 // (the console's approvers file has them too).
 type Attributes struct {
 	// Tenant is tenant=<name>: the tenant the key acts for.
-	Tenant string
+	Tenant reminder.Tenant
 	// Expires is expires=<RFC 3339 time, or a date: UTC midnight>.
 	Expires time.Time
 }
@@ -85,8 +85,8 @@ type Attributes struct {
 // or "" when there are none.
 func (a Attributes) String() string {
 	var b strings.Builder
-	if a.Tenant != "" {
-		b.WriteString(" tenant=" + a.Tenant)
+	if name := a.Tenant.Name(); name != "" {
+		b.WriteString(" tenant=" + name)
 	}
 	if !a.Expires.IsZero() {
 		b.WriteString(" expires=" + FormatExpiry(a.Expires))
@@ -117,14 +117,20 @@ func ParseAttributes(tokens []string) (Attributes, error) {
 		var err error
 		switch name {
 		case "expires":
-			a.Expires, err = ParseExpiry(value)
+			if a.Expires, err = ParseExpiry(value); err != nil {
+				return Attributes{}, fmt.Errorf("attribute %s: %w", name, err)
+			}
 		case "tenant":
-			a.Tenant, err = ParseTenant(value)
+			// The one parse of a key's (or an approver's) tenant; tenant=
+			// with nothing after it is a mistake, not the default tenant.
+			if value == "" {
+				return Attributes{}, errors.New("attribute tenant: want letters, digits, '.', '_' or '-', at most 64 (it is empty)")
+			}
+			if a.Tenant, err = reminder.ParseTenant("attribute tenant", value); err != nil {
+				return Attributes{}, err
+			}
 		default:
 			return Attributes{}, fmt.Errorf("unknown attribute %s (want expires or tenant)", name)
-		}
-		if err != nil {
-			return Attributes{}, fmt.Errorf("attribute %s: %w", name, err)
 		}
 	}
 	return a, nil
@@ -155,15 +161,6 @@ func FormatExpiry(t time.Time) string {
 
 // Expired reports whether an expiry (zero: never) has come at now.
 func Expired(expires, now time.Time) bool { return !expires.IsZero() && !now.Before(expires) }
-
-// ParseTenant checks a tenant's name as a line writes it: an id, as key
-// names are.
-func ParseTenant(s string) (string, error) {
-	if !reminder.IsID(s) {
-		return "", errors.New("want letters, digits, '.', '_' or '-', at most 64")
-	}
-	return s, nil
-}
 
 // IsGeneratedKey reports whether s has the form NewKey gives a key:
 // KeyPrefix and 256 bits in unpadded base64url (43 characters). Where only
@@ -201,11 +198,6 @@ func (k *Key) check() error {
 	}
 	if len(k.Scopes) == 0 {
 		return fmt.Errorf("key %s: no scope", k.Name)
-	}
-	if k.Tenant != "" {
-		if _, err := ParseTenant(k.Tenant); err != nil {
-			return fmt.Errorf("key %s: tenant: %w", k.Name, err)
-		}
 	}
 	for i, s := range k.Scopes {
 		if !slices.Contains(Scopes, s) {

@@ -19,6 +19,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // testEnv is the API over a real stack (the dev server, a private
@@ -70,7 +71,8 @@ func setup(t *testing.T, opts ...setupOption) *testEnv {
 	for name, scopes := range testKeys {
 		secret, k, err := api.NewKey(name, scopes)
 		require.NoError(t, err)
-		k.Tenant = testTenants[name]
+		k.Tenant, err = reminder.ParseTenant("tenant", testTenants[name])
+		require.NoError(t, err)
 		e.keys[name] = secret
 		o.Keys = append(o.Keys, k)
 	}

@@ -37,7 +37,7 @@ func (c *caller) anyTenant() bool { return c.key.Allows(ScopeAdmin) && !c.named 
 func (a *API) callerOf(r *http.Request, ring *keyring, k *Key) (*caller, *Problem) {
 	own, ok := ring.tenants[k.Name]
 	if !ok {
-		// ParseKeys and New refuse such a key; fail closed all the same.
+		// Every key in the ring has an entry; fail closed all the same.
 		return nil, problem(http.StatusForbidden, fmt.Sprintf("the API key %s names no valid tenant", k.Name))
 	}
 	c := &caller{key: k, tenant: own, ring: ring}
@@ -54,7 +54,8 @@ func (a *API) callerOf(r *http.Request, ring *keyring, k *Key) (*caller, *Proble
 	if named[0] == "" {
 		return nil, invalidParameter("tenant", "empty: give a value, or leave the parameter out")
 	}
-	tenant, err := reminder.ParseTenant("tenant", named[0], a.defaultTenant)
+	parsed, err := reminder.ParseTenant("tenant", named[0])
+	tenant := parsed.ID(a.defaultTenant)
 	if err != nil {
 		return nil, invalidParameter("tenant", "not a tenant: a tenant is an id (letters, digits, '.', '_', '-', at most 64)")
 	}

@@ -173,7 +173,7 @@ func NewActivities(cfg config.Config, store *mirror.Store) *activities.Activitie
 		}),
 		Webhook:        webhook.NewSender(webhook.Options{Guard: cfg.Webhooks, Now: time.Now}),
 		EvidenceWait:   cfg.UnconfirmedSendWait,
-		SendsPerSecond: cfg.WorkerActivitiesPerSecond,
+		SendsPerSecond: cfg.WorkerSendsPerSecond,
 	}
 	// Without a public URL and a key, escalations carry no decision links.
 	if l := cfg.Links(time.Now); l != nil {

@@ -89,9 +89,9 @@ type Config struct {
 	// WorkerMaxActivities bounds notify activities in flight per worker;
 	// the PostgreSQL pool is sized to match.
 	WorkerMaxActivities int
-	// WorkerActivitiesPerSecond caps deliveries across all workers of the
-	// task queue (the mail provider's rate limit); 0 is unlimited.
-	WorkerActivitiesPerSecond float64
+	// WorkerSendsPerSecond is the provider's rate cap: sends a second
+	// across all workers of the task queue; 0 is unlimited.
+	WorkerSendsPerSecond float64
 	// UnconfirmedSendWait is how long a maybe-sent email waits for
 	// SendGrid's event for its key before it is sent again under it.
 	UnconfirmedSendWait time.Duration
@@ -236,8 +236,8 @@ func Load(lookup Lookup) (Config, error) {
 	if c.WorkerMaxActivities, err = positiveInt(get("SHIPNOTIFY_WORKER_MAX_ACTIVITIES")); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_MAX_ACTIVITIES: %w", err)
 	}
-	if c.WorkerActivitiesPerSecond, err = strconv.ParseFloat(get("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND"), 64); err != nil || c.WorkerActivitiesPerSecond < 0 {
-		return Config{}, fmt.Errorf("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND: want a number of deliveries per second, 0 for no cap")
+	if c.WorkerSendsPerSecond, err = sendsPerSecond(lookup); err != nil {
+		return Config{}, err
 	}
 	if c.UnconfirmedSendWait, err = durationIn(get("SHIPNOTIFY_UNCONFIRMED_SEND_WAIT"), 0, 24*time.Hour); err != nil {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_UNCONFIRMED_SEND_WAIT: %w", err)
@@ -262,6 +262,47 @@ func Load(lookup Lookup) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// The rate cap's variable, and the name it had before: still read, so a
+// deployment that sets it keeps its cap.
+const (
+	sendsPerSecondVar           = "SHIPNOTIFY_WORKER_SENDS_PER_SECOND"
+	deprecatedSendsPerSecondVar = "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND"
+)
+
+// sendsPerSecond reads the rate cap from either of its names. Both set to
+// different caps is an error naming both: which one was meant is not ours
+// to guess, and the wrong one would over-send or starve.
+func sendsPerSecond(lookup Lookup) (float64, error) {
+	read := func(name string) (float64, bool, error) {
+		v, ok := lookup(name)
+		if !ok || v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 {
+			return 0, false, fmt.Errorf("%s: want a number of sends per second, 0 for no cap", name)
+		}
+		return n, true, nil
+	}
+	v, set, err := read(sendsPerSecondVar)
+	if err != nil {
+		return 0, err
+	}
+	old, oldSet, err := read(deprecatedSendsPerSecondVar)
+	switch {
+	case err != nil:
+		return 0, err
+	case set && oldSet && v != old:
+		return 0, fmt.Errorf("%s and %s (its deprecated name) set to different caps (%g and %g): set %s only",
+			sendsPerSecondVar, deprecatedSendsPerSecondVar, v, old, sendsPerSecondVar)
+	case set:
+		return v, nil
+	case oldSet:
+		return old, nil
+	}
+	return strconv.ParseFloat(variable(sendsPerSecondVar).Default, 64)
 }
 
 // ReadStatusEndpoints reads a status endpoints file

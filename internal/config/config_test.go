@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/config"
@@ -48,6 +49,8 @@ func TestDefaultsLoad(t *testing.T) {
 	require.Equal(t, 2000, c.WorkerCacheSize)
 	require.Equal(t, "127.0.0.1:9090", c.MetricsAddr, "loopback, as the API is: a deployment names the address its scraper reaches")
 	require.Equal(t, 30*time.Second, c.MetricsRefresh)
+	require.Equal(t, activities.DefaultEvidenceWait, c.UnconfirmedSendWait, "the evidence wait's default has one home")
+	require.Zero(t, c.WorkerSendsPerSecond, "no rate cap unless set")
 	require.Equal(t, api.DefaultRequestTimeout, c.APIRequestTimeout, "the API's request deadline defaults to its budget")
 	require.ErrorIs(t, c.RequireCodec(), config.ErrNoCodecKeys)
 	require.Error(t, c.RequireSender())
@@ -64,6 +67,7 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_METRICS_REFRESH":              "500ms",
 		"SHIPNOTIFY_WORKER_CACHE_SIZE":            "0",
 		"SHIPNOTIFY_WORKER_MAX_ACTIVITIES":        "many",
+		"SHIPNOTIFY_WORKER_SENDS_PER_SECOND":      "-1",
 		"SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "-1",
 		"SHIPNOTIFY_CODEC":                        "maybe",
 		"SHIPNOTIFY_CODEC_KEYS":                   "k:short",
@@ -82,6 +86,34 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		require.Error(t, err, name)
 		require.Contains(t, err.Error(), name, name)
 	}
+}
+
+// The rate cap is "sends per second": SHIPNOTIFY_WORKER_SENDS_PER_SECOND,
+// with its old name still read; both set to different caps is an error
+// naming both, and writes nothing.
+func TestTheRateCapIsReadUnderBothNames(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (config.Config, error) {
+		env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
+		return config.Load(lookup(env))
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want float64
+	}{
+		{map[string]string{"SHIPNOTIFY_WORKER_SENDS_PER_SECOND": "5"}, 5},
+		{map[string]string{"SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "7"}, 7},
+		{map[string]string{"SHIPNOTIFY_WORKER_SENDS_PER_SECOND": "2.5", "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "2.5"}, 2.5},
+		{map[string]string{"SHIPNOTIFY_WORKER_SENDS_PER_SECOND": "3", "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": ""}, 3},
+	} {
+		c, err := load(tc.env)
+		require.NoError(t, err, tc.env)
+		require.Equal(t, tc.want, c.WorkerSendsPerSecond, tc.env)
+	}
+	_, err := load(map[string]string{"SHIPNOTIFY_WORKER_SENDS_PER_SECOND": "5", "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND": "7"})
+	require.ErrorContains(t, err, "SHIPNOTIFY_WORKER_SENDS_PER_SECOND")
+	require.ErrorContains(t, err, "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND")
+	require.ErrorContains(t, err, "different")
 }
 
 // The mail API URL carries the API key, so plain http goes to loopback only.

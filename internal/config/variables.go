@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/workflows"
@@ -59,8 +61,9 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_METRICS_REFRESH", Default: "30s", Meaning: "how often the worker re-reads the mirror's gauges (reminders by state, oldest overdue); scrapes serve the last values and never query the mirror"},
 	{Name: "SHIPNOTIFY_WORKER_CACHE_SIZE", Default: "2000", Meaning: "reminders a worker keeps in memory (about 35 KB each)"},
 	{Name: "SHIPNOTIFY_WORKER_MAX_ACTIVITIES", Default: strconv.Itoa(DefaultWorkerMaxActivities), Meaning: "notify activities in flight per worker; the PostgreSQL pool is sized to match"},
-	{Name: "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND", Default: "0", Meaning: "cap on deliveries a second across all workers of the task queue (the provider's rate limit), held on the task queue and, exactly, in the mirror; 0: none"},
-	{Name: "SHIPNOTIFY_UNCONFIRMED_SEND_WAIT", Default: "5m", Meaning: "an email whose send may have reached SendGrid (no answer after the request left, or its worker died mid-call) waits this long for SendGrid's event for its key before it is sent again under the same key; an event settles it as sent (0s to 24h; 0s without the Event Webhook, where no event comes)"},
+	{Name: "SHIPNOTIFY_WORKER_SENDS_PER_SECOND", Default: "0", Meaning: "the provider's rate cap: sends a second across all workers of the task queue, held on the task queue and, exactly, in the mirror; 0: none"},
+	{Name: "SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND", Meaning: "deprecated: the old name of SHIPNOTIFY_WORKER_SENDS_PER_SECOND, still read when that is unset; both set to different values is an error"},
+	{Name: "SHIPNOTIFY_UNCONFIRMED_SEND_WAIT", Default: durationText(activities.DefaultEvidenceWait), Meaning: "an email whose send may have reached SendGrid (no answer after the request left, or its worker died mid-call) waits this long for SendGrid's event for its key before it is sent again under the same key; an event settles it as sent (0s to 24h; 0s without the Event Webhook, where no event comes)"},
 	{Name: "SHIPNOTIFY_CODEC", Default: "on", Meaning: "off runs without payload encryption; on with no keys refuses to talk to Temporal"},
 	{Name: "SHIPNOTIFY_CODEC_KEYS", Meaning: "payload keys, id:base64(32 bytes), comma-separated; the first seals, all open", Secret: true},
 	{Name: "SHIPNOTIFY_CODEC_KEYS_FILE", Meaning: "the same, from a file (one key a line, # comments)"},
@@ -83,6 +86,19 @@ var Variables = []Variable{
 	{Name: "SHIPNOTIFY_OUTCOME_GRACE", Default: "1h", Meaning: "the worker's gauge of the oldest email accepted without a final outcome (delivered, bounce, dropped) counts only those older than this"},
 	{Name: "SHIPNOTIFY_STATUS_ENDPOINTS_FILE", Meaning: "the tracker's endpoints serve posts status events to (signed Standard Webhooks: scheduled, sent, delivered, …), one `name url secret [events=type,…] [tenant=…]` a line (# comments); it holds the signing secrets, so keep it private; read when serve starts; none: no events are posted (GET /v1/reminders?updated_since= still works)"},
 	{Name: "SHIPNOTIFY_API_REQUEST_TIMEOUT", Default: "90s", Meaning: "deadline of one API request; at least 65s, above the 60 s a reschedule or decision may wait for its workflow"},
+}
+
+// durationText writes a default duration as people write it: "5m", not
+// time.Duration's "5m0s".
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // variable returns the table's entry for name; it panics on a name not in

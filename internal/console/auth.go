@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // Approver is one person who may log in: a name (recorded as the
@@ -27,8 +28,8 @@ type Approver struct {
 	Name    string
 	KeyHash [sha256.Size]byte
 	// Tenant is the tenant whose reminders the approver sees and decides,
-	// as written ("" is the default tenant).
-	Tenant string
+	// parsed once with the approver's line (the zero Tenant is the default).
+	Tenant reminder.Tenant
 	// Expires is when the key stops logging in, and its sessions end
 	// (zero: never).
 	Expires time.Time

@@ -37,7 +37,7 @@ alice approve %s
 	require.Len(t, got, 1, "only keys with the approve scope log in")
 	require.Equal(t, "alice", got[0].Name)
 	require.Equal(t, a, fmt.Sprintf("%x", got[0].KeyHash))
-	require.Empty(t, got[0].Tenant)
+	require.Empty(t, got[0].Tenant.Name())
 	require.True(t, got[0].Expires.IsZero(), "no expires: never")
 
 	// Attributes, as the API's key lines take them; admin is a scope.
@@ -46,7 +46,7 @@ alice approve %s
 			"bob approve,admin " + b + " expires=2027-01-15T10:30:00+02:00\n"))
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	require.Equal(t, "acme-eu", got[0].Tenant)
+	require.Equal(t, "acme-eu", got[0].Tenant.Name())
 	require.Equal(t, time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC), got[0].Expires, "a date is UTC midnight")
 	require.Equal(t, time.Date(2027, 1, 15, 8, 30, 0, 0, time.UTC), got[1].Expires)
 

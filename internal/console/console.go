@@ -142,12 +142,6 @@ func New(o Options) *Handler {
 	if o.DefaultTenant == "" {
 		o.DefaultTenant = reminder.DefaultTenantName
 	}
-	for _, a := range o.Approvers {
-		// ParseApprovers checked them: this is a caller's mistake.
-		if _, err := reminder.ParseTenant("approver "+a.Name+": tenant", a.Tenant, o.DefaultTenant); err != nil {
-			panic("console: " + err.Error())
-		}
-	}
 	c := &console{o: o, sessions: o.SessionKeys.Derive("console-session"), results: o.SessionKeys.Derive("console-result"), pages: parsePages(), log: o.Logger, logins: newThrottle()}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

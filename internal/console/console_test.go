@@ -101,7 +101,7 @@ func setupWith(t *testing.T, change func(*console.Options)) *fixture {
 		"# the API keys file's format\nalice approve,read %s\nbob approve %s\ncarol read %s\n",
 		hashOf(f.alice), hashOf(f.bob), hashOf(f.carol))))
 	require.NoError(t, err)
-	approvers = append(approvers, console.Approver{Name: "dora", KeyHash: sha256.Sum256([]byte(f.dora)), Tenant: "acme"})
+	approvers = append(approvers, console.Approver{Name: "dora", KeyHash: sha256.Sum256([]byte(f.dora)), Tenant: mustTenant(t, "acme")})
 
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
@@ -602,4 +602,12 @@ func TestApproversSeeAndDecideTheirTenantsOnly(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.Status, page.Body)
 	require.Equal(t, reminder.Scheduled, f.state(t, ours[0].ReminderID))
 	require.Equal(t, reminder.AwaitingApproval, f.state(t, theirs[0].ReminderID))
+}
+
+// mustTenant is a tenant named as an approvers file would name it.
+func mustTenant(t testing.TB, name string) reminder.Tenant {
+	t.Helper()
+	tenant, err := reminder.ParseTenant("tenant", name)
+	require.NoError(t, err)
+	return tenant
 }

@@ -37,7 +37,7 @@ func tenantSetup(t *testing.T, limit int) (f *fixture, tenant, key string) {
 	key = randomKey(t)
 	f = setupWith(t, func(o *console.Options) {
 		o.Limit = limit
-		o.Approvers = append(o.Approvers, console.Approver{Name: "erin", KeyHash: sha256.Sum256([]byte(key)), Tenant: tenant})
+		o.Approvers = append(o.Approvers, console.Approver{Name: "erin", KeyHash: sha256.Sum256([]byte(key)), Tenant: mustTenant(t, tenant)})
 	})
 	return f, tenant, key
 }

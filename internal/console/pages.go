@@ -225,15 +225,7 @@ func (c *console) groups(ctx context.Context, tenant string, rows []listed) ([]g
 }
 
 // tenantOf is the tenant an approver acts for.
-func (c *console) tenantOf(a Approver) string {
-	tenant, err := reminder.ParseTenant("tenant", a.Tenant, c.o.DefaultTenant)
-	if err != nil {
-		// ParseApprovers refuses such a name; fail closed all the same:
-		// no tenant is named so, and no row is found.
-		return "!"
-	}
-	return tenant
-}
+func (c *console) tenantOf(a Approver) string { return a.Tenant.ID(c.o.DefaultTenant) }
 
 // event is one audit-trail entry as the page shows it.
 type event struct {

@@ -127,11 +127,11 @@ func parseEndpoint(fields []string, o ParseOptions) (Endpoint, error) {
 				}
 			}
 		case "tenant":
-			t, err := reminder.ParseTenant("tenant", value, o.DefaultTenant)
+			t, err := reminder.ParseTenant("tenant", value)
 			if err != nil {
 				return fail("tenant", "want an id (letters, digits, '.', '_', '-', at most 64)")
 			}
-			e.Tenant = t
+			e.Tenant = t.ID(o.DefaultTenant)
 		}
 	}
 	return e, nil

@@ -47,7 +47,7 @@ type OutageOptions struct {
 	// Outage is how long the provider answers every call 503.
 	Outage time.Duration
 	// RateCap is the sends a second every variant's worker is held to
-	// (worker.Options.ActivitiesPerSecond and Activities.SendsPerSecond),
+	// (worker.Options.SendsPerSecond and Activities.SendsPerSecond),
 	// reported with the figures.
 	RateCap float64
 }

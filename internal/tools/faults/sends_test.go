@@ -37,7 +37,7 @@ func TestASlowMailAPIGetsEachKeyOnce(t *testing.T) {
 	require.Equal(t, len(results), s.Mail.Requests(), "no call was made twice")
 }
 
-// With a cap of 2 deliveries a second (SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND)
+// With a cap of 2 deliveries a second (SHIPNOTIFY_WORKER_SENDS_PER_SECOND)
 // 30 reminders due at one instant reach the mail API over at least 12 s,
 // never more than 4 in any second: the cap holds on the task queue and,
 // exactly, in the mirror, whichever partition or path reached a worker.
@@ -46,7 +46,7 @@ func TestASlowMailAPIGetsEachKeyOnce(t *testing.T) {
 func TestTheRateCapHoldsForABurst(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
-	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=2"), testenv.Binary(t), "worker")
+	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_SENDS_PER_SECOND=2"), testenv.Binary(t), "worker")
 	results, err := s.Starter.Schedule(context.Background(), emailUpdate(t, 30, time.Now().Add(2*time.Second), 0))
 	require.NoError(t, err)
 	waitAll(t, s, results, 3*time.Minute)
@@ -125,7 +125,7 @@ func TestAWebUICancelDuringASendEndsCancelledWithOneNotice(t *testing.T) {
 func TestACancelDuringTheSlotWaitSendsNothing(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
-	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=0.2"), testenv.Binary(t), "worker")
+	worker := testenv.StartProcess(t, s.Env("SHIPNOTIFY_WORKER_SENDS_PER_SECOND=0.2"), testenv.Binary(t), "worker")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	slots := testenv.HoldSendRate(t, s.DB)

@@ -27,6 +27,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/tools/balancer"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -49,7 +50,7 @@ func tenantName(tenant string) string {
 	return tenant
 }
 
-// RateCap is the provider's rate cap (SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND)
+// RateCap is the provider's rate cap (SHIPNOTIFY_WORKER_SENDS_PER_SECOND)
 // the workers are restarted with partway through the run: about the
 // workload's mean rate of sends, so its bursts wait for slots.
 const RateCap = 3.0
@@ -123,7 +124,9 @@ func Start(t testing.TB) *Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key.Tenant = tenant
+		if key.Tenant, err = reminder.ParseTenant("tenant", tenant); err != nil {
+			t.Fatal(err)
+		}
 		e.APIKeys[tenant] = secret
 		lines = append(lines, key.Line())
 	}
@@ -211,7 +214,7 @@ func (e *Env) ProcessEnv(extra ...string) []string {
 // start of a worker keeps it.
 func (e *Env) RateCapOn() {
 	e.T.Helper()
-	env := e.ProcessEnv("SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=" + strconv.FormatFloat(RateCap, 'f', -1, 64))
+	env := e.ProcessEnv("SHIPNOTIFY_WORKER_SENDS_PER_SECOND=" + strconv.FormatFloat(RateCap, 'f', -1, 64))
 	e.mu.Lock()
 	e.env = env
 	e.mu.Unlock()

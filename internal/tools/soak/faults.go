@@ -220,7 +220,7 @@ func (f *Faults) runKills(ctx context.Context) {
 			capped = true
 			release := f.hold(part("worker", 0), part("worker", 1))
 			fl := Fault{At: time.Now(), Kind: FaultRateCap, Target: "workers",
-				Detail: fmt.Sprintf("the workers restarted one at a time (SIGTERM) with SHIPNOTIFY_WORKER_ACTIVITIES_PER_SECOND=%g", RateCap)}
+				Detail: fmt.Sprintf("the workers restarted one at a time (SIGTERM) with SHIPNOTIFY_WORKER_SENDS_PER_SECOND=%g", RateCap)}
 			f.env.RateCapOn()
 			f.record(fl)
 			release()

@@ -123,8 +123,21 @@ less each pool's spare 4, and at most the binary's default.
 {{- if and .Values.serve.ingress.enabled (not .Values.serve.ingress.tlsSecretName) }}
 {{- fail "serve.ingress.tlsSecretName: the ingress carries API keys and console sessions, so it needs TLS; name the Secret with its certificate" }}
 {{- end }}
+{{- if and (hasKey .Values.worker "activitiesPerSecond") (ne (toString .Values.worker.activitiesPerSecond) (toString .Values.worker.sendsPerSecond)) (ne (toString .Values.worker.sendsPerSecond) "0") }}
+{{- fail (printf "worker.sendsPerSecond (%v) and worker.activitiesPerSecond (%v, its deprecated name) set to different caps: set worker.sendsPerSecond only" .Values.worker.sendsPerSecond .Values.worker.activitiesPerSecond) }}
+{{- end }}
 {{- if and .Values.config.publicURL (not (hasPrefix "https://" .Values.config.publicURL)) }}
 {{- fail (printf "config.publicURL: %q must be https (the console's cookies and the escalation links need it)" .Values.config.publicURL) }}
+{{- end }}
+{{- end }}
+
+{{/* sendsPerSecond is the provider's rate cap: worker.sendsPerSecond, or
+worker.activitiesPerSecond, its deprecated name, when only that is set. */}}
+{{- define "shipnotify.sendsPerSecond" -}}
+{{- if and (hasKey .Values.worker "activitiesPerSecond") (eq (toString .Values.worker.sendsPerSecond) "0") }}
+{{- .Values.worker.activitiesPerSecond }}
+{{- else }}
+{{- .Values.worker.sendsPerSecond }}
 {{- end }}
 {{- end }}
 
