@@ -119,25 +119,33 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 		}
 		f.AfterDueAt, f.AfterID = c.DueAt, c.ID
 	}
-	// One row more than the page says whether another page follows.
-	size := f.Limit
-	f.Limit++
-	rows, err := a.st.Mirror.List(r.Context(), f)
+	var page Page
+	rows, next, err := onePage(f.Limit, func(limit int) ([]mirror.Row, error) {
+		f.Limit = limit
+		return a.st.Mirror.List(r.Context(), f)
+	}, func(last mirror.Row) string { return cursor{DueAt: last.DueAt, ID: last.ID}.String() })
 	if err != nil {
 		return err
 	}
-	var page Page
-	if len(rows) > size {
-		rows = rows[:size]
-		last := rows[size-1]
-		page.NextCursor = cursor{DueAt: last.DueAt, ID: last.ID}.String()
-	}
+	page.NextCursor = next
 	page.Reminders = RemindersOf(rows)
 	if page.Reminders == nil {
 		page.Reminders = []Reminder{}
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
+}
+
+// onePage fetches one row more than a page of size holds: the extra row
+// says whether another page follows, and the page's last row names the
+// cursor to it (next is "" on the last page).
+func onePage[T any](size int, fetch func(limit int) ([]T, error), cursorOf func(last T) string) (rows []T, next string, err error) {
+	rows, err = fetch(size + 1)
+	if err != nil || len(rows) <= size {
+		return rows, "", err
+	}
+	rows = rows[:size]
+	return rows, cursorOf(rows[size-1]), nil
 }
 
 // parseLimit reads a page size (DefaultPageSize when absent).

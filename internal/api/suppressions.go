@@ -98,18 +98,17 @@ func (a *API) listSuppressions(w http.ResponseWriter, r *http.Request, c *caller
 			return invalidParameter("cursor", "not a cursor this API gave out")
 		}
 	}
-	size := f.Limit
-	f.Limit++
-	rows, err := a.st.Mirror.Suppressions(r.Context(), f)
+	var page SuppressionPage
+	rows, next, err := onePage(f.Limit, func(limit int) ([]mirror.Suppression, error) {
+		f.Limit = limit
+		return a.st.Mirror.Suppressions(r.Context(), f)
+	}, func(last mirror.Suppression) string {
+		return suppressionCursor{At: last.SuppressedAt, Tenant: last.Tenant, Hash: last.AddressSHA256}.String()
+	})
 	if err != nil {
 		return err
 	}
-	var page SuppressionPage
-	if len(rows) > size {
-		rows = rows[:size]
-		last := rows[size-1]
-		page.NextCursor = suppressionCursor{At: last.SuppressedAt, Tenant: last.Tenant, Hash: last.AddressSHA256}.String()
-	}
+	page.NextCursor = next
 	page.Suppressions = make([]Suppression, len(rows))
 	for i, s := range rows {
 		page.Suppressions[i] = SuppressionOf(s, reminder.TenantName(s.Tenant, a.defaultTenant))
