@@ -114,6 +114,13 @@ type Starter struct {
 	// and a worker's pinned versions (worker.Options.Versions) decide their
 	// path: the benchmark's full-local, and tests of those paths.
 	Unleveled bool
+	// DelayedStart starts a reminder that needs no approval with Temporal's
+	// start delay (StartWorkflowOptions.StartDelay) up to its due time
+	// instead of a first workflow task that sleeps on a timer: the engine
+	// holds the execution and dispatches its first task at the due time, so
+	// a delivered reminder records no timer and one workflow task fewer.
+	// Approval reminders act before their due time and always start at once.
+	DelayedStart bool
 
 	// afterMirror, when set (by tests), runs between the mirror write and the
 	// workflow starts; an error aborts there, as a crash would.
@@ -458,6 +465,7 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.W
 	}
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       r.WorkflowID,
+		StartDelay:               s.startDelay(r),
 		TaskQueue:                s.TaskQueue,
 		WorkflowIDReusePolicy:    reuse,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
@@ -484,6 +492,17 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.W
 		return "", err
 	}
 	return Scheduled, nil
+}
+
+// startDelay is how long the engine holds r's first workflow task: until
+// its due time for a reminder that needs no approval when DelayedStart is
+// set, else 0 (at once). The workflow sleeps on a timer for whatever is
+// left when its first task runs early, and sends at once when it runs late.
+func (s *Starter) startDelay(r mirror.NewReminder) time.Duration {
+	if !s.DelayedStart || r.Approval.Required {
+		return 0
+	}
+	return max(r.DueAt.Sub(s.now()), 0)
 }
 
 // collided says whose the workflow a start collided with is. The row is
