@@ -373,21 +373,18 @@ func (s *Starter) settleInWorkflow(ctx context.Context, d *Divergence, row mirro
 	}
 }
 
-// liveStatus asks a running reminder where it stands; when no worker
-// answers in time it reads the search attributes the workflow upserts
-// after each mirror write.
+// liveStatus asks a running reminder where it stands (LiveStatus); when no
+// worker answers in time it reads the search attributes the workflow
+// upserts after each mirror write.
 func (s *Starter) liveStatus(ctx context.Context, row mirror.Row, sa *commonpb.SearchAttributes, wait time.Duration) (workflows.Status, error) {
 	if wait <= 0 {
 		wait = defaultQueryWait
 	}
 	qctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var st workflows.Status
-	v, err := s.Temporal.QueryWorkflow(qctx, row.WorkflowID, "", workflows.QueryStatus)
+	st, err := LiveStatus(qctx, s.Temporal, row)
 	if err == nil {
-		if err = v.Get(&st); err == nil {
-			return st, nil
-		}
+		return st, nil
 	}
 	if ctx.Err() != nil {
 		return st, ctx.Err()

@@ -255,6 +255,11 @@ type Status struct {
 	// TransitionCount counts them all. The mirror's events keep every one.
 	Transitions     []Transition
 	TransitionCount int
+	// WaitingUntil is set only for a workflow the engine holds in its start
+	// delay: it has run no task, so this account is not the workflow's but
+	// what its start recorded (starter.LiveStatus), and the engine runs its
+	// first task at WaitingUntil. The workflow itself never sets it.
+	WaitingUntil time.Time `json:",omitzero"`
 }
 
 // ApprovalStatus is where a reminder stands on approval.

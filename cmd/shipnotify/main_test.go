@@ -371,8 +371,8 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	require.Regexp(t, `\n  \S*shipnotify\S* list --shipment SHP-1001\n`, stdout)
 }
 
-// The branches from the command line: show's live status, approve,
-// reschedule (and its refusals), cancel.
+// The branches from the command line: show's live status (in the start
+// delay too), approve, reschedule (and its refusals), cancel.
 func TestOperateFromTheCommandLine(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t)
@@ -392,6 +392,16 @@ func TestOperateFromTheCommandLine(t *testing.T) {
 	require.Contains(t, stdout, "Live")
 	require.Contains(t, stdout, "awaiting_approval")
 	require.Contains(t, stdout, "none yet")
+
+	// A plain reminder in its start delay: no worker has run it, and show
+	// says it waits for its due time instead of failing on the query.
+	code, stdout, stderr = c.run(t, "", "show", later.ReminderID)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Live (in its start delay, from what its start recorded):")
+	require.Regexp(t, `  Waiting +due at \S+, waiting: the engine holds the workflow until `, stdout)
+	code, stdout, stderr = c.run(t, "", "show", "--json", later.ReminderID)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"WaitingUntil": "`)
 
 	code, stdout, stderr = c.run(t, "", "approve", "--reminder", gated.ReminderID, "--reason", "checked")
 	require.Equal(t, 0, code, stderr)

@@ -20,6 +20,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -113,13 +114,9 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 			out.Workflow.CloseTime = &ct
 		}
 		if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			v, err := tc.QueryWorkflow(ctx, row.WorkflowID, "", workflows.QueryStatus)
+			live, err := starter.LiveStatus(ctx, tc, row)
 			if err != nil {
 				return fmt.Errorf("error querying the workflow's status: %w", err)
-			}
-			var live workflows.Status
-			if err := v.Get(&live); err != nil {
-				return fmt.Errorf("error reading the workflow's status: %w", err)
 			}
 			out.Live = &live
 		}
@@ -175,8 +172,15 @@ func printShow(e cli.Env, out showOutput) error {
 		return err
 	}
 	if l := out.Live; l != nil {
-		fmt.Fprintln(e.Stdout, "\nLive (the running workflow's status query):")
+		if l.WaitingUntil.IsZero() {
+			fmt.Fprintln(e.Stdout, "\nLive (the running workflow's status query):")
+		} else {
+			fmt.Fprintln(e.Stdout, "\nLive (in its start delay, from what its start recorded):")
+		}
 		tw = tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+		if !l.WaitingUntil.IsZero() {
+			fmt.Fprintf(tw, "  Waiting\t%s\n", starter.Waiting(*l))
+		}
 		fmt.Fprintf(tw, "  State\t%s\n", l.State)
 		fmt.Fprintf(tw, "  Due\t%s\n", l.DueAt.UTC().Format(time.RFC3339Nano))
 		fmt.Fprintf(tw, "  Delivery key\t%s\n", l.DeliveryKey)

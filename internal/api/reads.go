@@ -18,7 +18,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
-	"github.com/shipnotify/shipnotify/workflows"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 // Page sizes of GET /v1/reminders.
@@ -300,6 +300,10 @@ type LiveStatus struct {
 	// (the events keep every one).
 	Transitions     []LiveTransition `json:"transitions"`
 	TransitionCount int              `json:"transition_count"`
+	// WaitingUntil is set while the engine holds the workflow in its start
+	// delay: no worker has run it, so this account is what its start
+	// recorded, and the engine runs it at this time (its due time).
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
 }
 
 // LiveApproval is where a reminder stands on approval.
@@ -368,7 +372,7 @@ func (a *API) getReminder(w http.ResponseWriter, r *http.Request, c *caller) err
 			view.Workflow.CloseTime = ptr(t.AsTime())
 		}
 		if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			view.Live, err = a.liveStatus(ctx, row.WorkflowID)
+			view.Live, err = a.liveStatus(ctx, row)
 			if err != nil {
 				view.LiveError = "the workflow did not answer its status query (is a worker running?)"
 				a.log.WarnContext(ctx, "status query failed", "workflow_id", row.WorkflowID, "error", err)
@@ -381,15 +385,11 @@ func (a *API) getReminder(w http.ResponseWriter, r *http.Request, c *caller) err
 
 // liveStatus asks a running workflow for its own account, for at most
 // StatusQueryTimeout.
-func (a *API) liveStatus(ctx context.Context, workflowID string) (*LiveStatus, error) {
+func (a *API) liveStatus(ctx context.Context, row mirror.Row) (*LiveStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, StatusQueryTimeout)
 	defer cancel()
-	v, err := a.st.Temporal.QueryWorkflow(ctx, workflowID, "", workflows.QueryStatus)
+	s, err := starter.LiveStatus(ctx, a.st.Temporal, row)
 	if err != nil {
-		return nil, err
-	}
-	var s workflows.Status
-	if err := v.Get(&s); err != nil {
 		return nil, err
 	}
 	live := &LiveStatus{
@@ -402,6 +402,9 @@ func (a *API) liveStatus(ctx context.Context, workflowID string) (*LiveStatus, e
 	}
 	if !s.Approval.ExpiresAt.IsZero() {
 		live.Approval.ExpiresAt = ptr(s.Approval.ExpiresAt)
+	}
+	if !s.WaitingUntil.IsZero() {
+		live.WaitingUntil = ptr(s.WaitingUntil)
 	}
 	if d := s.Approval.Decision; d != nil {
 		live.Approval.Decision = &LiveDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At, Key: d.Key}

@@ -14,6 +14,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 // emailUpdate is an update of n email subscribers all due at due.
@@ -159,9 +160,10 @@ func subscriberIDs(rows []api.Reminder) []string {
 }
 
 // One reminder: its row, its audit trail, its workflow's status and the
-// running workflow's own account; without a worker to answer, the mirror's
-// account still comes, saying why the live one does not; after the
-// workflow ends, its final status.
+// running workflow's own account; in its start delay, before any worker
+// ran it, the account its start recorded, saying it waits; without a
+// worker to answer, the mirror's account still comes, saying why the live
+// one does not; after the workflow ends, its final status.
 func TestGetReminder(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -181,10 +183,25 @@ func TestGetReminder(t *testing.T) {
 	require.Equal(t, reminder.Scheduled, v.Live.State)
 	require.True(t, due.Equal(v.Live.DueAt))
 	require.Equal(t, v.Reminder.DeliveryKey, v.Live.DeliveryKey)
+	require.NotNil(t, v.Live.WaitingUntil, "in its start delay: the engine runs it at its due time")
+	require.WithinDuration(t, due, *v.Live.WaitingUntil, time.Second)
+	require.Equal(t, 1, v.Live.TransitionCount)
+	require.Equal(t, "scheduled", v.Live.Transitions[0].Event)
 
 	resp := e.do(t, "GET", "/v1/shipments/"+shipment+"/updates/eta-1/reminders/nobody", "reader", nil)
 	require.Equal(t, http.StatusNotFound, resp.status)
 	resp.problem(t)
+
+	// A reschedule wakes it: from then on the workflow answers for itself.
+	moved := due.Add(time.Hour)
+	outs := outcomes(t, e.do(t, "POST", path+"/reschedule", "operator", map[string]any{"due_at": moved.Format(time.RFC3339)}))
+	require.Equal(t, starter.StatusRescheduled, outs[0].Status, outs[0].Error)
+	v = api.ReminderView{}
+	e.do(t, "GET", path, "reader", nil).decode(t, &v)
+	require.NotNil(t, v.Live, v.LiveError)
+	require.Nil(t, v.Live.WaitingUntil, "a worker has run it")
+	require.True(t, moved.Equal(v.Live.DueAt))
+	require.Equal(t, 1, v.Live.Reschedules)
 
 	// No worker: the status query goes unanswered; the rest still comes.
 	e.Worker.Stop()

@@ -12,8 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
-	"github.com/shipnotify/shipnotify/workflows"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 // Quiesce waits, up to within, until every stored reminder is final in
@@ -219,23 +220,19 @@ SELECT endpoint, event_id, reminder_id, seq, type, status, attempts, coalesce(la
 // closed workflow answers it too, replayed by a worker).
 func (e *Env) workflowViews(ctx context.Context, s *Snapshot) error {
 	for id := range FailureAnswered(*s) {
-		var wid string
+		var row mirror.Row
 		for _, r := range s.Rows {
 			if r.ID == id {
-				wid = r.WorkflowID
+				row = mirror.Row{ID: r.ID, SubscriberID: r.Subscriber, State: r.State, DueAt: r.DueAt, WorkflowID: r.WorkflowID}
 			}
 		}
-		if wid == "" {
+		if row.WorkflowID == "" {
 			continue
 		}
 		v := WorkflowView{}
 		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		resp, err := e.Stack.Temporal.QueryWorkflow(qctx, wid, "", workflows.QueryStatus)
+		st, err := starter.LiveStatus(qctx, e.Stack.Temporal, row)
 		cancel()
-		var st workflows.Status
-		if err == nil {
-			err = resp.Get(&st)
-		}
 		if err != nil {
 			v.Err = err.Error()
 		} else {
