@@ -112,7 +112,10 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	// webhook receiver is on this machine.
 	cfg.SendGridAPIKey, cfg.SendGridBaseURL = apiKey, mails.URL()
 	cfg.Webhooks = webhook.Guard{AllowLoopback: true}
-	st := &starter.Starter{Temporal: tc, Namespace: cfg.Temporal.Namespace, Mirror: store, TaskQueue: *taskQueue, Webhooks: cfg.Webhooks, Now: time.Now}
+	st := &starter.Starter{
+		Temporal: tc, Namespace: cfg.Temporal.Namespace, Mirror: store, TaskQueue: *taskQueue, Webhooks: cfg.Webhooks, Now: time.Now,
+		DelayedStart: cfg.DelayedStart,
+	}
 	acts := cli.NewActivities(cfg, store)
 	var front *demoFront
 	if *serveAddr != "" {

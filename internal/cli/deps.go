@@ -114,7 +114,10 @@ func (d *Deps) Temporal(ctx context.Context) (client.Client, error) {
 
 // NewStarter is a starter on the configured task queue, not yet connected.
 func (d *Deps) NewStarter() *starter.Starter {
-	return &starter.Starter{Namespace: d.Cfg.Temporal.Namespace, TaskQueue: d.Cfg.TaskQueue, Webhooks: d.Cfg.Webhooks, Now: time.Now}
+	return &starter.Starter{
+		Namespace: d.Cfg.Temporal.Namespace, TaskQueue: d.Cfg.TaskQueue, Webhooks: d.Cfg.Webhooks, Now: time.Now,
+		DelayedStart: d.Cfg.DelayedStart,
+	}
 }
 
 // Starter connects a starter to the mirror and Temporal.

@@ -56,6 +56,9 @@ type Config struct {
 	// or a profile in the Temporal config file.
 	Temporal  client.Options
 	TaskQueue string
+	// DelayedStart starts reminders that need no approval with Temporal's
+	// start delay (starter.Starter.DelayedStart).
+	DelayedStart bool
 	// DefaultTenant is the default tenant's name (reminder.ParseTenant).
 	DefaultTenant string
 
@@ -185,6 +188,9 @@ func Load(lookup Lookup) (Config, error) {
 		c.Temporal.Namespace = "default"
 	}
 	c.TaskQueue = get("SHIPNOTIFY_TASK_QUEUE")
+	if c.DelayedStart, err = parseBool(get("SHIPNOTIFY_DELAYED_START")); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_DELAYED_START: %w", err)
+	}
 	if c.DefaultTenant = get("SHIPNOTIFY_DEFAULT_TENANT"); !reminder.IsID(c.DefaultTenant) {
 		return Config{}, fmt.Errorf("SHIPNOTIFY_DEFAULT_TENANT: want an id (letters, digits, '.', '_', '-', at most 64)")
 	}
