@@ -64,8 +64,15 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
     \"subscribers\":[{\"id\":\"ops\",\"channel\":\"email\",\"email\":\"ops@shipper.example\",\"due_at\":\"$due\"}]}" \
     | SHIPNOTIFY_TASK_QUEUE=$queue .dev/bin/shipnotify schedule >/dev/null
   workflow="reminder/$shipment/window-1/ops"
+  # It starts in its start delay (the default), which its details say; a
+  # reschedule a day later wakes it, so it sleeps on a timer and shows
+  # what it waits for as current details.
+  moved_epoch=$(( due_epoch + 86400 ))
+  SHIPNOTIFY_TASK_QUEUE=$queue .dev/bin/shipnotify reschedule --reminder "$shipment/window-1/ops" \
+    --due-at "$(date -u -d "@$moved_epoch" +%Y-%m-%dT%H:%M:%SZ)" >/dev/null
   status=0
   SHIPMENT_ID="$shipment" WORKFLOW_ID="$workflow" DUE_TEXT="$due_text" OUT_DIR="'"$root"'/out" \
+    MOVED_DUE_TEXT="$(date -u -d "@$moved_epoch" "+%Y-%m-%d %H:%M UTC")" \
     PERSONAL="ops@shipper.example|Ms Privacy|Gate code" \
     node ui-test/webui.mjs || status=$?
   "$SHIPNOTIFY_DEV_TEMPORAL_BIN" workflow terminate --address "$TEMPORAL_ADDRESS" -w "$workflow" --reason "ui test over" >/dev/null || true

@@ -452,11 +452,10 @@ func TestAWindowMoveMovesAReminderThatNeverStarted(t *testing.T) {
 	require.Len(t, results, 1)
 	terminateAtCleanup(t, s, results[0].WorkflowID)
 	require.True(t, results[0].DueAt.Equal(want), "started from the moved row")
-	v, err := s.Temporal.QueryWorkflow(ctx, results[0].WorkflowID, "", workflows.QueryStatus)
+	st, err := starter.LiveStatus(ctx, s.Temporal, row(t, s, results[0].ReminderID))
 	require.NoError(t, err)
-	var st workflows.Status
-	require.NoError(t, v.Get(&st))
 	require.True(t, st.DueAt.Equal(want), "the workflow sleeps until the moved due time, not the old one: %s", st.DueAt)
+	require.WithinDuration(t, want, st.WaitingUntil, time.Second, "the engine holds it until the moved due time")
 }
 
 // A window move lands between a start's read of the row and its mark: the

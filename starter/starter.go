@@ -463,9 +463,10 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.W
 	if s.Unleveled {
 		in.Level = 0
 	}
+	delay := s.startDelay(r)
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       r.WorkflowID,
-		StartDelay:               s.startDelay(r),
+		StartDelay:               delay,
 		TaskQueue:                s.TaskQueue,
 		WorkflowIDReusePolicy:    reuse,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
@@ -477,7 +478,7 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.W
 		// Ids and the due time only, as the search attributes: the Web UI
 		// shows them through the codec server.
 		StaticSummary: workflows.ReminderSummary(in),
-		StaticDetails: workflows.ReminderDetails(in),
+		StaticDetails: workflows.ReminderDetails(in, delay > 0),
 		// Without this the SDK hands back the running workflow as if it were new.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, workflows.ReminderWorkflowName, in)

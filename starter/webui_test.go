@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
@@ -63,7 +64,8 @@ func waitForDetails(t *testing.T, s *testenv.Stack, workflowID, prefix string) s
 // The Web UI shows each reminder's ids and due time (its static summary
 // and details) and what it waits for (its current details): awaiting
 // approval, sleeping until the due time, the new due time after a
-// reschedule. None of it carries the subscriber's address or URL, the
+// reschedule; a reminder in its start delay, which no worker has run, says
+// so in its static details and shows its due time as its Execution Time. None of it carries the subscriber's address or URL, the
 // secret or the message.
 func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 	t.Parallel()
@@ -106,13 +108,30 @@ func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 	}
 	_, details := userMetadata(t, s, approval.WorkflowID)
 	require.Contains(t, details, "**Approval:** required: escalates 1d after scheduling, expires 3d after scheduling")
+	require.Contains(t, details, "(a reschedule moves it: see Current Details)", "an approval reminder starts at once")
 	_, details = userMetadata(t, s, hook.WorkflowID)
 	require.Contains(t, details, "**Approval:** not required")
 
 	waiting := waitForDetails(t, s, approval.WorkflowID, "Waiting for approval until ")
 	require.Contains(t, waiting, "(escalates at ")
 	require.True(t, strings.HasSuffix(waiting, "; then due at "+dueText), waiting)
-	require.Equal(t, "Sleeping until due at "+dueText, waitForDetails(t, s, hook.WorkflowID, "Sleeping"))
+
+	// The plain reminder is in its start delay: no worker has run it, so it
+	// has no current details; its static details say why, and its
+	// Execution Time is its due time.
+	require.Contains(t, details, "**Due at start:** "+dueText+" (start delay: no Current Details until then)")
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, hook.WorkflowID, "")
+	require.NoError(t, err)
+	require.WithinDuration(t, due, desc.GetWorkflowExecutionInfo().GetExecutionTime().AsTime(), time.Second)
+	_, err = s.Temporal.QueryWorkflow(ctx, hook.WorkflowID, "", queryWorkflowMetadata)
+	var notReady *serviceerror.WorkflowNotReady
+	require.ErrorAs(t, err, &notReady, "no worker has run it")
+	hookMoved := due.Add(2 * time.Hour)
+	out, err := s.Starter.RescheduleReminder(ctx, "", hook.ReminderID, hookMoved, starter.Actor{By: "ops"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusRescheduled, out.Status, out.Error)
+	require.Equal(t, "Sleeping until due at "+hookMoved.Format("2006-01-02 15:04 UTC"), currentDetails(t, s, hook.WorkflowID),
+		"a reschedule wakes it, and it sleeps on a timer from then")
 
 	outs, err := s.Starter.Decide(ctx, starter.Selection{ReminderID: approval.ReminderID}, true, starter.Actor{By: "alice"})
 	require.NoError(t, err)
@@ -120,7 +139,7 @@ func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 	require.Equal(t, "Sleeping until due at "+dueText, waitForDetails(t, s, approval.WorkflowID, "Sleeping"))
 
 	moved := due.Add(26 * time.Hour)
-	out, err := s.Starter.RescheduleReminder(ctx, "", approval.ReminderID, moved, starter.Actor{By: "ops"})
+	out, err = s.Starter.RescheduleReminder(ctx, "", approval.ReminderID, moved, starter.Actor{By: "ops"})
 	require.NoError(t, err)
 	require.Equal(t, starter.StatusRescheduled, out.Status)
 	require.Equal(t, "Sleeping until due at "+moved.Format("2006-01-02 15:04 UTC"), currentDetails(t, s, approval.WorkflowID),

@@ -13,8 +13,10 @@ const ui = process.env.UI_URL ?? process.env.SHIPNOTIFY_DEV_UI_URL ?? 'http://lo
 const namespace = process.env.TEMPORAL_NAMESPACE ?? 'default';
 const shipment = mustEnv('SHIPMENT_ID');
 const workflowId = mustEnv('WORKFLOW_ID');
-// The due time as the summary and current details print it.
+// The due time at start, as the summary and details print it, and the due
+// time a reschedule moved it to, as the current details print it.
 const dueText = mustEnv('DUE_TEXT');
+const movedDueText = mustEnv('MOVED_DUE_TEXT');
 // What the update carried that must never show: the address and the message.
 const personal = (process.env.PERSONAL ?? '').split('|').filter(Boolean);
 const outDir = process.env.OUT_DIR ?? 'out';
@@ -120,11 +122,12 @@ try {
   await page.waitForURL(/\/user-metadata$/, { timeout: 30_000 });
   const reminderId = workflowId.replace(/^reminder\//, '');
   const summary = `Reminder ${reminderId} due ${dueText}`;
-  const sleeping = `Sleeping until due at ${dueText}`;
+  const sleeping = `Sleeping until due at ${movedDueText}`;
   const texts = await waitForFrames(page, (ts) => ts.includes(summary) && ts.includes(sleeping));
   check(texts.includes(summary), `the summary reads "${summary}"`);
   const details = texts.find((t) => t.includes('Shipment:')) ?? '';
-  for (const want of [`Shipment: ${shipment}`, 'Update: window-1', 'Subscriber: ops', `Due at start: ${dueText}`, 'Approval: not required']) {
+  for (const want of [`Shipment: ${shipment}`, 'Update: window-1', 'Subscriber: ops',
+    `Due at start: ${dueText} (start delay: no Current Details until then)`, 'Approval: not required']) {
     check(details.includes(want), `the details say "${want}"`);
   }
   check(texts.includes(sleeping), `the current details read "${sleeping}"`);

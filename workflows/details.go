@@ -51,15 +51,21 @@ func summary(prefix, id, suffix string) string {
 // markdown): its ids, its due time at start and its approval policy. Four
 // short lines with hard breaks: the Web UI shows the details in a box about
 // five lines high, and list or paragraph margins would push lines out of it.
-func ReminderDetails(in ReminderInput) string {
+// delayed says the reminder starts with a start delay to its due time: the
+// Web UI then shows no Current Details (no worker has run it) until then.
+func ReminderDetails(in ReminderInput, delayed bool) string {
 	approval := "not required"
 	if in.Approval.Required {
 		approval = fmt.Sprintf("required: escalates %s after scheduling, expires %s after scheduling",
 			displayDuration(in.Approval.Timeout), displayDuration(in.Approval.ExpireAfter))
 	}
+	due := " (a reschedule moves it: see Current Details)"
+	if delayed {
+		due = " (start delay: no Current Details until then)"
+	}
 	return detailLines(
 		ids(in.ShipmentID, in.UpdateID, in.SubscriberID),
-		"**Due at start:** "+displayTime(in.DueAt)+" (a reschedule moves it: see Current Details)",
+		"**Due at start:** "+displayTime(in.DueAt)+due,
 		"**Approval:** "+approval,
 		"**Recipient and message:** in the mirror only (`shipnotify show`)",
 	)

@@ -119,7 +119,7 @@ func TestStaticSummaryAndDetails(t *testing.T) {
 	t.Parallel()
 	in := withApproval(input(time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)))
 	require.Equal(t, "Reminder SHP-1/window-1/ops due 2026-12-03 08:00 UTC", workflows.ReminderSummary(in))
-	details := workflows.ReminderDetails(in)
+	details := workflows.ReminderDetails(in, false)
 	for _, want := range []string{
 		"**Shipment:** SHP-1 · **Update:** window-1 · **Subscriber:** ops  \n",
 		"**Due at start:** 2026-12-03 08:00 UTC",
@@ -127,7 +127,9 @@ func TestStaticSummaryAndDetails(t *testing.T) {
 	} {
 		require.Contains(t, details, want)
 	}
-	require.Contains(t, workflows.ReminderDetails(input(t0)), "**Approval:** not required")
+	require.Contains(t, workflows.ReminderDetails(input(t0), false), "**Approval:** not required")
+	require.Contains(t, workflows.ReminderDetails(input(t0), true),
+		"**Due at start:** 2026-11-30 09:00 UTC (start delay: no Current Details until then)", "a delayed start says why there are no current details")
 	require.Equal(t, "Reminder SHP-1/window-1/ops due 2026-11-30 09:00:01 UTC",
 		workflows.ReminderSummary(input(t0.Add(time.Second+time.Millisecond))), "seconds when the due time has them")
 
@@ -164,7 +166,7 @@ func TestStaticSummaryFitsTheServerLimit(t *testing.T) {
 		require.NoError(t, err)
 		require.LessOrEqual(t, p.Size(), 400, "encoded summary of %q", s)
 	}
-	for _, d := range []string{workflows.ReminderDetails(withApproval(in)), workflows.CancellationNoticeDetails(notice)} {
+	for _, d := range []string{workflows.ReminderDetails(withApproval(in), false), workflows.CancellationNoticeDetails(notice)} {
 		require.Contains(t, d, "**Subscriber:** "+long, "the details carry the ids whole")
 		p, err := dc.ToPayload(d)
 		require.NoError(t, err)

@@ -28,17 +28,25 @@ import (
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
-// ReminderHistoryEvents pins a delivered reminder's history length: the
-// start and its workflow task (4), the timer (2), the workflow task its
-// firing brings (3), the notify activity (3), the workflow task its
-// completion brings (3), the search-attribute upsert that marks it sent,
-// and completion. Started at the current level, it asks GetVersion for no
-// change (a reminder started before levels pays two more, a marker and the
-// SDK's TemporalChangeVersion upsert, for the change that retired the fast
-// path). A bare "timer then one activity" workflow takes 16; the fast
-// path's reminders took 14. Every event costs the engine throughput, so
-// growing this number must be a decision.
-const ReminderHistoryEvents = 17
+// ReminderHistoryEvents pins a delivered reminder's history length, as the
+// product starts it: with a start delay to its due time, so the engine runs
+// its first workflow task then. The start and that task (4), the notify
+// activity (3), the workflow task its completion brings (3), the
+// search-attribute upsert that marks it sent, and completion: 12, in two
+// workflow tasks, with no timer. Started at the current level, it asks
+// GetVersion for no change (a reminder started before levels pays two
+// more, a marker and the SDK's TemporalChangeVersion upsert).
+//
+// TimerReminderHistoryEvents is the same reminder started at once to sleep
+// on a timer (SHIPNOTIFY_DELAYED_START=false, and every reminder of the
+// releases before it): the timer (2) and the workflow task its firing
+// brings (3) more, in three workflow tasks. A bare "timer then one
+// activity" workflow takes 16. Every event costs the engine throughput, so
+// growing either number must be a decision.
+const (
+	ReminderHistoryEvents      = 12
+	TimerReminderHistoryEvents = 17
+)
 
 func eventTypes(h *historypb.History) []string {
 	var out []string
@@ -49,7 +57,8 @@ func eventTypes(h *historypb.History) []string {
 }
 
 // runReminder schedules one email reminder due a second from now (so it
-// sleeps on a timer), waits for its workflow and returns its history.
+// sleeps on a timer, or waits in its start delay), waits for its workflow
+// and returns its history.
 func runReminder(t *testing.T, s *testenv.Stack) (*historypb.History, workflows.ReminderResult, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -64,20 +73,47 @@ func runReminder(t *testing.T, s *testenv.Stack) (*historypb.History, workflows.
 
 func TestDeliveredReminderHistoryIsLean(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
-	h, res, id := runReminder(t, s)
-	require.Equal(t, reminder.Sent, res.State)
-	require.Equal(t, ReminderHistoryEvents, len(h.GetEvents()), "history events: %v", eventTypes(h))
-	testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel("sent"))
-	var markers, activityTasks int
+	for _, tc := range []struct {
+		name                 string
+		timerStart           bool
+		events, tasks, timer int
+		history              string
+	}{
+		{"start delay", false, ReminderHistoryEvents, 2, 0, "sent-after-start-delay"},
+		{"timer", true, TimerReminderHistoryEvents, 3, 1, "sent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := testenv.NewStackWith(t, testenv.StackOptions{TimerStart: tc.timerStart})
+			h, res, id := runReminder(t, s)
+			require.Equal(t, reminder.Sent, res.State)
+			require.Equal(t, tc.events, len(h.GetEvents()), "history events: %v", eventTypes(h))
+			testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel(tc.history))
+			checkLean(t, h, tc.tasks, tc.timer)
+		})
+	}
+}
+
+// checkLean checks a delivered reminder's history: its workflow tasks and
+// timers, one regular notify activity with the retry ceiling, and no
+// marker.
+func checkLean(t *testing.T, h *historypb.History, tasks, timers int) {
+	t.Helper()
+	var markers, activityTasks, workflowTasks, timersStarted int
 	for _, ev := range h.GetEvents() {
 		switch ev.GetEventType() {
 		case enums.EVENT_TYPE_MARKER_RECORDED:
 			markers++
 		case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			activityTasks++
+		case enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			workflowTasks++
+		case enums.EVENT_TYPE_TIMER_STARTED:
+			timersStarted++
 		}
 	}
+	require.Equal(t, tasks, workflowTasks, "workflow tasks")
+	require.Equal(t, timers, timersStarted, "timers")
 	require.Equal(t, 1, activityTasks, "the send ran as the regular activity, on the rate-capped task queue")
 	for _, ev := range h.GetEvents() {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
@@ -118,7 +154,7 @@ func TestFailedReminderHistory(t *testing.T) {
 	s.Mail.Fail(sink.Answer{Status: 400})
 	_, res, id := runReminder(t, s)
 	require.Equal(t, reminder.Failed, res.State)
-	testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel("failed"))
+	testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel("failed-after-start-delay"))
 }
 
 // Recorded histories of every path replay against today's workflow code; a
@@ -275,7 +311,7 @@ func TestPlaintextHistoriesWaitForTheAllowance(t *testing.T) {
 // …"), not "AwaitWithTimeout".
 func TestTheDueTimerIsNamedInTheWebUI(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
+	s := testenv.NewStackWith(t, testenv.StackOptions{TimerStart: true})
 	ctx := context.Background()
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	results, err := s.Starter.Schedule(ctx, s.Update(t, due, reminder.Email))

@@ -98,7 +98,9 @@ func newRun(ctx workflow.Context, in ReminderInput) *run {
 		if in.Approval.Required {
 			r.state = reminder.AwaitingApproval
 		}
-		r.note(ctx, "scheduled", "")
+		// Dated when the execution was created, not when its first task
+		// ran: a reminder started with a start delay runs it at its due time.
+		r.noteAt(workflow.GetInfo(ctx).WorkflowStartTime, "scheduled", "")
 	}
 	r.deliveryKey = reminder.DeliveryKey(in.ReminderID, in.SubscriberID, r.due)
 	return r
@@ -218,8 +220,12 @@ func (r *run) status() (Status, error) {
 
 // note adds a step to the status query's transitions, keeping the newest.
 func (r *run) note(ctx workflow.Context, event, detail string) {
+	r.noteAt(workflow.Now(ctx), event, detail)
+}
+
+func (r *run) noteAt(at time.Time, event, detail string) {
 	r.count++
-	r.transitions = append(r.transitions, Transition{At: workflow.Now(ctx), Event: event, State: r.state, Detail: detail})
+	r.transitions = append(r.transitions, Transition{At: at, Event: event, State: r.state, Detail: detail})
 	if len(r.transitions) > maxTransitions {
 		r.transitions = append([]Transition(nil), r.transitions[len(r.transitions)-maxTransitions:]...)
 	}
