@@ -260,32 +260,34 @@ func (r *Runner) scheduleAhead(ctx context.Context, res *Result, n int, offset f
 }
 
 // Catchup stops the worker while n reminders come due, then starts it:
-// the seed article's rehearsal. The drain is timed from the restarted
-// worker's first poll.
+// the seed article's rehearsal, in production's shape. The reminders are
+// scheduled while the worker runs, so each has run its first workflow task
+// (a sleeping reminder holds its timer; a delayed start is held by the
+// engine) before the worker stops; everything then comes due while no
+// worker runs. The drain is timed from the restarted worker's first poll.
+// (Before issue 37 the worker was already down when they were scheduled,
+// so the timer path's first task ran late, recorded no timer, and catch-up
+// could not tell it from the delayed start.)
 func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 	res := Result{Workload: "catchup", Kind: kind}
 	return r.run(ctx, &res, func() (err error) {
-		r.Workers.Stop(kind)
+		b, due, err := r.scheduleAhead(ctx, &res, n, func(i int) time.Duration { return time.Duration(i) * time.Millisecond }, 0)
+		if err != nil {
+			return err
+		}
+		r.Workers.Stop(kind.Worker())
 		restarted := false
 		defer func() {
 			if !restarted {
-				if _, serr := r.Workers.Start(kind); serr != nil && err == nil {
+				if _, serr := r.Workers.Start(kind.Worker()); serr != nil && err == nil {
 					err = serr
 				}
 			}
 		}()
-		due := time.Now().Add(time.Second)
-		provider, sends := r.providerFor(due)
-		res.Provider = provider
-		b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return due.Add(time.Duration(i) * time.Millisecond) }, sends)
-		res.ScheduleRate = schedRate
-		if err != nil {
-			return err
-		}
 		// The outage: everything comes due while no worker runs.
 		end := b.planned[len(b.planned)-1]
-		if b.scheduled.After(end) {
-			end = b.scheduled
+		if end.Before(due) {
+			end = due
 		}
 		select {
 		case <-time.After(time.Until(end.Add(outageTail))):
@@ -295,7 +297,7 @@ func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 		restarted = true
 		// The provider's 429 windows count from the worker's return.
 		r.providerFor(time.Now())
-		firstPoll, err := r.Workers.Start(kind)
+		firstPoll, err := r.Workers.Start(kind.Worker())
 		if err != nil {
 			return err
 		}
