@@ -39,9 +39,11 @@ soak:
 test-ui:
 	@scripts/test-ui.sh
 
-## bench: the full reminder path against two bare baselines, 5 alternating pairs, a fresh dev server per
-## workload, burst and catch-up against a realistic and an instant mail provider, then a slow provider and a
-## provider outage (about two hours; the table and targets at the end, out/bench.json kept); BENCH_ARGS passes flags
+## bench: the full reminder path, and full-delayed (started with Temporal's start delay instead of a timer), against
+## two bare baselines, 5 alternating pairs, a fresh dev server per workload, burst and catch-up against a realistic and
+## an instant mail provider, a cold burst (workers restarted between scheduling and the due instant), then a slow
+## provider and a provider outage (about 2.5 hours; the table, the per-reminder events, workflow tasks and actions and
+## the targets at the end, out/bench.json kept); BENCH_ARGS passes flags
 bench:
 	@scripts/bench.sh $(BENCH_ARGS)
 

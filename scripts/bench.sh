@@ -3,7 +3,8 @@
 # fresh Temporal server of its own (a workload's leftovers never weigh on
 # the next), PostgreSQL in a schema of its own, dropped after.
 #
-#   scripts/bench.sh [bench flags]           a private dev server (SQLite, WAL; ports 7243/8243)
+#   scripts/bench.sh [bench flags]           a private dev server (SQLite, WAL; ports 7243/8243, or
+#                                            SHIPNOTIFY_BENCH_{TEMPORAL,UI}_PORT beside another checkout's)
 #   scripts/bench.sh --engine [bench flags]  the PostgreSQL-backed server make test-engine builds
 #   scripts/bench.sh --engine --horizontal [horizontal flags]
 #                                            `shipnotify-bench horizontal` once, on a fresh server:
@@ -16,7 +17,8 @@
 # whose table is printed at the end. --workloads picks and orders workloads.
 # burst and catchup run twice, against the realistic mail provider (burst,
 # catchup) and the instant one (burst-instant, catchup-instant), so the
-# report sets them side by side; steady runs against the realistic one.
+# report sets them side by side; coldburst (a burst whose workers restart
+# before the due instant) and steady run against the realistic one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +27,7 @@ if [ "${1:-}" = --engine ]; then engine=true; shift; fi
 horizontal=false
 if [ "${1:-}" = --horizontal ]; then horizontal=true; shift; fi
 horizontal_args=("$@")
-workloads=burst,burst-instant,catchup,catchup-instant,steady,hold,slow,outage,mirror,events
+workloads=burst,burst-instant,coldburst,catchup,catchup-instant,steady,hold,slow,outage,mirror,events
 args=()
 print=()
 while [ $# -gt 0 ]; do
@@ -49,7 +51,8 @@ if $engine; then
   server_pid_file="$dev/server.pid"
   env_of() { print_engine_env; }
 else
-  export SHIPNOTIFY_DEV_TEMPORAL_PORT=7243 SHIPNOTIFY_DEV_UI_PORT=8243 SHIPNOTIFY_DEV_TEMPORAL_DIR="$PWD/.dev/temporal-bench"
+  export SHIPNOTIFY_DEV_TEMPORAL_PORT=${SHIPNOTIFY_BENCH_TEMPORAL_PORT:-7243} SHIPNOTIFY_DEV_UI_PORT=${SHIPNOTIFY_BENCH_UI_PORT:-8243} \
+    SHIPNOTIFY_DEV_TEMPORAL_DIR="$PWD/.dev/temporal-bench"
   # shellcheck source=scripts/dev.sh
   source scripts/dev.sh # helpers only when sourced
   prefix=out/bench

@@ -59,8 +59,9 @@ type benchFlags struct {
 	// slowN and slowPairs: the slow workload's burst and its rounds.
 	slowN, slowPairs int
 	// localPath adds full-local (the retired local first attempt) to the
-	// burst, catch-up and slow workloads.
-	localPath bool
+	// burst, cold burst, catch-up and slow workloads; delayedPath adds
+	// full-delayed (the starter's DelayedStart).
+	localPath, delayedPath bool
 	// outage, outagePairs and rateCap: the outage workload's 503s, its
 	// rounds, and the sends a second each of its two workers is held to.
 	outage      time.Duration
@@ -73,11 +74,12 @@ type benchFlags struct {
 // benchWorkloads are the workloads bench knows, in the order it runs
 // them by default (mirror and events are PostgreSQL alone, and make bench
 // runs them last).
-var benchWorkloads = []string{"burst", "burst" + bench.InstantSuffix, "catchup", "catchup" + bench.InstantSuffix,
+var benchWorkloads = []string{"burst", "burst" + bench.InstantSuffix, bench.ColdBurstWorkload, bench.ColdBurstWorkload + bench.InstantSuffix,
+	"catchup", "catchup" + bench.InstantSuffix,
 	"steady", "steady" + bench.InstantSuffix, "hold", "slow", bench.OutageWorkload, "mirror", "events"}
 
 // defaultWorkloads is --workloads' default.
-const defaultWorkloads = "burst,burst-instant,catchup,catchup-instant,steady,hold,slow,outage"
+const defaultWorkloads = "burst,burst-instant,coldburst,catchup,catchup-instant,steady,hold,slow,outage"
 
 // benchProvider is the provider profile a workload name runs with, and
 // the name its results carry: a run with the instant provider is named
@@ -99,12 +101,14 @@ func parseBenchFlags(e cli.Env, args []string) (benchFlags, error) {
 	fs := cli.NewFlags(e, "run", "run [--workloads "+defaultWorkloads+"] [--provider realistic|instant] [--n N] [--pairs P] [--rate auto|R] [--temporal-address A] [--out FILE] ...\n"+
 		"       bench --merge FILE,FILE,... [--out FILE] [--json]")
 	fs.StringVar(&f.workloads, "workloads", defaultWorkloads, "which workloads to run, in order, of "+strings.Join(benchWorkloads, ", ")+
-		" (burst-instant and the like: that workload with the instant provider; mirror: ten million rows in PostgreSQL alone; events: the SendGrid Event Webhook's ingestion, PostgreSQL alone)")
-	fs.StringVar(&f.provider, "provider", sink.RealisticName, "burst, catchup and steady: how the mail sink answers every path's sends: realistic (median 220 ms, 1% at 6 s, 2.5 s of 429s a minute) or instant (at once; results named burst-instant, ...)")
-	fs.IntVar(&f.n, "n", 1000, "reminders per burst and catch-up run, and per variant of the outage (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
+		" (coldburst: a burst whose path's worker is stopped and started again between scheduling and the due instant, so none holds the reminders in its cache when they come due, as in production; "+
+		"burst-instant and the like: that workload with the instant provider; mirror: ten million rows in PostgreSQL alone; events: the SendGrid Event Webhook's ingestion, PostgreSQL alone)")
+	fs.StringVar(&f.provider, "provider", sink.RealisticName, "burst, coldburst, catchup and steady: how the mail sink answers every path's sends: realistic (median 220 ms, 1% at 6 s, 2.5 s of 429s a minute) or instant (at once; results named burst-instant, ...)")
+	fs.IntVar(&f.n, "n", 1000, "reminders per burst, cold burst and catch-up run, and per variant of the outage (1,000: a drain window, t10 to t90, of 12–16 s on the dev server, while a warm-up and 5 pairs of every path fit in about 25 minutes)")
 	fs.IntVar(&f.slowN, "slow-n", 200, "slow: reminders due at one instant per run, every provider answer taking 6 s")
 	fs.IntVar(&f.slowPairs, "slow-pairs", 2, "slow: alternating rounds after each path's warm-up")
-	fs.BoolVar(&f.localPath, "local-path", true, "burst, catchup and slow: also run full-local, the product with the retired local first attempt (its worker pins it), to show what retiring it cost")
+	fs.BoolVar(&f.delayedPath, "delayed-path", true, "burst, coldburst, catchup and slow: also run full-delayed, the product scheduled with the starter's DelayedStart (Temporal's start delay up to the due time instead of a timer), on its own task queue and worker")
+	fs.BoolVar(&f.localPath, "local-path", false, "burst, coldburst, catchup and slow: also run full-local, the product with the retired local first attempt (its worker pins it), to show what retiring it cost")
 	fs.DurationVar(&f.outage, "outage", 5*time.Minute, "outage: how long the provider answers every call 503 while --n reminders a variant come due")
 	fs.IntVar(&f.outageN, "outage-n", 1000, "outage: reminders per variant, due uniformly during the outage")
 	fs.IntVar(&f.outagePairs, "outage-pairs", 2, "outage: rounds, each running both variants (provider-paced retries, and the old own backoff) at once")
@@ -246,6 +250,9 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 	if f.localPath {
 		queues[bench.FullLocal] = "bench-full-local-" + runID
 	}
+	if f.delayedPath {
+		queues[bench.FullDelayed] = "bench-full-delayed-" + runID
+	}
 	st.TaskQueue = queues[bench.Full]
 	// One update's fan-out starts together, as a baseline batch does.
 	st.Concurrency = f.fanout
@@ -257,12 +264,20 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 		args[bench.FullLocal] = append([]string{"worker", "--path", string(bench.Full), "--task-queue", queues[bench.FullLocal],
 			"--local-first-attempt"}, f.workers.args()...)
 	}
+	if f.delayedPath {
+		// The product's worker: what differs is how its reminders start.
+		args[bench.FullDelayed] = append([]string{"worker", "--path", string(bench.Full), "--task-queue", queues[bench.FullDelayed]},
+			f.workers.args()...)
+	}
 	workers := newProcessWorkers(workerEnv(os.Environ(),
 		"DATABASE_URL="+dbURL, "SENDGRID_API_KEY="+apiKey, "SENDGRID_BASE_URL="+mail.URL(),
 		"SHIPNOTIFY_TASK_QUEUE="+st.TaskQueue, "SHIPNOTIFY_LOG_LEVEL=warn", "SHIPNOTIFY_METRICS_ADDR=off",
 		"TEMPORAL_ADDRESS="+d.Cfg.Temporal.HostPort), args)
 	defer workers.stopAll()
 	paths := []bench.Kind{bench.Naive, bench.Lean, bench.Full}
+	if f.delayedPath {
+		paths = append(paths, bench.FullDelayed)
+	}
 	if f.localPath {
 		paths = append(paths, bench.FullLocal)
 	}
@@ -277,12 +292,20 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 		Progress: e.Stderr, IdleGap: f.idleGap, MinSlack: f.minSlack,
 		ServerCPU: pidCPU(e, f.serverPIDFile), PostgresCPU: pidCPU(e, f.postgresPIDFile),
 	}
+	r.Starters = map[bench.Kind]*starter.Starter{}
 	if f.localPath {
 		// The same mirror, its own task queue; reminders started as the
 		// releases before levels did, so the worker's pin decides.
 		local := *st
 		local.TaskQueue, local.Unleveled = queues[bench.FullLocal], true
-		r.Starters = map[bench.Kind]*starter.Starter{bench.FullLocal: &local}
+		r.Starters[bench.FullLocal] = &local
+	}
+	if f.delayedPath {
+		// The same mirror, its own task queue; plain reminders started
+		// with a delay up to their due time.
+		delayed := *st
+		delayed.TaskQueue, delayed.DelayedStart = queues[bench.FullDelayed], true
+		r.Starters[bench.FullDelayed] = &delayed
 	}
 	if f.viaAPI {
 		stop, err := benchAPI(r, st, d)
@@ -301,6 +324,7 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 		"fanout": f.fanout, "concurrency": f.concurrency, "api": f.viaAPI, "idle_gap": f.idleGap.String(),
 		"min_slack": f.minSlack.String(), "temporal_address": d.Cfg.Temporal.HostPort,
 		"provider": f.provider, "slow_n": f.slowN, "slow_pairs": f.slowPairs, "outage": f.outage.String(),
+		"local_path": f.localPath, "delayed_path": f.delayedPath,
 		"outage_pairs": f.outagePairs, "outage_n": f.outageN, "rate_cap": f.rateCap,
 		// pollers 0: the SDK's autoscaling.
 		"workers": map[string]int{
@@ -337,6 +361,12 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 				t.StickyTimeouts, t.StartTimeouts, t.Failed, t.Heartbeats, t.WorkflowTaskWait.P50.Round(time.Millisecond),
 				t.WorkflowTaskWait.P99.Round(time.Millisecond), t.ActivityTaskWait.P99.Round(time.Millisecond), t.Histories)
 		}
+		if c := res.Cost; c != nil {
+			extra += fmt.Sprintf(" per reminder: events=%.2f wfts=%.2f actions=%.2f (%d histories)", c.Events, c.WorkflowTasks, c.Actions, c.Histories)
+		}
+		if res.Restart > 0 {
+			extra += fmt.Sprintf(" restart=%s", res.Restart.Round(time.Millisecond))
+		}
 		fmt.Fprintf(e.Stderr, "bench: %s %s (%s) round %d: n=%d delivered=%d dup=%d lost=%d drain=%.1f/s drain-p99=%s sched=%.0f/s slack=%s lag-p99=%s%s in %s%s\n",
 			res.Workload, res.Kind, res.Provider, res.Round, res.N, res.Delivered, res.Duplicates, res.Lost, res.DrainRate,
 			drainP99.Round(time.Millisecond), res.ScheduleRate, res.Slack.Round(time.Millisecond), res.Lag.P99.Round(time.Millisecond),
@@ -359,6 +389,12 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 			}
 			for _, s := range bench.Order(kinds, f.pairs) {
 				res := r.Burst(ctx, s.Kind, f.n)
+				res.Workload, res.Round = name, s.Round
+				record(res)
+			}
+		case bench.ColdBurstWorkload:
+			for _, s := range bench.Order(paths, f.pairs) {
+				res := r.ColdBurst(ctx, s.Kind, f.n)
 				res.Workload, res.Round = name, s.Round
 				record(res)
 			}

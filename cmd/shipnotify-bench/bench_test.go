@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/tools/bench"
 	"github.com/shipnotify/shipnotify/worker"
@@ -71,6 +73,27 @@ func TestBenchFlags(t *testing.T) {
 	} {
 		code, _, stderr := cmdline{env: map[string]string{}}.run(t, "", append([]string{"run"}, args...)...)
 		require.Equal(t, 2, code, "%v: %s", args, stderr)
+	}
+}
+
+// The cold burst and the delayed-start path are run by default, full-local
+// only when asked for, and --help says what each is.
+func TestBenchRunsTheColdBurstAndTheDelayedPathByDefault(t *testing.T) {
+	t.Parallel()
+	f, err := parseBenchFlags(cli.Env{Lookup: func(string) (string, bool) { return "", false }, Stdout: io.Discard, Stderr: io.Discard}, nil)
+	require.NoError(t, err)
+	require.Contains(t, strings.Split(f.workloads, ","), bench.ColdBurstWorkload)
+	require.True(t, f.delayedPath)
+	require.False(t, f.localPath)
+	f, err = parseBenchFlags(cli.Env{Lookup: func(string) (string, bool) { return "", false }, Stdout: io.Discard, Stderr: io.Discard}, []string{"--workloads", "coldburst-instant,catchup", "--delayed-path=false"})
+	require.NoError(t, err)
+	require.False(t, f.delayedPath)
+
+	code, stdout, stderr := cmdline{env: map[string]string{}}.run(t, "", "run", "--help")
+	require.Zero(t, code, stderr)
+	help := stdout + stderr
+	for _, want := range []string{"coldburst: a burst whose path's worker is stopped and started again", "-delayed-path", "full-delayed", "-local-path"} {
+		require.Contains(t, help, want)
 	}
 }
 
@@ -150,6 +173,8 @@ func TestBenchProvider(t *testing.T) {
 		{"burst-instant", "realistic", "burst-instant", sink.InstantName},
 		{"catchup-instant", "instant", "catchup-instant", sink.InstantName},
 		{"steady", "realistic", "steady", sink.RealisticName},
+		{"coldburst", "realistic", "coldburst", sink.RealisticName},
+		{"coldburst-instant", "realistic", "coldburst-instant", sink.InstantName},
 	} {
 		p, name := benchProvider(tc.workload, tc.flag)
 		require.Equal(t, tc.name, name, "%s with --provider %s", tc.workload, tc.flag)

@@ -26,6 +26,9 @@ type BenchReport struct {
 	Results     []bench.Result     `json:"results"`
 	Comparisons []bench.Comparison `json:"comparisons"`
 	Targets     []bench.Target     `json:"targets"`
+	// Costs are history events, workflow tasks and billable actions per
+	// delivered reminder, per workload and path (bench.Costs).
+	Costs []bench.WorkloadCost `json:"costs,omitempty"`
 	// Prune is each prune that ran beside a steady run (--prune-pairs).
 	Prune []bench.PruneResult `json:"prune,omitempty"`
 	// Mirror is the mirror workload (PostgreSQL alone, no Temporal).
@@ -46,6 +49,7 @@ type BenchRun struct {
 func (rep *BenchReport) judge() {
 	rep.Comparisons = bench.Comparisons(rep.Results)
 	rep.Targets = bench.Targets(rep.Results, rep.Comparisons)
+	rep.Costs = bench.Costs(rep.Results)
 }
 
 // readReport reads a report bench wrote.

@@ -32,6 +32,12 @@ const (
 	// beside full to show what retiring it cost, and where its stalls
 	// came from.
 	FullLocal Kind = "full-local"
+	// FullDelayed is the product scheduled by a starter with DelayedStart
+	// (issue 37): a reminder's workflow starts with Temporal's start delay
+	// up to its due time, so the engine dispatches its first workflow task
+	// then instead of the workflow sleeping on a timer. Its own task queue
+	// and worker, the product's worker as full's.
+	FullDelayed Kind = "full-delayed"
 	// API is the full path scheduled through the tracker API (POST
 	// /v1/updates over real HTTP) instead of the starter called in process:
 	// the same reminders and worker, plus the API's own cost.
@@ -131,6 +137,9 @@ type Runner struct {
 	// startRates is each kind's last measured start rate, for the lead of
 	// its next run.
 	startRates map[Kind]float64
+	// restarts is each kind's last measured worker restart, for the lead
+	// of its next cold burst.
+	restarts map[Kind]time.Duration
 	// unsettled, when set, says why the queues were not idle when the next
 	// run began; that run is invalid.
 	unsettled string
@@ -176,10 +185,19 @@ type Result struct {
 	Lost       int `json:"lost"`
 	// WorkerRSS is the worker's resident memory at the end, in bytes.
 	WorkerRSS int64 `json:"worker_rss_bytes"`
-	// HistoryEvents and Actions are one delivered reminder's history
-	// length and billable actions.
+	// HistoryEvents, WorkflowTasks and Actions are one delivered
+	// reminder's history length, workflow tasks and billable actions.
 	HistoryEvents int      `json:"history_events,omitempty"`
+	WorkflowTasks int      `json:"workflow_tasks,omitempty"`
 	Actions       *Actions `json:"actions,omitempty"`
+	// Cost is the same, averaged over the delivered reminders of the task
+	// stats' sample: what a cold start's extra tasks cost shows here when
+	// the one history above was spared them.
+	Cost *ReminderCost `json:"cost_per_reminder,omitempty"`
+	// Restart is how long the cold burst's worker restart took, between
+	// the starts' work and the due instant; Slack is then what was left
+	// after it.
+	Restart time.Duration `json:"restart_ns,omitempty"`
 	// Tasks is where a sample of the run's reminders waited for their
 	// workflow and activity tasks, and how often one timed out or failed.
 	Tasks *TaskStats `json:"tasks,omitempty"`

@@ -141,12 +141,13 @@ func cmp(a, b string) string {
 }
 
 // Comparisons are the report's comparisons: per workload, the full path
-// against each baseline (drain rate and time-to-drain p99 for burst,
-// catch-up and slow, p99 lag for steady), the baselines against each
-// other, scheduling against the naive baseline's starts, the API against
-// the starter; the outage's two retry paces (p99 after recovery, actions
-// per reminder); and scheduling pooled over burst, catch-up and steady
-// with either provider, which the scheduling target reads.
+// against each baseline, the delayed-start path against them and the full
+// path (drain rate and time-to-drain p99 for burst, cold burst, catch-up
+// and slow, p99 lag for steady), the baselines against each other,
+// scheduling against the naive baseline's starts, the API against the
+// starter; the outage's two retry paces (p99 after recovery, actions per
+// reminder); and scheduling pooled over burst, cold burst, catch-up and
+// steady with either provider, which the scheduling target reads.
 func Comparisons(results []Result) []Comparison {
 	var out []Comparison
 	var workloads []string
@@ -175,7 +176,7 @@ func Comparisons(results []Result) []Comparison {
 			}
 		}
 		base := BaseWorkload(w)
-		if base == "burst" || base == "catchup" || base == "steady" {
+		if base == "burst" || base == ColdBurstWorkload || base == "catchup" || base == "steady" {
 			scheduling = append(scheduling, rs...)
 		}
 		metric := MetricDrainRate
@@ -190,10 +191,15 @@ func Comparisons(results []Result) []Comparison {
 			// What retiring the local first attempt cost (or saved).
 			Compare(w, rs, metric, Full, FullLocal),
 			Compare(w, rs, metric, FullLocal, Naive),
+			// What starting with a delay instead of a timer changes.
+			Compare(w, rs, metric, FullDelayed, Naive),
+			Compare(w, rs, metric, FullDelayed, Lean),
+			Compare(w, rs, metric, FullDelayed, Full),
 		}
 		if metric == MetricDrainRate {
 			cs = append(cs, Compare(w, rs, MetricDrainP99, Full, Naive), Compare(w, rs, MetricDrainP99, Full, Lean),
-				Compare(w, rs, MetricDrainP99, Full, FullLocal), Compare(w, rs, MetricDrainP99, FullLocal, Naive))
+				Compare(w, rs, MetricDrainP99, Full, FullLocal), Compare(w, rs, MetricDrainP99, FullLocal, Naive),
+				Compare(w, rs, MetricDrainP99, FullDelayed, Naive), Compare(w, rs, MetricDrainP99, FullDelayed, Full))
 		}
 		cs = append(cs,
 			Compare(w, rs, MetricScheduleRate, Full, Naive),

@@ -11,7 +11,7 @@ import (
 func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Target) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tpath\tprovider\tround\tn\tsched/s\tslack\tdrain/s\tdrain p50\tp90\tp99\taccepted p99\tlag p50\tp99\tmax\t"+
-		"delivered\tdup\tlost\tevents\tactions\tCPU s: server\tworker\tpostgres\tworker RSS\tquery p99\tcompared\t")
+		"delivered\tdup\tlost\tevents\tWFTs\tactions\tCPU s: server\tworker\tpostgres\tworker RSS\tquery p99\tcompared\t")
 	var left []string
 	for _, r := range results {
 		round, compared := fmt.Sprint(r.Round), "yes"
@@ -38,10 +38,10 @@ func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Tar
 		if provider == "" {
 			provider = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Workload, r.Kind, provider, round, r.N, r.ScheduleRate, ms(r.Slack), rate(r.DrainRate),
 			ms(d.P50), ms(d.P90), ms(d.P99), accepted, ms(r.Lag.P50), ms(r.Lag.P99), ms(r.Lag.Max),
-			r.Delivered, r.Duplicates, r.Lost, count(r.HistoryEvents), acts,
+			r.Delivered, r.Duplicates, r.Lost, count(r.HistoryEvents), count(r.WorkflowTasks), acts,
 			seconds(r.CPU.Server), seconds(r.CPU.Worker), seconds(r.CPU.Postgres), mb(r.WorkerRSS), ms(r.QueryP99), compared)
 	}
 	if err := tw.Flush(); err != nil {
@@ -49,6 +49,9 @@ func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Tar
 	}
 	for _, l := range left {
 		fmt.Fprintln(w, "  left out: "+l)
+	}
+	if err := writeCosts(w, results); err != nil {
+		return err
 	}
 	if err := writeTasks(w, results); err != nil {
 		return err
@@ -76,7 +79,14 @@ func WriteTable(w io.Writer, results []Result, comps []Comparison, targets []Tar
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "target\tbar\tmeasured: median [interval] (n)\tverdict\tnote")
 		for _, t := range targets {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Bar, t.Measured, t.Verdict, t.Note)
+			bar, verdict := t.Bar, string(t.Verdict)
+			if t.Stretch != "" {
+				bar += " (stretch " + t.Stretch + ")"
+				if t.Verdict != NotMeasured {
+					verdict += "; stretch " + string(t.StretchVerdict)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, bar, t.Measured, verdict, t.Note)
 		}
 		return tw.Flush()
 	}
@@ -160,6 +170,64 @@ func taskLine(t *TaskStats) string {
 	}
 	return fmt.Sprintf("; in %d histories: %d sticky schedule-to-start timeouts, %d start-to-close, %d heartbeat tasks, failed %v, workflow-task wait p99 %s",
 		t.Histories, t.StickyTimeouts, t.StartTimeouts, t.Heartbeats, t.Failed, ms(t.WorkflowTaskWait.P99))
+}
+
+// Costs are, per workload and path in the results' order, what a
+// delivered reminder cost the engine: the means of the runs' sampled
+// delivered histories, weighted by how many each had (warm-ups and
+// left-out runs included: a cost is paid whether or not a run is
+// compared).
+func Costs(results []Result) []WorkloadCost {
+	var out []WorkloadCost
+	at := map[[2]string]int{}
+	for _, r := range results {
+		c := r.Cost
+		if c == nil || c.Histories == 0 {
+			continue
+		}
+		k := [2]string{r.Workload, string(r.Kind)}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, WorkloadCost{Workload: r.Workload, Kind: r.Kind})
+		}
+		w, n := &out[i], float64(c.Histories)
+		w.Runs++
+		w.Histories += c.Histories
+		w.Events += c.Events * n
+		w.WorkflowTasks += c.WorkflowTasks * n
+		w.Actions += c.Actions * n
+	}
+	for i := range out {
+		n := float64(out[i].Histories)
+		out[i].Events, out[i].WorkflowTasks, out[i].Actions = out[i].Events/n, out[i].WorkflowTasks/n, out[i].Actions/n
+	}
+	return out
+}
+
+// WorkloadCost is ReminderCost over a path's runs of a workload.
+type WorkloadCost struct {
+	Workload string `json:"workload"`
+	Kind     Kind   `json:"kind"`
+	Runs     int    `json:"runs"`
+	ReminderCost
+}
+
+// writeCosts prints Costs: history events, workflow tasks and billable
+// actions per delivered reminder, per workload and path.
+func writeCosts(w io.Writer, results []Result) error {
+	costs := Costs(results)
+	if len(costs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nper delivered reminder (sampled histories, all runs)")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tpath\truns\thistories\tevents\tworkflow tasks\tactions\t")
+	for _, c := range costs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t\n", c.Workload, c.Kind, c.Runs, c.Histories, c.Events, c.WorkflowTasks, c.Actions)
+	}
+	return tw.Flush()
 }
 
 // writeTasks sums, per workload and path, where the sampled reminders

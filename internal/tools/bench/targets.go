@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,10 @@ type Target struct {
 	// Either holds the bars of a target met when any of them is: each
 	// judged by its own interval.
 	Either []Target `json:"either,omitempty"`
+	// Stretch is a further bar on the same estimate, and StretchVerdict
+	// its verdict, judged by the same interval.
+	Stretch        string  `json:"stretch,omitempty"`
+	StretchVerdict Verdict `json:"stretch_verdict,omitempty"`
 }
 
 // Bars of the targets.
@@ -49,7 +54,23 @@ const (
 	// per reminder over the old backoff's, at most.
 	BarOutageRecoveryP99 = 60.0
 	BarOutageActions     = 1.0
+	// Issue 37's bars, for the cold burst and the catch-up, where no
+	// worker holds the reminders when they come due: the delayed-start
+	// path (and the full path) drain at least as fast as the naive
+	// baseline and end no later, BarDelayedDrain and BarDelayedP99 of
+	// naive's; the stretch is BarFullOverNaive and BarFullP99OverNaive.
+	// A delivered plain reminder started with a delay records at most
+	// BarDelayedEvents events, BarDelayedWorkflowTasks workflow tasks and
+	// BarDelayedActions billable actions.
+	BarDelayedDrain         = 1.0
+	BarDelayedP99           = 1.0
+	BarDelayedEvents        = 12
+	BarDelayedWorkflowTasks = 2
+	BarDelayedActions       = 3
 )
+
+// DelayedWorkloads are the workloads issue 37's ratio bars are judged on.
+var DelayedWorkloads = []string{ColdBurstWorkload, "catchup"}
 
 // atLeast judges an estimate against a floor: met when its interval's
 // lower bound is at or above it.
@@ -63,6 +84,26 @@ func atLeast(name string, e Estimate, bar float64, format string) Target {
 func atMost(name string, e Estimate, bar float64, format string) Target {
 	t := Target{Name: name, Bar: "≤ " + fmt.Sprintf(format, bar), Estimate: &e}
 	return judge(t, e, format, e.N > 0 && e.High <= bar)
+}
+
+// stretch adds a further bar to a judged ratio target: above for a
+// floor (atLeast), below for a ceiling.
+func stretch(t Target, bar float64, floor bool, format string) Target {
+	e := t.Estimate
+	if floor {
+		t.Stretch = "≥ " + fmt.Sprintf(format, bar)
+	} else {
+		t.Stretch = "≤ " + fmt.Sprintf(format, bar)
+	}
+	switch {
+	case e == nil || e.N == 0:
+		t.StretchVerdict = NotMeasured
+	case floor && e.Low >= bar, !floor && e.High <= bar:
+		t.StretchVerdict = Met
+	default:
+		t.StretchVerdict = Missed
+	}
+	return t
 }
 
 func judge(t Target, e Estimate, format string, met bool) Target {
@@ -152,10 +193,22 @@ func Targets(results []Result, comps []Comparison) []Target {
 		}
 		out = append(out, t)
 	}
+	for _, w := range DelayedWorkloads {
+		for _, k := range []Kind{FullDelayed, Full} {
+			label := fmt.Sprintf("%s/%s", k, Naive)
+			if t, ok := ratioTarget(w+" drain, "+label, w, MetricDrainRate, k, Naive, BarDelayedDrain, atLeast); ok {
+				out = append(out, stretch(t, BarFullOverNaive, true, "%.2f"))
+			}
+			if t, ok := ratioTarget(w+" time-to-drain p99, "+label, w, MetricDrainP99, k, Naive, BarDelayedP99, atMost); ok {
+				out = append(out, stretch(t, BarFullP99OverNaive, false, "%.2f"))
+			}
+		}
+	}
 	ratio("scheduling, starter/bare starts", PooledWorkloads, MetricScheduleRate, Full, Naive, BarScheduling)
 	ratio("scheduling, API/starter", "burst", MetricScheduleRate, API, Full, BarAPIScheduling)
 	out = append(out, outageTargets(results, comps)...)
 	out = append(out, historyTargets(results)...)
+	out = append(out, delayedHistoryTargets(results)...)
 	out = append(out, lossTargets(results)...)
 	out = append(out, stallTarget(results))
 	return out
@@ -279,6 +332,55 @@ func historyTargets(results []Result) []Target {
 	act.Bar += " (today's)"
 	act.Note = baselines(actions)
 	return []Target{ev, act}
+}
+
+// delayedHistoryWorkloads are where a delayed-start reminder's history is
+// read for its targets: the bursts, warm and cold (a delayed reminder's
+// first task runs at its due time in either), and the catch-up.
+var delayedHistoryWorkloads = []string{ColdBurstWorkload, "burst", "catchup"}
+
+func workflowTasks(r Result) (float64, bool) {
+	return float64(r.WorkflowTasks), r.WorkflowTasks > 0
+}
+
+// delayedHistoryTargets judge a delivered plain reminder started with a
+// delay (one per valid run of the delayed-start path, pooled over
+// delayedHistoryWorkloads with either provider) against issue 37's
+// counts, and say what the full path's cost, for scale; none when the
+// path did not run.
+func delayedHistoryTargets(results []Result) []Target {
+	pooled := func(kind Kind, f func(Result) (float64, bool)) []float64 {
+		var out []float64
+		for _, r := range results {
+			if r.Kind == kind && r.Round >= 1 && r.Invalid == "" && slices.Contains(delayedHistoryWorkloads, BaseWorkload(r.Workload)) {
+				if v, ok := f(r); ok {
+					out = append(out, v)
+				}
+			}
+		}
+		return out
+	}
+	if len(pooled(FullDelayed, events)) == 0 {
+		return nil
+	}
+	var out []Target
+	for _, m := range []struct {
+		name string
+		f    func(Result) (float64, bool)
+		bar  float64
+	}{
+		{"history events", events, BarDelayedEvents},
+		{"workflow tasks", workflowTasks, BarDelayedWorkflowTasks},
+		{"actions", actions, BarDelayedActions},
+	} {
+		t := atMost(m.name+" per delivered reminder, full-delayed", estimate(pooled(FullDelayed, m.f)), m.bar, "%.0f")
+		t.Note = strings.Join(delayedHistoryWorkloads, ", ") + " reminders"
+		if full := pooled(Full, m.f); len(full) > 0 {
+			t.Note += fmt.Sprintf("; full %g", Median(full))
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // lossTargets: nothing lost, nothing sent twice, in any run of any

@@ -93,3 +93,50 @@ func heartbeatTasks(events []*historypb.HistoryEvent) int {
 	}
 	return n
 }
+
+// WorkflowTasks counts the workflow tasks a history's engine dispatched:
+// every task scheduled, so one timed out on a dead worker's sticky queue
+// and scheduled again counts twice, as the engine did it twice. A
+// delivered plain reminder has three on the full path (its start, the
+// timer's firing, the notify's completion) and two with a delayed start.
+func WorkflowTasks(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, ev := range events {
+		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED {
+			n++
+		}
+	}
+	return n
+}
+
+// ReminderCost is what a delivered reminder cost the engine, the mean over
+// the delivered histories of a run's sample.
+type ReminderCost struct {
+	// Histories is how many delivered histories the means are over.
+	Histories     int     `json:"histories"`
+	Events        float64 `json:"events"`
+	WorkflowTasks float64 `json:"workflow_tasks"`
+	Actions       float64 `json:"actions"`
+}
+
+// ReadReminderCost averages the history length, workflow tasks and billable
+// actions of the histories that completed (a delivered reminder's, or a
+// baseline's); nil when none did.
+func ReadReminderCost(histories [][]*historypb.HistoryEvent) *ReminderCost {
+	var p ReminderCost
+	for _, events := range histories {
+		if len(events) == 0 || events[len(events)-1].GetEventType() != enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
+			continue
+		}
+		p.Histories++
+		p.Events += float64(len(events))
+		p.WorkflowTasks += float64(WorkflowTasks(events))
+		p.Actions += float64(CountActions(events).Total)
+	}
+	if p.Histories == 0 {
+		return nil
+	}
+	n := float64(p.Histories)
+	p.Events, p.WorkflowTasks, p.Actions = p.Events/n, p.WorkflowTasks/n, p.Actions/n
+	return &p
+}

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"golang.org/x/sync/errgroup"
 
@@ -162,8 +163,10 @@ func sampleIndices(n, k int) []int {
 }
 
 // firstTasksDone waits until the batch's workflows have run their first
-// workflow task (each has set its timer and waits on nothing else), or
-// until deadline, and returns when; zero if the deadline came first. It
+// workflow task (each has set its timer and waits on nothing else), or are
+// held by a start delay whose first task is not due yet (full-delayed's:
+// the engine has nothing more to do for them until then), or until
+// deadline, and returns when; zero if the deadline came first. It
 // asks the engine about a sample: tasks are dispatched about in the order
 // they were added, so the workflows started last are the last to be
 // done. Until then the engine is still doing the starts' work, which must
@@ -179,7 +182,7 @@ func (r *Runner) firstTasksDone(ctx context.Context, b *batch, deadline time.Tim
 		for _, id := range slices.Collect(maps.Keys(pending)) {
 			g.Go(func() error {
 				desc, err := r.Temporal.DescribeWorkflowExecution(ctx, id, "")
-				if err == nil && desc.GetPendingWorkflowTask() == nil && desc.GetWorkflowExecutionInfo().GetHistoryLength() > 2 {
+				if err == nil && desc.GetPendingWorkflowTask() == nil && startsWorkDone(desc.GetWorkflowExecutionInfo(), time.Now()) {
 					mu.Lock()
 					delete(pending, id)
 					mu.Unlock()
@@ -200,4 +203,14 @@ func (r *Runner) firstTasksDone(ctx context.Context, b *batch, deadline time.Tim
 		case <-time.After(min(firstTaskPoll, time.Until(deadline))):
 		}
 	}
+}
+
+// startsWorkDone says whether the engine is done with a workflow's start:
+// its first workflow task has run (more than the started and scheduled
+// events), or a start delay holds that task until after now.
+func startsWorkDone(info *workflowpb.WorkflowExecutionInfo, now time.Time) bool {
+	if info.GetHistoryLength() > 2 {
+		return true
+	}
+	return info.GetExecutionTime() != nil && info.GetExecutionTime().AsTime().After(now)
 }

@@ -25,6 +25,18 @@ const (
 	assumedStartRate = 100.0
 )
 
+// A cold burst's lead has room for its worker's restart as well: the
+// path's last measured restart times restartMargin, assumedRestart before
+// one was measured.
+const (
+	restartMargin  = 2.0
+	assumedRestart = 10 * time.Second
+)
+
+// ColdBurstWorkload names the cold burst: a burst whose worker restarted
+// between scheduling and the due instant.
+const ColdBurstWorkload = "coldburst"
+
 // How long a run may take before what is missing counts as lost, and how
 // long the queues may take to settle after it.
 const (
@@ -67,6 +79,28 @@ func (r *Runner) learnStartRate(kind Kind, n int, b *batch, done, due time.Time)
 		}
 		r.startRates[kind] = float64(n) / took.Seconds()
 	}
+}
+
+// learnRestart keeps how long kind's worker took to restart, for the lead
+// of its next cold burst.
+func (r *Runner) learnRestart(kind Kind, took time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.restarts == nil {
+		r.restarts = map[Kind]time.Duration{}
+	}
+	r.restarts[kind] = took
+}
+
+// restartLead is the room a cold burst's lead leaves for kind's restart.
+func (r *Runner) restartLead(kind Kind) time.Duration {
+	r.mu.Lock()
+	took := r.restarts[kind]
+	r.mu.Unlock()
+	if took <= 0 {
+		return assumedRestart
+	}
+	return time.Duration(restartMargin * float64(took))
 }
 
 func (r *Runner) lead(kind Kind, n int) time.Duration {
@@ -135,8 +169,12 @@ func invalidReason(res Result, unsettled string, minSlack time.Duration) string 
 		return "error: " + res.Error
 	case res.Lost > 0:
 		return fmt.Sprintf("partly drained: %d of %d delivered", res.Delivered, res.N)
+	case res.Lead > 0 && res.Slack <= 0 && res.Restart > 0:
+		return "the starts' work and the worker's restart were not done by the due time"
 	case res.Lead > 0 && res.Slack <= 0:
 		return "the starts' work (scheduling, each reminder's first workflow task) was not done by the first due time"
+	case res.Lead > 0 && res.Slack < minSlack && res.Restart > 0:
+		return fmt.Sprintf("the starts' work and the worker's restart were done %s before the due time (less than %s)", res.Slack.Round(time.Millisecond), minSlack)
 	case res.Lead > 0 && res.Slack < minSlack:
 		return fmt.Sprintf("the starts' work was done %s before the first due time (less than %s)", res.Slack.Round(time.Millisecond), minSlack)
 	case unsettled != "":
@@ -150,7 +188,7 @@ func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Res
 	res := Result{Workload: "steady", Kind: kind, Rate: rate}
 	return r.run(ctx, &res, func() error {
 		step := time.Duration(float64(time.Second) / rate)
-		b, first, err := r.scheduleAhead(ctx, &res, n, func(i int) time.Duration { return time.Duration(i) * step })
+		b, first, err := r.scheduleAhead(ctx, &res, n, func(i int) time.Duration { return time.Duration(i) * step }, 0)
 		if err != nil {
 			return err
 		}
@@ -165,7 +203,7 @@ func (r *Runner) Steady(ctx context.Context, kind Kind, n int, rate float64) Res
 func (r *Runner) Burst(ctx context.Context, kind Kind, n int) Result {
 	res := Result{Workload: "burst", Kind: kind}
 	return r.run(ctx, &res, func() error {
-		b, due, err := r.scheduleAhead(ctx, &res, n, func(int) time.Duration { return 0 })
+		b, due, err := r.scheduleAhead(ctx, &res, n, func(int) time.Duration { return 0 }, 0)
 		if err != nil {
 			return err
 		}
@@ -173,12 +211,40 @@ func (r *Runner) Burst(ctx context.Context, kind Kind, n int) Result {
 	})
 }
 
+// ColdBurst is a burst whose path's worker is stopped and started again
+// between scheduling and the due instant, so no worker holds the reminders
+// in its workflow cache (or polls the sticky queue their next task was
+// bound for) when they come due: production's shape, where reminders are
+// scheduled days ahead and workers come and go in between. Burst, whose
+// worker stays up, is the warm reference. The drain is timed from the due
+// instant, as burst's.
+func (r *Runner) ColdBurst(ctx context.Context, kind Kind, n int) Result {
+	res := Result{Workload: ColdBurstWorkload, Kind: kind}
+	return r.run(ctx, &res, func() error {
+		b, due, err := r.scheduleAhead(ctx, &res, n, func(int) time.Duration { return 0 }, r.restartLead(kind.Worker()))
+		if err != nil {
+			return err
+		}
+		began := time.Now()
+		r.Workers.Stop(kind.Worker())
+		if _, err := r.Workers.Start(kind.Worker()); err != nil {
+			return err
+		}
+		res.Restart = time.Since(began)
+		r.learnRestart(kind.Worker(), res.Restart)
+		if res.Slack > 0 {
+			res.Slack = slack(time.Now(), due)
+		}
+		return r.drain(ctx, &res, b, time.Until(due)+drainWithin, due)
+	})
+}
+
 // scheduleAhead schedules n reminders of res's path, the i-th due at the
-// first due time plus offset(i), the first due time a lead ahead; it waits
-// for the starts' work, learns its rate and records the lead, the schedule
-// rate and the slack.
-func (r *Runner) scheduleAhead(ctx context.Context, res *Result, n int, offset func(i int) time.Duration) (*batch, time.Time, error) {
-	res.Lead = r.lead(res.Kind, n)
+// first due time plus offset(i), the first due time a lead ahead (and
+// extra besides); it waits for the starts' work, learns its rate and
+// records the lead, the schedule rate and the slack.
+func (r *Runner) scheduleAhead(ctx context.Context, res *Result, n int, offset func(i int) time.Duration, extra time.Duration) (*batch, time.Time, error) {
+	res.Lead = r.lead(res.Kind, n) + extra
 	first := time.Now().Add(res.Lead)
 	provider, sends := r.providerFor(first)
 	res.Provider = provider
@@ -194,32 +260,34 @@ func (r *Runner) scheduleAhead(ctx context.Context, res *Result, n int, offset f
 }
 
 // Catchup stops the worker while n reminders come due, then starts it:
-// the seed article's rehearsal. The drain is timed from the restarted
-// worker's first poll.
+// the seed article's rehearsal, in production's shape. The reminders are
+// scheduled while the worker runs, so each has run its first workflow task
+// (a sleeping reminder holds its timer; a delayed start is held by the
+// engine) before the worker stops; everything then comes due while no
+// worker runs. The drain is timed from the restarted worker's first poll.
+// (Before issue 37 the worker was already down when they were scheduled,
+// so the timer path's first task ran late, recorded no timer, and catch-up
+// could not tell it from the delayed start.)
 func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 	res := Result{Workload: "catchup", Kind: kind}
 	return r.run(ctx, &res, func() (err error) {
-		r.Workers.Stop(kind)
+		b, due, err := r.scheduleAhead(ctx, &res, n, func(i int) time.Duration { return time.Duration(i) * time.Millisecond }, 0)
+		if err != nil {
+			return err
+		}
+		r.Workers.Stop(kind.Worker())
 		restarted := false
 		defer func() {
 			if !restarted {
-				if _, serr := r.Workers.Start(kind); serr != nil && err == nil {
+				if _, serr := r.Workers.Start(kind.Worker()); serr != nil && err == nil {
 					err = serr
 				}
 			}
 		}()
-		due := time.Now().Add(time.Second)
-		provider, sends := r.providerFor(due)
-		res.Provider = provider
-		b, schedRate, err := r.schedule(ctx, kind, n, func(i int) time.Time { return due.Add(time.Duration(i) * time.Millisecond) }, sends)
-		res.ScheduleRate = schedRate
-		if err != nil {
-			return err
-		}
 		// The outage: everything comes due while no worker runs.
 		end := b.planned[len(b.planned)-1]
-		if b.scheduled.After(end) {
-			end = b.scheduled
+		if end.Before(due) {
+			end = due
 		}
 		select {
 		case <-time.After(time.Until(end.Add(outageTail))):
@@ -229,7 +297,7 @@ func (r *Runner) Catchup(ctx context.Context, kind Kind, n int) Result {
 		restarted = true
 		// The provider's 429 windows count from the worker's return.
 		r.providerFor(time.Now())
-		firstPoll, err := r.Workers.Start(kind)
+		firstPoll, err := r.Workers.Start(kind.Worker())
 		if err != nil {
 			return err
 		}
@@ -278,7 +346,7 @@ func (r *Runner) Hold(ctx context.Context, n int, queries int) Result {
 		}
 		slices.Sort(lat)
 		res.QueryP99 = quantile(lat, 0.99)
-		res.HistoryEvents, res.Actions, err = r.history(ctx, b.ids[0])
+		res.HistoryEvents, res.WorkflowTasks, res.Actions, err = r.history(ctx, b.ids[0])
 		return err
 	})
 }
@@ -324,11 +392,11 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outc
 	res.WorkerRSS = r.Workers.RSS(b.kind.Worker())
 	if delivered >= 0 {
 		var err error
-		if res.HistoryEvents, res.Actions, err = r.history(ctx, b.ids[delivered]); err != nil {
+		if res.HistoryEvents, res.WorkflowTasks, res.Actions, err = r.history(ctx, b.ids[delivered]); err != nil {
 			r.logf("%v", err)
 		}
 	}
-	res.Tasks = r.taskStats(ctx, b.ids)
+	res.Tasks, res.Cost = r.taskStats(ctx, b.ids)
 	return starts
 }
 
@@ -337,8 +405,9 @@ func (r *Runner) measure(ctx context.Context, res *Result, b *batch, outs []outc
 const taskSample = 60
 
 // taskStats reads where a sample of the run's reminders waited for their
-// tasks (nil if none could be read).
-func (r *Runner) taskStats(ctx context.Context, ids []string) *TaskStats {
+// tasks, and what the delivered ones among them cost (nil if none could be
+// read).
+func (r *Runner) taskStats(ctx context.Context, ids []string) (*TaskStats, *ReminderCost) {
 	step := max(len(ids)/taskSample, 1)
 	var histories [][]*historypb.HistoryEvent
 	for i := 0; i < len(ids); i += step {
@@ -350,10 +419,10 @@ func (r *Runner) taskStats(ctx context.Context, ids []string) *TaskStats {
 		histories = append(histories, events)
 	}
 	if len(histories) == 0 {
-		return nil
+		return nil, nil
 	}
 	st := ReadTaskStats(histories)
-	return &st
+	return &st, ReadReminderCost(histories)
 }
 
 // journal is what the mail sink accepted under a batch's keys: when each
@@ -406,15 +475,15 @@ func (j journal) accepted(due map[string]time.Time, ref time.Time) (Drain, bool)
 	return DurationsDrain(waits), true
 }
 
-// history reads a finished workflow's history: its length and its
-// billable actions.
-func (r *Runner) history(ctx context.Context, workflowID string) (int, *Actions, error) {
-	events, err := r.events(ctx, workflowID)
+// history reads a finished workflow's history: its length, its workflow
+// tasks and its billable actions.
+func (r *Runner) history(ctx context.Context, workflowID string) (events, tasks int, actions *Actions, err error) {
+	h, err := r.events(ctx, workflowID)
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	a := CountActions(events)
-	return len(events), &a, nil
+	a := CountActions(h)
+	return len(h), WorkflowTasks(h), &a, nil
 }
 
 // events reads a workflow's whole history.
