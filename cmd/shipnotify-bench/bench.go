@@ -253,7 +253,8 @@ func measure(ctx context.Context, e cli.Env, f benchFlags) (BenchReport, error) 
 	if f.delayedPath {
 		queues[bench.FullDelayed] = "bench-full-delayed-" + runID
 	}
-	st.TaskQueue = queues[bench.Full]
+	// full is the timer path, whatever the configuration's default.
+	st.TaskQueue, st.DelayedStart = queues[bench.Full], false
 	// One update's fan-out starts together, as a baseline batch does.
 	st.Concurrency = f.fanout
 	args := map[bench.Kind][]string{}

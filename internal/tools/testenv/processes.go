@@ -454,6 +454,8 @@ func (s *Stack) Env(extra ...string) []string {
 		"TEMPORAL_CONFIG_FILE=/nonexistent",
 		"DATABASE_URL=" + s.DB.ProductURL(),
 		"SHIPNOTIFY_TASK_QUEUE=" + s.TaskQueue,
+		// Processes start reminders as the stack's starter does.
+		"SHIPNOTIFY_DELAYED_START=" + strconv.FormatBool(s.Starter.DelayedStart),
 		"SENDGRID_API_KEY=" + MailAPIKey,
 		"SENDGRID_BASE_URL=" + s.Mail.URL(),
 		"SHIPNOTIFY_CODEC_KEYS=" + CodecKeys,
