@@ -248,10 +248,9 @@ func TestADeferredEscalationWaitsForTheBatchThatDeliveredIt(t *testing.T) {
 		done <- answer{res, err}
 	}()
 	require.Eventually(t, func() bool {
-		var waiting bool
-		require.NoError(t, f.db.Pool.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE OF r%')`).Scan(&waiting))
-		return waiting
+		waiting, err := f.db.WaitersBehind(ctx, batch, "FOR SHARE OF r")
+		require.NoError(t, err)
+		return waiting > 0
 	}, 10*time.Second, 20*time.Millisecond, "the escalation waits for the batch holding the reminder")
 	require.NoError(t, batch.Commit(ctx))
 	got := <-done

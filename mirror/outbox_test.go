@@ -221,10 +221,9 @@ func TestAReminderStatusEventsAreNumberedInCommitOrder(t *testing.T) {
 		second <- store.Reschedule(ctx, id, time.Now().Add(2*time.Hour), "k2", map[string]any{"by": "ops"})
 	}()
 	require.Eventually(t, func() bool {
-		var waiting bool
-		require.NoError(t, db.Pool.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%rescheduled%')`).Scan(&waiting))
-		return waiting
+		waiting, err := db.WaitersBehind(ctx, first, "rescheduled")
+		require.NoError(t, err)
+		return waiting > 0
 	}, 10*time.Second, 10*time.Millisecond, "the later event waits for the earlier one's transaction")
 	require.NoError(t, first.Commit(ctx))
 	require.NoError(t, <-second)

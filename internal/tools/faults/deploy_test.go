@@ -64,9 +64,7 @@ func TestWorkerStoppedWhileARecordIsBlocked(t *testing.T) {
 	require.NoError(t, err, worker.Log())
 	// Every record is waiting on the lock.
 	require.Eventually(t, func() bool {
-		var waiting int
-		err := s.DB.Pool.QueryRow(ctx, `
-SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE deliveries%'`).Scan(&waiting)
+		waiting, err := s.DB.WaitersBehind(ctx, tx, "UPDATE deliveries")
 		return err == nil && waiting == len(results)
 	}, 30*time.Second, 50*time.Millisecond)
 

@@ -97,9 +97,7 @@ func TestAStalledWorkerNeverHidesAnOperatorsChange(t *testing.T) {
 				require.NoError(t, err)
 				go func() { answered <- change() }()
 				require.Eventually(t, func() bool {
-					var waiting int
-					err := s.DB.Pool.QueryRow(ctx, `
-SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO reminder_events%'`).Scan(&waiting)
+					waiting, err := s.DB.WaitersBehind(ctx, tx, "INSERT INTO reminder_events")
 					return err == nil && waiting > 0
 				}, time.Minute, 10*time.Millisecond, "the change's mirror write waits on the lock")
 				worker.Signal(syscall.SIGSTOP)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -289,4 +290,21 @@ func Namespace(t testing.TB) (string, client.Client) {
 		}
 		time.Sleep(200 * time.Millisecond) // polling the condition, not synchronising
 	}
+}
+
+// WaitersBehind counts the sessions whose statement contains stmt and that
+// wait on a lock held by holder's session (pg_blocking_pids). Tests run in
+// parallel on one PostgreSQL, so a session of another test waiting on its
+// own lock with the same statement must not count: a test that went on
+// when any session waited would go on before its own write was held.
+func (db *DB) WaitersBehind(ctx context.Context, holder pgx.Tx, stmt string) (int, error) {
+	var pid int32
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return 0, err
+	}
+	var n int
+	err := db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)) AND strpos(query, $2) > 0`,
+		pid, stmt).Scan(&n)
+	return n, err
 }
