@@ -62,11 +62,12 @@ exec scripts/dev.sh run -- env PART="$part" bash -c '
   printf "%s" "{\"shipment_id\":\"$shipment\",\"update_id\":\"window-1\",\"kind\":\"delivery_window\",
     \"message\":{\"subject\":\"Dock 4 slot for Ms Privacy\",\"text\":\"Gate code 4711 at the ramp.\"},
     \"subscribers\":[{\"id\":\"ops\",\"channel\":\"email\",\"email\":\"ops@shipper.example\",\"due_at\":\"$due\"}]}" \
-    | SHIPNOTIFY_TASK_QUEUE=$queue .dev/bin/shipnotify schedule >/dev/null
+    | SHIPNOTIFY_TASK_QUEUE=$queue SHIPNOTIFY_DELAYED_START=true .dev/bin/shipnotify schedule >/dev/null
   workflow="reminder/$shipment/window-1/ops"
-  # It starts in its start delay (the default), which its details say; a
-  # reschedule a day later wakes it, so it sleeps on a timer and shows
-  # what it waits for as current details.
+  # It starts in its start delay (SHIPNOTIFY_DELAYED_START), which its
+  # details say; a reschedule a day later wakes it, so it sleeps on a timer,
+  # as every reminder does by default, and shows what it waits for as
+  # current details.
   moved_epoch=$(( due_epoch + 86400 ))
   SHIPNOTIFY_TASK_QUEUE=$queue .dev/bin/shipnotify reschedule --reminder "$shipment/window-1/ops" \
     --due-at "$(date -u -d "@$moved_epoch" +%Y-%m-%dT%H:%M:%SZ)" >/dev/null

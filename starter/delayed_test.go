@@ -35,7 +35,7 @@ func eventCounts(t *testing.T, s *testenv.Stack, workflowID string) (total int, 
 // needs approval starts at once.
 func TestADelayedStartSendsOnceAtTheDueTimeWithNoTimer(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
+	s := testenv.NewStackWith(t, testenv.StackOptions{DelayedStart: true})
 	ctx := context.Background()
 	due := time.Now().Add(3 * time.Second)
 	u := s.Update(t, due, reminder.Email, reminder.Email)
@@ -74,7 +74,7 @@ func TestADelayedStartSendsOnceAtTheDueTimeWithNoTimer(t *testing.T) {
 // (a cancel request) both end it cancelled with nothing sent.
 func TestAReminderInItsStartDelay(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
+	s := testenv.NewStackWith(t, testenv.StackOptions{DelayedStart: true})
 	ctx := context.Background()
 	due := time.Now().Add(6 * time.Hour).UTC().Truncate(time.Second)
 	u := s.Update(t, due, reminder.Email, reminder.Email, reminder.Email)

@@ -430,7 +430,7 @@ func windowedUpdate(t *testing.T, s *testenv.Stack, window time.Time) reminder.U
 // reconciler later started it at its old due time.)
 func TestAWindowMoveMovesAReminderThatNeverStarted(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
+	s := testenv.NewStackWith(t, testenv.StackOptions{DelayedStart: true})
 	ctx := context.Background()
 	window := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
 	u := windowedUpdate(t, s, window)
@@ -512,10 +512,9 @@ func TestAnApprovalDuringTheExpiryIsRefused(t *testing.T) {
 	_, err = hold.Exec(ctx, `SELECT 1 FROM reminders WHERE id = $1 FOR UPDATE`, r.ReminderID)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		var waiting bool
-		require.NoError(t, s.DB.Pool.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE reminders SET state = $3%')`).Scan(&waiting))
-		return waiting
+		waiting, err := s.DB.WaitersBehind(ctx, hold, "UPDATE reminders SET state = $3")
+		require.NoError(t, err)
+		return waiting > 0
 	}, 30*time.Second, 20*time.Millisecond, "the expiry's write waits on the held row")
 
 	outs, err := s.Starter.Decide(ctx, starter.Selection{ReminderID: r.ReminderID}, true, starter.Actor{By: "alice"})

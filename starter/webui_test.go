@@ -69,7 +69,7 @@ func waitForDetails(t *testing.T, s *testenv.Stack, workflowID, prefix string) s
 // secret or the message.
 func TestWebUIShowsIdsAndWhatTheReminderWaitsFor(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
+	s := testenv.NewStackWith(t, testenv.StackOptions{DelayedStart: true})
 	ctx := context.Background()
 	due := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Minute)
 	u := s.Update(t, due, reminder.Email, reminder.Webhook)

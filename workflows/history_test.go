@@ -29,23 +29,23 @@ import (
 )
 
 // ReminderHistoryEvents pins a delivered reminder's history length, as the
-// product starts it: with a start delay to its due time, so the engine runs
-// its first workflow task then. The start and that task (4), the notify
-// activity (3), the workflow task its completion brings (3), the
-// search-attribute upsert that marks it sent, and completion: 12, in two
-// workflow tasks, with no timer. Started at the current level, it asks
-// GetVersion for no change (a reminder started before levels pays two
-// more, a marker and the SDK's TemporalChangeVersion upsert).
+// product starts it by default: at once, to sleep on a timer. The start
+// and its workflow task (4), the timer (2), the workflow task its firing
+// brings (3), the notify activity (3), the workflow task its completion
+// brings (3), the search-attribute upsert that marks it sent, and
+// completion: 17, in three workflow tasks. Started at the current level, it
+// asks GetVersion for no change (a reminder started before levels pays two
+// more, a marker and the SDK's TemporalChangeVersion upsert). A bare "timer
+// then one activity" workflow takes 16.
 //
-// TimerReminderHistoryEvents is the same reminder started at once to sleep
-// on a timer (SHIPNOTIFY_DELAYED_START=false, and every reminder of the
-// releases before it): the timer (2) and the workflow task its firing
-// brings (3) more, in three workflow tasks. A bare "timer then one
-// activity" workflow takes 16. Every event costs the engine throughput, so
-// growing either number must be a decision.
+// DelayedReminderHistoryEvents is the same reminder started with a start
+// delay to its due time (SHIPNOTIFY_DELAYED_START=true): the engine runs its
+// first workflow task then, so it records no timer and no task for its
+// firing: 12, in two workflow tasks. Every event costs the engine
+// throughput, so growing either number must be a decision.
 const (
-	ReminderHistoryEvents      = 12
-	TimerReminderHistoryEvents = 17
+	ReminderHistoryEvents        = 17
+	DelayedReminderHistoryEvents = 12
 )
 
 func eventTypes(h *historypb.History) []string {
@@ -75,16 +75,16 @@ func TestDeliveredReminderHistoryIsLean(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name                 string
-		timerStart           bool
+		delayed              bool
 		events, tasks, timer int
 		history              string
 	}{
-		{"start delay", false, ReminderHistoryEvents, 2, 0, "sent-after-start-delay"},
-		{"timer", true, TimerReminderHistoryEvents, 3, 1, "sent"},
+		{"timer", false, ReminderHistoryEvents, 3, 1, "sent"},
+		{"start delay", true, DelayedReminderHistoryEvents, 2, 0, "sent-after-start-delay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := testenv.NewStackWith(t, testenv.StackOptions{TimerStart: tc.timerStart})
+			s := testenv.NewStackWith(t, testenv.StackOptions{DelayedStart: tc.delayed})
 			h, res, id := runReminder(t, s)
 			require.Equal(t, reminder.Sent, res.State)
 			require.Equal(t, tc.events, len(h.GetEvents()), "history events: %v", eventTypes(h))
@@ -154,7 +154,7 @@ func TestFailedReminderHistory(t *testing.T) {
 	s.Mail.Fail(sink.Answer{Status: 400})
 	_, res, id := runReminder(t, s)
 	require.Equal(t, reminder.Failed, res.State)
-	testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel("failed-after-start-delay"))
+	testenv.RecordHistory(t, s.Temporal, id, testenv.AtCurrentLevel("failed"))
 }
 
 // Recorded histories of every path replay against today's workflow code; a
@@ -311,7 +311,7 @@ func TestPlaintextHistoriesWaitForTheAllowance(t *testing.T) {
 // …"), not "AwaitWithTimeout".
 func TestTheDueTimerIsNamedInTheWebUI(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStackWith(t, testenv.StackOptions{TimerStart: true})
+	s := testenv.NewStack(t)
 	ctx := context.Background()
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	results, err := s.Starter.Schedule(ctx, s.Update(t, due, reminder.Email))

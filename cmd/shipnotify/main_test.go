@@ -375,7 +375,7 @@ func TestDemoDeliversTheSample(t *testing.T) {
 // delay too), approve, reschedule (and its refusals), cancel.
 func TestOperateFromTheCommandLine(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t)
+	s := testenv.NewStackWith(t, testenv.StackOptions{DelayedStart: true})
 	c := stackCLI(s)
 	c.env["USER"] = "alice"
 	ctx := context.Background()

@@ -166,7 +166,7 @@ func subscriberIDs(rows []api.Reminder) []string {
 // one does not; after the workflow ends, its final status.
 func TestGetReminder(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setup(t, withDelayedStart)
 	shipment := testenv.ID(t, "SHP")
 	due := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
 	require.Equal(t, http.StatusCreated, e.do(t, "POST", "/v1/updates", "tracker", emailUpdate(shipment, "eta-1", 1, due)).status)

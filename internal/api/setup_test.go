@@ -57,6 +57,10 @@ type setupOption func(*testenv.StackOptions, *api.Options)
 
 func withoutWorker(so *testenv.StackOptions, _ *api.Options) { so.NoWorker = true }
 
+// withDelayedStart starts the stack's plain reminders with a start delay
+// (SHIPNOTIFY_DELAYED_START=true).
+func withDelayedStart(so *testenv.StackOptions, _ *api.Options) { so.DelayedStart = true }
+
 func setup(t *testing.T, opts ...setupOption) *testEnv {
 	t.Helper()
 	loadContract(t)

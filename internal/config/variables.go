@@ -47,7 +47,7 @@ var Variables = []Variable{
 	{Name: "TEMPORAL_CONFIG_FILE", Meaning: "Temporal client config file (TOML profiles); default: the user config dir's temporalio/temporal.toml"},
 	{Name: "TEMPORAL_PROFILE", Meaning: "profile in that file (default: default)"},
 	{Name: "SHIPNOTIFY_TASK_QUEUE", Default: workflows.DefaultTaskQueue, Meaning: "task queue the worker polls and the starter starts on"},
-	{Name: "SHIPNOTIFY_DELAYED_START", Default: "true", Meaning: "a reminder that needs no approval starts with Temporal's start delay: the engine holds it and runs its first task at the due time, with no timer (3 billable actions a delivered reminder, not 4); false starts it at once to sleep on a timer (docs/performance.md measures both)"},
+	{Name: "SHIPNOTIFY_DELAYED_START", Default: "false", Meaning: "true starts a reminder that needs no approval with Temporal's start delay: the engine holds it and runs its first task at the due time, with no timer: 3 billable actions a delivered reminder instead of 4, and less engine CPU, but a burst of reminders coming due drains slower on this project's measurements (docs/performance.md); for deployments that pay by the action"},
 	{Name: "SHIPNOTIFY_DEFAULT_TENANT", Default: reminder.DefaultTenantName, Meaning: "the default tenant's name: the tenant of keys and approvers without `tenant=`, and of every reminder scheduled before tenancy"},
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Meaning: "the PostgreSQL mirror (the dev cluster by default); in production a member of shipnotify_runtime", Secret: true, DatabaseURL: true},
 	{Name: "SHIPNOTIFY_MIGRATE_DATABASE_URL", Meaning: "the mirror as its owner, for `shipnotify migrate` only (default: DATABASE_URL)", Secret: true, DatabaseURL: true},

@@ -23,9 +23,8 @@ const (
 	Naive Kind = "naive"
 	// Lean is the baseline "timer, then one no-op local activity".
 	Lean Kind = "lean"
-	// Full is the product (starter, mirror, ReminderWorkflow, notify) with
-	// every reminder started at once to sleep on a timer: the path of the
-	// releases before issue 37, and SHIPNOTIFY_DELAYED_START=false.
+	// Full is the product (starter, mirror, ReminderWorkflow, notify) as it
+	// runs by default: every reminder started at once to sleep on a timer.
 	Full Kind = "full"
 	// FullLocal is the product with the retired fast path: its worker
 	// pins workflows.ChangeLocalFirstAttempt to 1, so the notify's first
@@ -34,8 +33,8 @@ const (
 	// beside full to show what retiring it cost, and where its stalls
 	// came from.
 	FullLocal Kind = "full-local"
-	// FullDelayed is the product as it starts reminders by default
-	// (SHIPNOTIFY_DELAYED_START, the starter's DelayedStart): a reminder's workflow starts with Temporal's start delay
+	// FullDelayed is the product with SHIPNOTIFY_DELAYED_START=true (the
+	// starter's DelayedStart): a reminder's workflow starts with Temporal's start delay
 	// up to its due time, so the engine dispatches its first workflow task
 	// then instead of the workflow sleeping on a timer. Its own task queue
 	// and worker, the product's worker as full's.

@@ -52,7 +52,7 @@ func (p *inProcess) CPU(Kind) float64 { return 0 }
 // that restarts its worker.
 func TestRunnerEndToEnd(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true, TimerStart: true})
+	s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
 	queues := map[Kind]string{Naive: s.TaskQueue + "-naive", Lean: s.TaskQueue + "-lean", Full: s.TaskQueue}
 	noop := NewSendingNoop(email.NewSender(email.Options{APIKey: testenv.MailAPIKey, BaseURL: s.Mail.URL(), FromEmail: "r@bench.example"}))
 	bare := func(k Kind) func() sdkworker.Worker {

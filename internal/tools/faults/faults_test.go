@@ -183,10 +183,7 @@ func TestWorkerDownWhileRemindersComeDue(t *testing.T) {
 	})
 	t.Run("timer started, then every worker gone", func(t *testing.T) {
 		t.Parallel()
-		// The timer path (SHIPNOTIFY_DELAYED_START=false, and the reminders
-		// of the releases before it); a delayed start has no timer, and its
-		// first task waits for a worker as the backfill's above do.
-		s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true, TimerStart: true})
+		s := testenv.NewStackWith(t, testenv.StackOptions{NoWorker: true})
 		worker := testenv.StartProcess(t, s.Env(), testenv.Binary(t), "worker")
 		due := time.Now().Add(10 * time.Second)
 		results, err := s.Starter.Schedule(context.Background(), emailUpdate(t, 10, due, 0))

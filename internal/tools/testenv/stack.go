@@ -89,10 +89,11 @@ type StackOptions struct {
 	// the releases before workflow levels did, so a test walks the path
 	// reminders of an earlier release took.
 	Versions map[string]workflow.Version
-	// TimerStart starts the stack's reminders at once, to sleep on a timer
-	// (SHIPNOTIFY_DELAYED_START=false), not with the start delay the
-	// product starts them with by default.
-	TimerStart bool
+	// DelayedStart starts the stack's reminders that need no approval with
+	// a start delay to their due time, as SHIPNOTIFY_DELAYED_START=true
+	// does; by default they start at once to sleep on a timer, as the
+	// product's default does.
+	DelayedStart bool
 	// Events has the mail sink post SendGrid's signed Event Webhook events
 	// to serve's own handler (and runs its escalator), so a send whose
 	// outcome was unknown is settled by the provider's evidence; the
@@ -166,7 +167,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 		Temporal: s.Temporal, Mirror: s.Mirror, TaskQueue: s.TaskQueue,
 		Webhooks: webhook.Guard{AllowLoopback: true}, Now: time.Now, Unleveled: len(o.Versions) > 0,
 		// Reminders of the releases before levels never had a start delay.
-		DelayedStart: !o.TimerStart && len(o.Versions) == 0,
+		DelayedStart: o.DelayedStart && len(o.Versions) == 0,
 	}
 	s.versions = o.Versions
 	if !o.NoWorker {
