@@ -151,12 +151,17 @@ func Start(t testing.TB) *Env {
 	for range 2 {
 		e.Workers = append(e.Workers, testenv.StartProcess(t, e.env, e.Bin, "worker"))
 	}
-	for range 2 {
+	for i := range 2 {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		ops := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		e.ServeURLs = append(e.ServeURLs, "http://"+addr)
 		e.opsURLs = append(e.opsURLs, "http://"+ops)
-		e.Serves = append(e.Serves, testenv.StartProcess(t, e.ProcessEnv("SHIPNOTIFY_API_ADDR="+addr, "SHIPNOTIFY_METRICS_ADDR="+ops),
+		// The second replica starts plain reminders with the start delay
+		// (SHIPNOTIFY_DELAYED_START), so the API's reminders take both
+		// paths, as during a rollout that turns it on, and the checker
+		// holds both to every promise.
+		delayed := "SHIPNOTIFY_DELAYED_START=" + strconv.FormatBool(i == 1)
+		e.Serves = append(e.Serves, testenv.StartProcess(t, e.ProcessEnv("SHIPNOTIFY_API_ADDR="+addr, "SHIPNOTIFY_METRICS_ADDR="+ops, delayed),
 			e.Bin, "serve"))
 	}
 	e.Balancer = httptest.NewServer(balancer.New(e.ServeURLs))
