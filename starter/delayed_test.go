@@ -93,7 +93,7 @@ func TestAReminderInItsStartDelay(t *testing.T) {
 	read, moved, viaWebUI, viaAPI := results[0], results[1], results[2], results[3]
 
 	t.Run("status", func(t *testing.T) {
-		st, err := starter.LiveStatus(ctx, s.Temporal, row(t, s, read.ReminderID))
+		st, err := starter.LiveStatus(ctx, s.Temporal, row(t, s, read.ReminderID), nil)
 		require.NoError(t, err)
 		require.Equal(t, reminder.Scheduled, st.State)
 		require.True(t, due.Equal(st.DueAt))

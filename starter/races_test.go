@@ -452,7 +452,7 @@ func TestAWindowMoveMovesAReminderThatNeverStarted(t *testing.T) {
 	require.Len(t, results, 1)
 	terminateAtCleanup(t, s, results[0].WorkflowID)
 	require.True(t, results[0].DueAt.Equal(want), "started from the moved row")
-	st, err := starter.LiveStatus(ctx, s.Temporal, row(t, s, results[0].ReminderID))
+	st, err := starter.LiveStatus(ctx, s.Temporal, row(t, s, results[0].ReminderID), nil)
 	require.NoError(t, err)
 	require.True(t, st.DueAt.Equal(want), "the workflow sleeps until the moved due time, not the old one: %s", st.DueAt)
 	require.WithinDuration(t, want, st.WaitingUntil, time.Second, "the engine holds it until the moved due time")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/shipnotify/shipnotify/mirror"
@@ -20,14 +21,16 @@ import (
 // answer it (the server says WorkflowNotReady); its account is then read
 // from what the start recorded, the search attributes and the mirror's
 // row, with WaitingUntil set to when the engine runs its first task. Any
-// other failure (no worker answered in time) is returned as it is.
-func LiveStatus(ctx context.Context, tc client.Client, row mirror.Row) (workflows.Status, error) {
+// other failure (no worker answered in time) is returned as it is. info is
+// what a describe of the workflow the caller made already read; nil
+// describes it, only when the fallback needs it.
+func LiveStatus(ctx context.Context, tc client.Client, row mirror.Row, info *workflowpb.WorkflowExecutionInfo) (workflows.Status, error) {
 	var st workflows.Status
 	v, err := tc.QueryWorkflow(ctx, row.WorkflowID, "", workflows.QueryStatus)
 	var notReady *serviceerror.WorkflowNotReady
 	switch {
 	case errors.As(err, &notReady):
-		return waitingStatus(ctx, tc, row)
+		return waitingStatus(ctx, tc, row, info)
 	case err != nil:
 		return st, err
 	}
@@ -41,12 +44,14 @@ func LiveStatus(ctx context.Context, tc client.Client, row mirror.Row) (workflow
 // state and due time its start recorded as search attributes (nothing has
 // changed them since: an operator's change wakes the workflow), the mirror's
 // cancel request, and the one step it took, being scheduled.
-func waitingStatus(ctx context.Context, tc client.Client, row mirror.Row) (workflows.Status, error) {
-	desc, err := tc.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
-	if err != nil {
-		return workflows.Status{}, fmt.Errorf("error describing a workflow in its start delay: %w", err)
+func waitingStatus(ctx context.Context, tc client.Client, row mirror.Row, info *workflowpb.WorkflowExecutionInfo) (workflows.Status, error) {
+	if info == nil {
+		desc, err := tc.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
+		if err != nil {
+			return workflows.Status{}, fmt.Errorf("error describing a workflow in its start delay: %w", err)
+		}
+		info = desc.GetWorkflowExecutionInfo()
 	}
-	info := desc.GetWorkflowExecutionInfo()
 	state, due, err := reminderAttributes(info.GetSearchAttributes())
 	if err != nil {
 		state, due = row.State, row.DueAt

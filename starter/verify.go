@@ -382,7 +382,7 @@ func (s *Starter) liveStatus(ctx context.Context, row mirror.Row, sa *commonpb.S
 	}
 	qctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	st, err := LiveStatus(qctx, s.Temporal, row)
+	st, err := LiveStatus(qctx, s.Temporal, row, nil)
 	if err == nil {
 		return st, nil
 	}

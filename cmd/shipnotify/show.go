@@ -114,7 +114,7 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 			out.Workflow.CloseTime = &ct
 		}
 		if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			live, err := starter.LiveStatus(ctx, tc, row)
+			live, err := starter.LiveStatus(ctx, tc, row, info)
 			if err != nil {
 				return fmt.Errorf("error querying the workflow's status: %w", err)
 			}
@@ -172,13 +172,14 @@ func printShow(e cli.Env, out showOutput) error {
 		return err
 	}
 	if l := out.Live; l != nil {
-		if l.WaitingUntil.IsZero() {
-			fmt.Fprintln(e.Stdout, "\nLive (the running workflow's status query):")
-		} else {
+		waiting := !l.WaitingUntil.IsZero()
+		if waiting {
 			fmt.Fprintln(e.Stdout, "\nLive (in its start delay, from what its start recorded):")
+		} else {
+			fmt.Fprintln(e.Stdout, "\nLive (the running workflow's status query):")
 		}
 		tw = tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		if !l.WaitingUntil.IsZero() {
+		if waiting {
 			fmt.Fprintf(tw, "  Waiting\t%s\n", starter.Waiting(*l))
 		}
 		fmt.Fprintf(tw, "  State\t%s\n", l.State)

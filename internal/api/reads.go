@@ -15,6 +15,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -372,7 +373,7 @@ func (a *API) getReminder(w http.ResponseWriter, r *http.Request, c *caller) err
 			view.Workflow.CloseTime = ptr(t.AsTime())
 		}
 		if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			view.Live, err = a.liveStatus(ctx, row)
+			view.Live, err = a.liveStatus(ctx, row, info)
 			if err != nil {
 				view.LiveError = "the workflow did not answer its status query (is a worker running?)"
 				a.log.WarnContext(ctx, "status query failed", "workflow_id", row.WorkflowID, "error", err)
@@ -385,10 +386,10 @@ func (a *API) getReminder(w http.ResponseWriter, r *http.Request, c *caller) err
 
 // liveStatus asks a running workflow for its own account, for at most
 // StatusQueryTimeout.
-func (a *API) liveStatus(ctx context.Context, row mirror.Row) (*LiveStatus, error) {
+func (a *API) liveStatus(ctx context.Context, row mirror.Row, info *workflowpb.WorkflowExecutionInfo) (*LiveStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, StatusQueryTimeout)
 	defer cancel()
-	s, err := starter.LiveStatus(ctx, a.st.Temporal, row)
+	s, err := starter.LiveStatus(ctx, a.st.Temporal, row, info)
 	if err != nil {
 		return nil, err
 	}

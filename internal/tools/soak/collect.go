@@ -231,7 +231,7 @@ func (e *Env) workflowViews(ctx context.Context, s *Snapshot) error {
 		}
 		v := WorkflowView{}
 		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		st, err := starter.LiveStatus(qctx, e.Stack.Temporal, row)
+		st, err := starter.LiveStatus(qctx, e.Stack.Temporal, row, nil)
 		cancel()
 		if err != nil {
 			v.Err = err.Error()
