@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/shipnotify/shipnotify/fairqueue"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
@@ -30,14 +31,15 @@ var ErrNotFound = errors.New("not found in the mirror")
 type Store struct {
 	pool   *pgxpool.Pool
 	sealer Sealer
-	// updateLocks counts the connections LockUpdate holds.
-	updateLocks chan struct{}
+	// updateLocks are the connections LockUpdate may hold, shared among
+	// tenants in turn.
+	updateLocks *fairqueue.Queue
 }
 
 // New returns a store over pool. The pool's size bounds the store's
 // concurrency; size it to the worker's activity concurrency.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, updateLocks: make(chan struct{}, maxUpdateLocks)}
+	return &Store{pool: pool, updateLocks: fairqueue.New(maxUpdateLocks, maxUpdateLocks/2)}
 }
 
 // Pool is the store's pool, for health checks and migrations.
@@ -222,9 +224,11 @@ var lockKeepalive = map[string]string{
 
 // LockUpdate serialises the operations that move an update's window: it
 // holds a session advisory lock, on a connection of its own outside the
-// pool (at most maxUpdateLocks of them at once; a further mover waits for
-// one, holding nothing), until unlock is called or the session ends with
-// the process. However many moves run, the pool stays the pool's.
+// pool (at most maxUpdateLocks of them at once, and half of them for one
+// tenant; a further mover waits for one, holding nothing, and the tenants
+// waiting are served in turn, so one tenant's eight moves do not hold
+// another's one), until unlock is called or the session ends with the
+// process. However many moves run, the pool stays the pool's.
 //
 // The lock's bounds: a waiter waits at most until ctx ends (the API's
 // request deadline); a holder that exits drops it with its connection at
@@ -234,10 +238,9 @@ var lockKeepalive = map[string]string{
 // (SIGSTOP, a GC pause) still answers keepalives and keeps the lock until
 // it thaws: its move is under way, and the next waits for it.
 func (s *Store) LockUpdate(ctx context.Context, tenant, shipmentID, updateID string) (unlock func(), err error) {
-	select {
-	case s.updateLocks <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("error locking update: %w", ctx.Err())
+	release, err := s.updateLocks.Acquire(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("error locking update: %w", err)
 	}
 	cfg := s.pool.Config().ConnConfig.Copy()
 	if cfg.RuntimeParams == nil {
@@ -246,7 +249,7 @@ func (s *Store) LockUpdate(ctx context.Context, tenant, shipmentID, updateID str
 	maps.Copy(cfg.RuntimeParams, lockKeepalive)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		<-s.updateLocks
+		release()
 		return nil, fmt.Errorf("error locking update: %w", err)
 	}
 	// The default tenant's key is the one it had before tenancy, so a
@@ -254,7 +257,7 @@ func (s *Store) LockUpdate(ctx context.Context, tenant, shipmentID, updateID str
 	const key = `hashtextextended('shipnotify update ' || $1 || '/' || $2, 0)`
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`, reminder.TenantShipment(tenant, shipmentID), updateID); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
-		<-s.updateLocks
+		release()
 		return nil, fmt.Errorf("error locking update: %w", err)
 	}
 	return func() {
@@ -262,7 +265,7 @@ func (s *Store) LockUpdate(ctx context.Context, tenant, shipmentID, updateID str
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = conn.Close(ctx)
-		<-s.updateLocks
+		release()
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package mirror_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"testing"
 	"time"
 
@@ -190,4 +191,43 @@ SELECT pg_terminate_backend(l.pid) FROM pg_locks l, k
 	next, err := store.LockUpdate(lctx, "", shipment, "u-1")
 	require.NoError(t, err, "the holder's dropped session freed the lock")
 	next()
+}
+
+// The connections that hold update locks are shared among tenants: a
+// tenant moving eight updates at once holds at most half of them, so
+// another tenant's one move locks at once instead of waiting for one of
+// the eight to finish.
+func TestOneTenantsMovesDoNotHoldEveryUpdateLock(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	shipment := "SHP-FAIR-" + rand.Text()[:8]
+	acme, globex := "acme-"+rand.Text()[:6], "globex-"+rand.Text()[:6]
+	held := make(chan func(), 8)
+	for i := range 8 {
+		go func() {
+			unlock, err := store.LockUpdate(ctx, acme, shipment, fmt.Sprintf("u-%d", i))
+			if err != nil {
+				t.Errorf("acme's move %d: %v", i, err)
+				return
+			}
+			held <- unlock
+		}()
+	}
+	var acmes []func()
+	for range 4 {
+		acmes = append(acmes, <-held)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	unlock, err := store.LockUpdate(wctx, globex, shipment, "u-1")
+	require.NoError(t, err, "globex's move waited for acme's")
+	unlock()
+	for _, u := range acmes {
+		u()
+	}
+	for range 4 {
+		(<-held)()
+	}
 }

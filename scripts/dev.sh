@@ -228,6 +228,9 @@ temporal_up() {
     # the task's answer (eager dispatch), saving a matching round trip; the
     # server grants it only when this is on. A rate-capped worker asks for none.
     --dynamic-config-value system.enableActivityEagerExecution=true
+    # A task queue's backlog is dispatched among tenants in turn (the
+    # fairness key each reminder starts with is its tenant).
+    --dynamic-config-value matching.enableFairness=true
     --log-level warn
     # `shipnotify codec-server` (started by the demo) decrypts payloads for the UI.
     --ui-codec-endpoint "http://localhost:$codec_port")

@@ -725,7 +725,14 @@ func refused(err error, out *Outcome) bool {
 // each runs fn for every row with bounded concurrency; outcomes keep the
 // rows' order.
 func (s *Starter) each(ctx context.Context, rows []mirror.Row, fn func(context.Context, mirror.Row) (Outcome, error)) ([]Outcome, error) {
-	outs, errs := parallel(ctx, s.concurrency(), rows, fn)
+	outs, errs := parallel(ctx, s.concurrency(), rows, func(ctx context.Context, row mirror.Row) (Outcome, error) {
+		release, err := s.Slots.Acquire(ctx, row.Tenant)
+		if err != nil {
+			return Outcome{ReminderID: row.ID, State: row.State}, err
+		}
+		defer release()
+		return fn(ctx, row)
+	})
 	for i, err := range errs {
 		if err == nil {
 			continue

@@ -19,8 +19,10 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/shipnotify/shipnotify/budget"
+	"github.com/shipnotify/shipnotify/fairqueue"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -86,6 +88,13 @@ type Starter struct {
 	TaskQueue string
 	// Concurrency bounds workflow starts in flight for one update (0 means 16).
 	Concurrency int
+	// Slots, when set, is shared by every call on this Starter: each
+	// workflow start, and each reminder a cancel, a move or a decision
+	// reaches, holds one of its slots, handed out among tenants in turn,
+	// so one tenant's 500-reminder update waits behind itself and not in
+	// front of another tenant's single reminder (nil: Concurrency alone
+	// bounds each call).
+	Slots *fairqueue.Queue
 	// Webhooks is the guard webhook URLs must pass at schedule time (the
 	// worker's sender applies the same one at connection time).
 	Webhooks webhook.Guard
@@ -180,6 +189,22 @@ func (d *Draft) Lookups() int {
 		return 0
 	}
 	return len(d.hosts)
+}
+
+// Starts is how many workflows ScheduleDraft will start at most: every
+// reminder of an update the mirror does not hold yet (or was not asked
+// about: one with no webhook host), those left unstarted of one it holds.
+func (d *Draft) Starts() int {
+	if d.stored == nil {
+		return len(d.rems)
+	}
+	n := 0
+	for _, r := range d.stored.Reminders {
+		if r.Startable() {
+			n++
+		}
+	}
+	return n
 }
 
 // Draft checks an update as Plan does, but looks nothing up. When the
@@ -464,7 +489,12 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.W
 		in.Level = 0
 	}
 	delay := s.startDelay(r)
-	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	release, err := s.Slots.Acquire(ctx, r.Tenant)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       r.WorkflowID,
 		StartDelay:               delay,
 		TaskQueue:                s.TaskQueue,
@@ -481,6 +511,10 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.W
 		StaticDetails: workflows.ReminderDetails(in, delay > 0),
 		// Without this the SDK hands back the running workflow as if it were new.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		// The engine dispatches the task queue's backlog among tenants in
+		// turn (task-queue fairness, where the server has it on); the
+		// workflow's activities and children inherit the key.
+		Priority: temporal.Priority{FairnessKey: r.Tenant},
 	}, workflows.ReminderWorkflowName, in)
 	var exists *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {

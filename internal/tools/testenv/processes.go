@@ -210,7 +210,8 @@ func startDevServer(t testing.TB, bin string, dynamicConfig []string) *DevServer
 		args = append(args, "--search-attribute", sa)
 	}
 	// As scripts/dev.sh starts the shared one.
-	args = append(args, "--dynamic-config-value", "system.enableActivityEagerExecution=true")
+	args = append(args, "--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		"--dynamic-config-value", "matching.enableFairness=true")
 	for _, kv := range dynamicConfig {
 		args = append(args, "--dynamic-config-value", kv)
 	}
