@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/budget"
+	"github.com/shipnotify/shipnotify/fairqueue"
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/console"
@@ -53,6 +54,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 		return cli.UsageError{Err: err}
 	}
 	st := d.NewStarter()
+	st.Slots = fairqueue.New(d.Cfg.StartSlots, d.Cfg.TenantStartSlots)
 	if st.Mirror, err = d.Mirror(ctx, cli.ServePoolSize); err != nil {
 		return err
 	}
@@ -68,6 +70,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	handler, err := api.New(api.Options{
 		Starter: st, Keys: d.Cfg.APIKeys, DefaultTenant: d.Cfg.DefaultTenant,
 		Rate: rate.Limit(d.Cfg.APIRate), Burst: d.Cfg.APIBurst,
+		ReminderRate: rate.Limit(d.Cfg.APIReminderRate), ReminderBurst: d.Cfg.APIReminderBurst,
 		RequestTimeout: d.Cfg.APIRequestTimeout, Metrics: reg, Logger: d.Logger,
 	})
 	if err != nil {

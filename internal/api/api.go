@@ -75,6 +75,11 @@ type Options struct {
 	// the limit off (the benchmark, which measures the API's own cost).
 	Rate  rate.Limit
 	Burst int
+	// ReminderRate and ReminderBurst are each key's and each tenant's
+	// reminder bucket: an update is charged its reminders and webhook host
+	// lookups (chargeUpdate). Rate 0 means rate.Inf: no charge.
+	ReminderRate  rate.Limit
+	ReminderBurst int
 	// RequestTimeout bounds each request (0 means DefaultRequestTimeout).
 	RequestTimeout time.Duration
 	// Metrics, when set, receives the request counts and durations.
@@ -94,7 +99,12 @@ type API struct {
 	setKeys sync.Mutex
 	limit   rate.Limit
 	burst   int
-	now     func() time.Time
+	// reminderLimit and reminderBurst are the reminder buckets', and
+	// tenantReminders the tenants' own.
+	reminderLimit   rate.Limit
+	reminderBurst   int
+	tenantReminders *reminderBuckets
+	now             func() time.Time
 	// defaultTenant is the default tenant's name.
 	defaultTenant string
 	timeout       time.Duration
@@ -131,6 +141,11 @@ func New(o Options) (*API, error) {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	a.reminderLimit, a.reminderBurst = o.ReminderRate, max(o.ReminderBurst, 1)
+	if a.reminderLimit == 0 {
+		a.reminderLimit = rate.Inf
+	}
+	a.tenantReminders = newReminderBuckets(a.reminderLimit, a.reminderBurst)
 	a.defaultTenant = o.DefaultTenant
 	if a.defaultTenant == "" {
 		a.defaultTenant = reminder.DefaultTenantName
@@ -183,14 +198,16 @@ func (a *API) routes() {
 func (a *API) SetKeys(keys []Key) {
 	a.setKeys.Lock()
 	defer a.setKeys.Unlock()
-	ring := &keyring{keys: slices.Clone(keys), limiters: map[string]*rate.Limiter{}, tenants: map[string]string{}}
+	ring := &keyring{keys: slices.Clone(keys), limiters: map[string]*rate.Limiter{},
+		reminders: map[string]*rate.Limiter{}, tenants: map[string]string{}}
 	old := a.keys.Load()
 	for _, k := range keys {
 		ring.tenants[k.Name] = k.Tenant.ID(a.defaultTenant)
 		if old != nil && old.limiters[k.Name] != nil {
-			ring.limiters[k.Name] = old.limiters[k.Name]
+			ring.limiters[k.Name], ring.reminders[k.Name] = old.limiters[k.Name], old.reminders[k.Name]
 		} else {
 			ring.limiters[k.Name] = rate.NewLimiter(a.limit, a.burst)
+			ring.reminders[k.Name] = rate.NewLimiter(a.reminderLimit, a.reminderBurst)
 		}
 	}
 	a.keys.Store(ring)
@@ -463,36 +480,6 @@ func rateLimitHeaders(h http.Header, l *rate.Limiter, now time.Time) {
 	}
 	h.Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", rateLimitPolicy, burst, max(window, 1)))
 	h.Set("RateLimit", fmt.Sprintf("%s;r=%d;t=%d", rateLimitPolicy, remaining, reset))
-}
-
-// allowLookups charges a schedule's webhook host lookups to the key before
-// any is made: the request's own token covers the first, each one more
-// costs a token, as a request does. A key whose bucket does not hold them
-// now is answered 429, with Retry-After until it will (the retry's own
-// token included), and nothing is looked up. Lookups beyond the bucket's
-// size need it full, and leave the key in debt: it waits the rest out
-// before its next request.
-func (a *API) allowLookups(c *caller, lookups int) *Problem {
-	k := c.key
-	l := c.ring.limiters[k.Name]
-	n := lookups - 1
-	if l == nil || n <= 0 || l.Limit() == rate.Inf {
-		return nil
-	}
-	now := a.now()
-	need := min(n, l.Burst()-1)
-	if have := l.TokensAt(now); have < float64(need) {
-		delay := time.Duration((float64(need+1) - have) / float64(l.Limit()) * float64(time.Second))
-		return overLimit(k, fmt.Sprintf(" for the %d webhook host lookups this update needs", lookups), delay)
-	}
-	for n > 0 {
-		// ReserveN takes at most a bucket at a time; what it cannot
-		// take now it takes from the tokens to come.
-		chunk := min(n, max(l.Burst(), 1))
-		l.ReserveN(now, chunk)
-		n -= chunk
-	}
-	return nil
 }
 
 // overLimit is the 429 for a key over its rate limit, Retry-After the whole

@@ -290,6 +290,8 @@ func parseKey(entry string) (Key, error) {
 type keyring struct {
 	keys     []Key
 	limiters map[string]*rate.Limiter
+	// reminders are the keys' reminder buckets (chargeUpdate).
+	reminders map[string]*rate.Limiter
 	// tenants are the keys' tenants by name ("" the default), resolved
 	// once against the default tenant's name.
 	tenants map[string]string

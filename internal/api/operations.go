@@ -55,7 +55,7 @@ func (a *API) postUpdate(w http.ResponseWriter, r *http.Request, c *caller) erro
 		}
 		return err
 	}
-	if p := a.allowLookups(c, d.Lookups()); p != nil {
+	if p := a.chargeUpdate(c, d.Starts(), d.Lookups()); p != nil {
 		return p
 	}
 	results, err := a.st.ScheduleDraft(ctx, d)

@@ -249,14 +249,16 @@ func TestScheduleLooksUpOnlyWhatItWrites(t *testing.T) {
 	require.Equal(t, before, e.mirrorCount(t))
 }
 
-// A schedule's webhook host lookups count against the key's rate limit:
-// each distinct host beyond the first costs a token, so an update of five
-// hosts leaves a key of three tokens three in debt, and a key that cannot
-// afford the lookups is answered 429 before any is made, writing nothing.
-func TestWebhookLookupsCountAgainstTheKeysRateLimit(t *testing.T) {
+// An update is charged its reminders and its webhook host lookups, to its
+// key's reminder bucket and to its tenant's, before anything is looked up
+// or written: one request cannot buy 500 workflows. A bucket that cannot
+// pay now is 429 with Retry-After, nothing looked up, nothing written; the
+// tenant's bucket is shared by every key acting for it (here an admin key
+// whose own bucket is full), and another tenant's is its own.
+func TestAnUpdateIsChargedItsRemindersToItsKeyAndItsTenant(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
-		o.Rate, o.Burst = rate.Every(time.Hour), 3
+		o.ReminderRate, o.ReminderBurst = rate.Every(time.Hour), 12
 	})
 	lookups := e.countLookups()
 	hosts := func(n int) []string {
@@ -267,30 +269,29 @@ func TestWebhookLookupsCountAgainstTheKeysRateLimit(t *testing.T) {
 		return urls
 	}
 
-	// A full bucket affords them, and owes the rest: 3 tokens, 1 + 4 spent.
+	// Two email subscribers and five webhooks on five hosts: 7 + 5 = 12.
 	resp := e.do(t, "POST", "/v1/updates", "tracker", e.hookUpdate(t, hosts(5)...))
 	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
 	require.Equal(t, int64(5), lookups.Load())
-	resp = e.do(t, "GET", "/v1/reminders", "tracker", nil)
-	require.Equal(t, http.StatusTooManyRequests, resp.status)
+
+	before := e.mirrorCount(t)
+	resp = e.do(t, "POST", "/v1/updates", "tracker", e.hookUpdate(t, hosts(5)...))
+	require.Equal(t, http.StatusTooManyRequests, resp.status, "%s", resp.body)
+	require.Contains(t, resp.problem(t).Detail, "the API key tracker is over its reminder rate for the 7 reminders and 5 webhook host lookups")
 	retry, err := strconv.Atoi(resp.header.Get("Retry-After"))
 	require.NoError(t, err)
-	require.InDelta(t, 3*3600, retry, 5, "two tokens of debt and the next request's own")
+	require.InDelta(t, 12*3600, retry, 5, "until the bucket holds the twelve again")
 
-	// A key with one token left passes the request's own check, but cannot
-	// afford four more lookups: 429 before any, nothing written.
-	for range 2 {
-		require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "acme", nil).status)
-	}
-	before := e.mirrorCount(t)
-	resp = e.do(t, "POST", "/v1/updates", "acme", e.hookUpdate(t, hosts(5)...))
+	// Another key of the same tenant pays from the same tenant bucket.
+	resp = e.do(t, "POST", "/v1/updates?tenant=default", "admin", e.hookUpdate(t, hosts(5)...))
 	require.Equal(t, http.StatusTooManyRequests, resp.status, "%s", resp.body)
-	require.Contains(t, resp.problem(t).Detail, "5 webhook host lookups")
-	retry, err = strconv.Atoi(resp.header.Get("Retry-After"))
-	require.NoError(t, err)
-	require.InDelta(t, 3*3600, retry, 5, "a full bucket: the retry's own token and two lookups'")
+	require.Contains(t, resp.problem(t).Detail, "the tenant default is over its reminder rate")
 	require.Equal(t, int64(5), lookups.Load(), "no lookup for a refused update")
 	require.Equal(t, before, e.mirrorCount(t), "nothing written")
+
+	// Another tenant's bucket is its own.
+	resp = e.do(t, "POST", "/v1/updates", "acme", e.hookUpdate(t, hosts(5)...))
+	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
 }
 
 // An update whose starts the namespace refuses for want of the search

@@ -135,6 +135,14 @@ type Config struct {
 	// APIRate and APIBurst are each key's token bucket.
 	APIRate  float64
 	APIBurst int
+	// APIReminderRate and APIReminderBurst are each key's and each
+	// tenant's reminder bucket (api.Options.ReminderRate).
+	APIReminderRate  float64
+	APIReminderBurst int
+	// StartSlots and TenantStartSlots are serve's fair queue of starts and
+	// per-reminder operations (starter.Starter.Slots).
+	StartSlots       int
+	TenantStartSlots int
 	// APIRequestTimeout is the deadline of one API request.
 	APIRequestTimeout time.Duration
 
@@ -334,6 +342,21 @@ func (c *Config) loadAPI(get func(key string) string) error {
 	}
 	if c.APIBurst, err = positiveInt(get("SHIPNOTIFY_API_BURST")); err != nil {
 		return fmt.Errorf("SHIPNOTIFY_API_BURST: %w", err)
+	}
+	if c.APIReminderRate, err = strconv.ParseFloat(get("SHIPNOTIFY_API_REMINDER_RATE"), 64); err != nil || c.APIReminderRate <= 0 {
+		return fmt.Errorf("SHIPNOTIFY_API_REMINDER_RATE: want a positive number of reminders a second")
+	}
+	if c.APIReminderBurst, err = positiveInt(get("SHIPNOTIFY_API_REMINDER_BURST")); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_API_REMINDER_BURST: %w", err)
+	}
+	if c.StartSlots, err = positiveInt(get("SHIPNOTIFY_START_SLOTS")); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_START_SLOTS: %w", err)
+	}
+	if c.TenantStartSlots, err = positiveInt(get("SHIPNOTIFY_TENANT_START_SLOTS")); err != nil {
+		return fmt.Errorf("SHIPNOTIFY_TENANT_START_SLOTS: %w", err)
+	}
+	if c.TenantStartSlots > c.StartSlots {
+		return fmt.Errorf("SHIPNOTIFY_TENANT_START_SLOTS: want at most SHIPNOTIFY_START_SLOTS (%d)", c.StartSlots)
 	}
 	if c.APIRequestTimeout, err = time.ParseDuration(get("SHIPNOTIFY_API_REQUEST_TIMEOUT")); err != nil || c.APIRequestTimeout < MinAPIRequestTimeout {
 		return fmt.Errorf("SHIPNOTIFY_API_REQUEST_TIMEOUT: want a duration of at least %s, like 90s", MinAPIRequestTimeout)
