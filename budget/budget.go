@@ -121,4 +121,8 @@ const (
 	// grace period above both (compose's stop_grace_period, the chart's
 	// terminationGracePeriodSeconds).
 	ServeShutdownMargin = 5 * time.Second
+	// ApproversReload bounds how long a reload of the console's approvers
+	// file waits for the mirror to end a removed approver's sessions
+	// (cli.ServeKeyFiles); past it the console tries at the next reload.
+	ApproversReload = 10 * time.Second
 )

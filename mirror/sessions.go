@@ -43,3 +43,15 @@ func (s *Store) EndConsoleSession(ctx context.Context, idHash []byte) error {
 	}
 	return nil
 }
+
+// EndApproverSessions deletes every session of approver, on every serve
+// that shares the mirror: the console calls it when one of the approver's
+// keys is removed, so putting the key back revives none of them. It
+// returns how many ended.
+func (s *Store) EndApproverSessions(ctx context.Context, approver string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM console_sessions WHERE approver = $1`, approver)
+	if err != nil {
+		return 0, fmt.Errorf("error ending an approver's console sessions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -17,7 +17,8 @@ import (
 // `shipnotify serve` to mount at console.Path: the approvers from
 // SHIPNOTIFY_CONSOLE_KEYS_FILE, link checks on SHIPNOTIFY_LINK_KEY,
 // sessions on SHIPNOTIFY_SESSION_KEY, __Host- cookies when
-// SHIPNOTIFY_PUBLIC_URL is https.
+// SHIPNOTIFY_PUBLIC_URL is https, failed logins charged to the client
+// SHIPNOTIFY_TRUSTED_PROXIES' proxies forward.
 func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, logger *slog.Logger) (*console.Handler, error) {
 	if err := cfg.RequireConsole(); err != nil {
 		return nil, cli.UsageError{Err: err}
@@ -40,6 +41,7 @@ func newConsole(cfg config.Config, st *starter.Starter, store *mirror.Store, log
 	return console.New(console.Options{
 		Starter: st, Mirror: store, Links: signer, SessionKeys: cfg.SessionKeys, Approvers: approvers, DefaultTenant: cfg.DefaultTenant,
 		SecureCookie: cfg.PublicURL != nil && cfg.PublicURL.Scheme == "https",
+		Clients:      cfg.TrustedProxies,
 		Now:          time.Now, Logger: logger,
 	}), nil
 }

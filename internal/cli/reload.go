@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/internal/console"
@@ -157,7 +158,11 @@ func ServeKeyFiles(cfg config.Config, a *api.API, con *console.Handler) []Reload
 				if err != nil {
 					return 0, err
 				}
-				con.SetApprovers(approvers)
+				// Bounded: a mirror that does not answer holds up no
+				// reload (the console tries again at the next one).
+				ctx, cancel := context.WithTimeout(context.Background(), budget.ApproversReload)
+				defer cancel()
+				con.SetApprovers(ctx, approvers)
 				return len(approvers), nil
 			}})
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/email"
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/clientip"
 	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/statusevents"
@@ -120,6 +121,9 @@ type Config struct {
 	LinkTTL time.Duration
 	// ConsoleKeysFile names the console's approvers and their key hashes.
 	ConsoleKeysFile string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (the zero Resolver: none, each request is its peer's).
+	TrustedProxies clientip.Resolver
 	// UnsubscribeMode is how a subscriber's email lets them opt out:
 	// UnsubscribeOneClick, UnsubscribeSendGrid or UnsubscribeOff.
 	UnsubscribeMode string
@@ -264,6 +268,9 @@ func Load(lookup Lookup) (Config, error) {
 		return Config{}, err
 	}
 	c.ConsoleKeysFile = get("SHIPNOTIFY_CONSOLE_KEYS_FILE")
+	if c.TrustedProxies, err = clientip.Parse(get("SHIPNOTIFY_TRUSTED_PROXIES")); err != nil {
+		return Config{}, fmt.Errorf("SHIPNOTIFY_TRUSTED_PROXIES: %w", err)
+	}
 	if err := c.loadOutcomes(get); err != nil {
 		return Config{}, err
 	}

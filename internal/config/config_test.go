@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"encoding/base64"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -302,4 +303,29 @@ func TestSessionKeyIsServesOwn(t *testing.T) {
 		got[s.Name] = s
 	}
 	require.Equal(t, config.SecretSet, got["SHIPNOTIFY_SESSION_KEY"].Value)
+}
+
+// SHIPNOTIFY_TRUSTED_PROXIES names the proxies whose X-Forwarded-For is
+// believed: unset, none is; a value that is not addresses and prefixes is
+// refused, naming the variable and the entry.
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (config.Config, error) {
+		env["TEMPORAL_CONFIG_FILE"] = "/nonexistent"
+		return config.Load(lookup(env))
+	}
+	c, err := load(map[string]string{})
+	require.NoError(t, err)
+	require.False(t, c.TrustedProxies.Trusts(netip.MustParseAddr("127.0.0.1")), "unset: no proxy is trusted")
+
+	c, err = load(map[string]string{"SHIPNOTIFY_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1"})
+	require.NoError(t, err)
+	require.True(t, c.TrustedProxies.Trusts(netip.MustParseAddr("10.20.30.40")))
+	require.True(t, c.TrustedProxies.Trusts(netip.MustParseAddr("127.0.0.1")))
+	require.False(t, c.TrustedProxies.Trusts(netip.MustParseAddr("127.0.0.2")))
+
+	for _, bad := range []string{"10.0.0.0/8,proxy.internal", "10.0.0.1/8", "10.0.0.0/8,"} {
+		_, err := load(map[string]string{"SHIPNOTIFY_TRUSTED_PROXIES": bad})
+		require.ErrorContains(t, err, "SHIPNOTIFY_TRUSTED_PROXIES: entry", bad)
+	}
 }

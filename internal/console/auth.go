@@ -295,22 +295,29 @@ func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // login checks the key and sets the session cookie naming its approver.
+// The key is checked before the throttle: a right one logs in whatever
+// the throttle says, and only an attempt that fails is throttled.
 func (c *console) login(w http.ResponseWriter, r *http.Request) {
-	if wait := c.logins.wait(r, c.o.Now()); wait > 0 {
-		c.log.Warn("console: login throttled")
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second)/time.Second)+1))
-		c.render(w, r, http.StatusTooManyRequests, "login.html", page{Title: "Log in",
-			Data: loginData{Error: "Too many attempts; wait a little and try again.", NoneSetUp: len(c.o.Approvers) == 0}})
-		return
-	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		c.problem(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
-	refuse := func(why, msg string) {
-		c.logins.failed(r, c.o.Now())
+	now := c.o.Now()
+	client := clientOf(c.o.Clients.Client(r))
+	// refuse answers a failed attempt: 429 while its client or the
+	// approver it names (an expired key's; "" for no one) has no failure
+	// left, else 401 with msg, spending one of each.
+	refuse := func(approver, why, msg string) {
+		if wait := c.logins.wait(client, approver, now); wait > 0 {
+			c.log.Warn("console: login throttled", "why", why)
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second)/time.Second)+1))
+			c.render(w, r, http.StatusTooManyRequests, "login.html", page{Title: "Log in",
+				Data: loginData{Error: "Too many attempts; wait a little and try again.", NoneSetUp: len(c.o.Approvers) == 0}})
+			return
+		}
+		c.logins.failed(client, approver, now)
 		c.log.Warn("console: login refused", "why", why)
 		c.render(w, r, http.StatusUnauthorized, "login.html", page{Title: "Log in",
 			Data: loginData{Error: msg, NoneSetUp: len(c.o.Approvers) == 0}})
@@ -318,28 +325,33 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	// Only the hash is configured, so a weak key's strength shows only
 	// here: it is refused before it is hashed, whatever the file holds.
 	if key != "" && !api.IsGeneratedKey(key) {
-		refuse("weak key", noKey+" (A console key starts snk_ and is 47 characters long; a key of another form "+
+		refuse("", "weak key", noKey+" (A console key starts snk_ and is 47 characters long; a key of another form "+
 			"is refused even if it is configured.)")
 		return
 	}
 	a, ok := c.approverFor(key)
 	if !ok || len(key) > maxKey {
-		refuse("unknown key", noKey)
+		refuse("", "unknown key", noKey)
 		return
 	}
-	if api.Expired(a.Expires, c.o.Now()) {
-		refuse("expired key", "That key expired at "+styleFor(r, c.o.Now()).Text(a.Expires)+"; ask your administrator for a new console key.")
+	if api.Expired(a.Expires, now) {
+		refuse(a.Name, "expired key", "That key expired at "+styleFor(r, now).Text(a.Expires)+"; ask your administrator for a new console key.")
 		return
 	}
-	now := c.o.Now()
-	expires, id := now.Add(c.o.SessionTTL).Truncate(time.Second), rand.Text()
+	// A session ends by its key's expires= at the latest: written into
+	// the cookie, so a later expires= (or a key re-added) revives none.
+	ttl := c.o.SessionTTL
+	if !a.Expires.IsZero() {
+		ttl = min(ttl, a.Expires.Sub(now))
+	}
+	expires, id := now.Add(ttl).Truncate(time.Second), rand.Text()
 	if err := c.o.Mirror.CreateConsoleSession(r.Context(), sessionHash(id), a.Name, expires, now); err != nil {
 		c.log.Error("console: recording a session failed", "error", err)
 		c.problem(w, r, http.StatusServiceUnavailable, "Unavailable",
 			"You could not be logged in (the mirror did not answer). Try again.")
 		return
 	}
-	c.setSession(w, r, c.sessionValue(a, expires, id), int(c.o.SessionTTL/time.Second))
+	c.setSession(w, r, c.sessionValue(a, expires, id), int(ttl/time.Second))
 	c.log.Info("console: login", "approver", a.Name)
 	http.Redirect(w, r, Path, http.StatusSeeOther)
 }

@@ -473,11 +473,11 @@ func TestSetApproversReplacesWhoMayLogIn(t *testing.T) {
 		})
 	}
 	for range 50 {
-		h.SetApprovers(after)
-		h.SetApprovers(before)
+		h.SetApprovers(context.Background(), after)
+		h.SetApprovers(context.Background(), before)
 	}
 	wg.Wait()
-	h.SetApprovers(after)
+	h.SetApprovers(context.Background(), after)
 
 	require.False(t, decides(t, h, aliceSession), "a removed approver's session ends")
 	require.Equal(t, http.StatusUnauthorized, loginAs(h, "192.0.2.3", alice).Code, "and her key no longer logs in")
@@ -486,36 +486,85 @@ func TestSetApproversReplacesWhoMayLogIn(t *testing.T) {
 	require.True(t, decides(t, h, rec.Result().Cookies()[0]))
 }
 
-// Failed logins are throttled per client: after ten wrong keys a client
-// is answered 429 with Retry-After, even for the right key, until a
-// failure's worth of time has passed; another client is not held back,
-// and a login that succeeds costs nothing.
-func TestFailedLoginsAreThrottled(t *testing.T) {
+// listed is what GET /console/ answers ck: 200, or 303 to the login.
+func listed(t *testing.T, srv *httptest.Server, ck *http.Cookie) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/console/", nil)
+	require.NoError(t, err)
+	req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+	client := *srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := client.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	if res.StatusCode == http.StatusSeeOther {
+		require.Equal(t, "/console/login", res.Header.Get("Location"))
+	}
+	return res.StatusCode
+}
+
+// Removing an approver's line ends their sessions for good: putting the
+// line back revives none (a fresh login works). The rows go with the
+// reload of the first replica that sees it, so a replica that has not
+// reloaded yet refuses the session too. Other approvers' sessions go on.
+func TestRemovingAnApproverEndsTheirSessionsForGood(t *testing.T) {
 	t.Parallel()
 	s := newSessions(t)
-	alice := s.alice
+	ctx := context.Background()
+	one, two := console.New(s.options(time.Now)), console.New(s.options(time.Now))
+	srvOne, srvTwo := serveHandler(t, one), serveHandler(t, two)
+	alice, bob := login(t, srvOne, s.alice), login(t, srvTwo, s.bob)
+	require.Equal(t, http.StatusOK, listed(t, srvOne, alice))
+
+	without := s.approvers[1:]
+	one.SetApprovers(ctx, without)
+	require.Equal(t, http.StatusSeeOther, listed(t, srvOne, alice), "removed")
+	require.Equal(t, http.StatusSeeOther, listed(t, srvTwo, alice), "on the replica that has not reloaded yet")
+	two.SetApprovers(ctx, without)
+
+	one.SetApprovers(ctx, s.approvers)
+	two.SetApprovers(ctx, s.approvers)
+	for _, srv := range []*httptest.Server{srvOne, srvTwo} {
+		require.Equal(t, http.StatusSeeOther, listed(t, srv, alice), "the line put back revives no session")
+		require.Equal(t, http.StatusOK, listed(t, srv, bob), "bob's session goes on")
+	}
+	require.Equal(t, http.StatusOK, listed(t, srvTwo, login(t, srvTwo, s.alice)), "a fresh login works")
+}
+
+// An expired key's sessions end with it for good: a later expires= put on
+// the line lets the key log in again, but revives no session it opened.
+// A key's session lasts no longer than the key.
+func TestAnExpiredKeysSessionsStayEndedWhenItIsExtended(t *testing.T) {
+	t.Parallel()
 	c := &clock{}
-	h := console.New(s.options(c.Now))
-	login := func(client, key string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, "/console/login", strings.NewReader(url.Values{"key": {key}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Sec-Fetch-Site", "same-origin")
-		req.RemoteAddr = client + ":40000"
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
+	alice := randomKey(t)
+	parse := func(expires time.Time) []console.Approver {
+		a, err := console.ParseApprovers(strings.NewReader("alice approve " + hashOf(alice) + " expires=" + expires.UTC().Format(time.RFC3339)))
+		require.NoError(t, err)
+		return a
 	}
-	for range 20 {
-		require.Equal(t, http.StatusSeeOther, login("192.0.2.1", alice).Code, "a login that succeeds costs nothing")
-	}
-	for i := range 10 {
-		require.Equal(t, http.StatusUnauthorized, login("192.0.2.1", randomKey(t)).Code, "guess %d", i+1)
-	}
-	rec := login("192.0.2.1", randomKey(t))
-	require.Equal(t, http.StatusTooManyRequests, rec.Code)
-	require.NotEmpty(t, rec.Header().Get("Retry-After"))
-	require.Equal(t, http.StatusTooManyRequests, login("192.0.2.1", alice).Code, "throttled, the right key waits too")
-	require.Equal(t, http.StatusSeeOther, login("192.0.2.2", alice).Code, "another client is not held back")
-	c.Advance(6 * time.Second)
-	require.Equal(t, http.StatusSeeOther, login("192.0.2.1", alice).Code, "a failure's worth of time later")
+	h := bareHandler(t, parse(c.Now().Add(time.Hour)), c)
+	rec := loginAs(h, "192.0.2.1", alice)
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	session := rec.Result().Cookies()[0]
+	require.LessOrEqual(t, session.MaxAge, 3600, "the cookie lasts no longer than the key")
+	require.True(t, decides(t, h, session))
+
+	c.Advance(time.Hour)
+	require.False(t, decides(t, h, session), "expired")
+	h.SetApprovers(context.Background(), parse(c.Now().Add(365*24*time.Hour)))
+	require.False(t, decides(t, h, session), "a later expires= revives no session")
+	rec = loginAs(h, "192.0.2.1", alice)
+	require.Equal(t, http.StatusSeeOther, rec.Code, "the key logs in again")
+	require.True(t, decides(t, h, rec.Result().Cookies()[0]))
+}
+
+// serveHandler serves h, mounted as serve mounts the console.
+func serveHandler(t *testing.T, h *console.Handler) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(console.Path, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -14,6 +14,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"fmt"
 	"html/template"
@@ -21,9 +22,11 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/clientip"
 	"github.com/shipnotify/shipnotify/internal/links"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -69,6 +72,10 @@ type Options struct {
 	// TLS-terminating proxy); a request that arrived over TLS gets it
 	// anyway.
 	SecureCookie bool
+	// Clients finds the client a failed login is charged to: the peer, or
+	// behind a trusted proxy the client it forwards (the zero Resolver
+	// trusts no proxy).
+	Clients clientip.Resolver
 	// SessionTTL is how long a login lasts (0 means DefaultSessionTTL).
 	SessionTTL time.Duration
 	// Limit caps the reminders the list shows (0 means DefaultLimit).
@@ -103,6 +110,13 @@ type Handler struct {
 	// served is the console over the approvers in force: each request
 	// sees one set whole, and a swap never races a page.
 	served atomic.Pointer[http.Handler]
+
+	mu sync.Mutex
+	// approvers are the set in force; unended, the approvers whose
+	// sessions a swap could not end (the mirror did not answer), tried
+	// again at the next swap.
+	approvers []Approver
+	unended   []string
 }
 
 // ServeHTTP serves the console over the approvers in force.
@@ -111,13 +125,41 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // SetApprovers replaces who may log in, for every request that starts
-// after it (serve calls it when the approvers file changes). A removed
-// approver's sessions end; the failed-login throttle carries over.
-func (h *Handler) SetApprovers(approvers []Approver) {
+// after it (serve calls it when the approvers file changes); the
+// failed-login throttle carries over. An approver one of whose keys is
+// gone is logged out for good: the rows of all their sessions are deleted
+// (their other keys' too: a row does not say which key made it), so
+// putting the line back revives none. A session is also bound to its
+// key's fingerprint, so it is refused from the swap on, before its row
+// goes. Each serve replica deletes on its own reload; twice is harmless.
+// If the mirror does not answer, that is logged and tried again at the
+// next call, which is the one that could put the key back.
+func (h *Handler) SetApprovers(ctx context.Context, approvers []Approver) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	c := *h.base
 	c.o.Approvers = slices.Clone(approvers)
 	served := c.handler()
 	h.served.Store(&served)
+
+	ended := h.unended
+	for _, old := range h.approvers {
+		if !slices.ContainsFunc(approvers, func(a Approver) bool { return a.Name == old.Name && a.KeyHash == old.KeyHash }) &&
+			!slices.Contains(ended, old.Name) {
+			ended = append(ended, old.Name)
+		}
+	}
+	h.approvers, h.unended = c.o.Approvers, nil
+	for _, name := range ended {
+		n, err := c.o.Mirror.EndApproverSessions(ctx, name)
+		if err != nil {
+			c.log.Error("console: ending a removed approver's sessions failed; trying again at the next reload",
+				"approver", name, "error", err)
+			h.unended = append(h.unended, name)
+			continue
+		}
+		c.log.Info("console: a removed approver's sessions ended", "approver", name, "sessions", n)
+	}
 }
 
 // New returns the console's handler, to be mounted at Path. It panics
@@ -147,7 +189,8 @@ func New(o Options) *Handler {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{base: c}
-	h.SetApprovers(o.Approvers)
+	// The first set ends no one's sessions: there was none before it.
+	h.SetApprovers(context.Background(), o.Approvers)
 	return h
 }
 
