@@ -131,6 +131,14 @@ func TestServe(t *testing.T) {
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), p)
 		require.Empty(t, resp.Header.Get("Location"), p)
 	}
+	// Nor does it redirect the console's or the unsubscribes' path
+	// without its '/' to their tree (issue 38).
+	for _, c := range []struct{ method, path string }{{"GET", "/console"}, {"POST", "/unsubscribe"}} {
+		resp, body = send(c.method, c.path, "")
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s %s: %s", c.method, c.path, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), c.path)
+		require.Empty(t, resp.Header.Get("Location"), c.path)
+	}
 	resp, body = send("GET", "/v1/reminders?shipment=", "")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
 	require.Contains(t, body, `"field":"shipment"`)
@@ -157,7 +165,7 @@ func TestServe(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `shipnotify_api_requests_total{route="POST /v1/updates",status="201"} 1`)
 	require.Contains(t, body, `shipnotify_api_requests_total{route="GET /v1/reminders",status="401"} 1`)
-	require.Contains(t, body, `shipnotify_api_requests_total{route="unmatched",status="404"} 3`)
+	require.Contains(t, body, `shipnotify_api_requests_total{route="unmatched",status="404"} 5`)
 	require.NotContains(t, body, `route="/v1/"`)
 	code, _ = get("http://" + apiAddr + "/metrics")
 	require.Equal(t, http.StatusNotFound, code, "metrics stay on the ops address")
