@@ -111,6 +111,8 @@ type API struct {
 	log           *slog.Logger
 	mux           *http.ServeMux
 	metrics       *requestMetrics
+	// failed counts each client address's keys that were not valid.
+	failed *failures
 	// patterns are the routes, for the tests that hold them and the
 	// OpenAPI document in step.
 	patterns []string
@@ -125,6 +127,7 @@ func New(o Options) (*API, error) {
 	a := &API{
 		st: o.Starter, limit: o.Rate, burst: o.Burst, now: o.Now,
 		timeout: o.RequestTimeout, log: o.Logger, mux: http.NewServeMux(), scopes: map[string]Scope{},
+		failed: newFailures(),
 	}
 	if a.timeout <= 0 {
 		a.timeout = DefaultRequestTimeout
@@ -404,8 +407,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, k *Key, p *Problem) {
 }
 
 // authenticate finds the request's key in ring and checks its scope: no
-// key, an unknown one or an expired one is 401 with a Bearer challenge; a
-// key without scope is 403.
+// key, an unknown one, one not of the form NewKey makes or an expired one
+// is 401 with a Bearer challenge (an unknown one or one of another form
+// is 429 once the client has sent too many: failedKey); a key without
+// scope is 403.
 func (a *API) authenticate(r *http.Request, ring *keyring, scope Scope) (*Key, *Problem) {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
@@ -414,11 +419,20 @@ func (a *API) authenticate(r *http.Request, ring *keyring, scope Scope) (*Key, *
 		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify"`}}
 		return nil, p
 	}
+	if !IsGeneratedKey(token) {
+		// Only a hash is configured, so a weak key's strength shows only
+		// here: it is refused before it is hashed, whatever the keys hold
+		// (as the console refuses it).
+		p := problem(http.StatusUnauthorized, "the API key is not valid: a key is snk_ and 43 characters, as shipnotify api-key makes it; "+
+			"a key of another form is refused even if its hash is configured")
+		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify", error="invalid_token"`}}
+		return nil, a.failedKey(r, p)
+	}
 	k := ring.find(token)
 	if k == nil {
 		p := problem(http.StatusUnauthorized, "the API key is not valid")
 		p.header = http.Header{"Www-Authenticate": {`Bearer realm="shipnotify", error="invalid_token"`}}
-		return nil, p
+		return nil, a.failedKey(r, p)
 	}
 	if k.Expired(a.now()) {
 		// Its name, never the key: the holder learns which key to renew.
@@ -433,6 +447,22 @@ func (a *API) authenticate(r *http.Request, ring *keyring, scope Scope) (*Key, *
 		return k, p
 	}
 	return k, nil
+}
+
+// failedKey counts a key that is none of ours against the request's
+// client: within its failures the answer is p (401); past them, 429 with
+// Retry-After. An expired key is ours, and its holder is better told so
+// than throttled, so it is not counted.
+func (a *API) failedKey(r *http.Request, p *Problem) *Problem {
+	delay := a.failed.fail(clientAddr(r), a.now())
+	if delay == 0 {
+		return p
+	}
+	secs := retryAfter(delay)
+	p = problem(http.StatusTooManyRequests, fmt.Sprintf(
+		"too many keys that are not valid came from this client; retry after %d s (a valid key is answered meanwhile)", secs))
+	p.header = http.Header{"Retry-After": {strconv.FormatInt(secs, 10)}}
+	return p
 }
 
 // allow spends one of the key's tokens, or answers 429 with Retry-After:
@@ -485,13 +515,15 @@ func rateLimitHeaders(h http.Header, l *rate.Limiter, now time.Time) {
 // overLimit is the 429 for a key over its rate limit, Retry-After the whole
 // seconds of delay (at least one).
 func overLimit(k *Key, what string, delay time.Duration) *Problem {
-	secs := int64((delay + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
+	secs := retryAfter(delay)
 	p := problem(http.StatusTooManyRequests, fmt.Sprintf("the API key %s is over its rate limit%s; retry after %d s", k.Name, what, secs))
 	p.header = http.Header{"Retry-After": {strconv.FormatInt(secs, 10)}}
 	return p
+}
+
+// retryAfter is delay as Retry-After gives it: whole seconds, at least one.
+func retryAfter(delay time.Duration) int64 {
+	return max(int64((delay+time.Second-1)/time.Second), 1)
 }
 
 // problemFor turns a handler's error into the answer: a *Problem as it is,

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -190,11 +192,11 @@ func TestKeys(t *testing.T) {
 
 	for _, tc := range []struct{ lines, want string }{
 		{"tracker schedule", `want "name scope,scope sha256hex"`},
-		{"tracker send " + strings.Repeat("ab", 32), `unknown scope "send"`},
+		{"tracker send " + strings.Repeat("ab", 32), "key tracker: scope 1 of the list is unknown"},
 		{"tracker read,read " + strings.Repeat("ab", 32), "given twice"},
 		{"tracker read snk_theKeyItself", "the hash is not 64 hex digits"},
-		{"a/b read " + strings.Repeat("ab", 32), "key name"},
-		{"a read " + strings.Repeat("ab", 32) + "\na write " + strings.Repeat("cd", 32), "unknown scope"},
+		{"a/b read " + strings.Repeat("ab", 32), "the key's name is not an id"},
+		{"a read " + strings.Repeat("ab", 32) + "\na write " + strings.Repeat("cd", 32), "key entry 2: key a: scope 1 of the list is unknown"},
 		{"a read " + strings.Repeat("ab", 32) + "\na schedule " + strings.Repeat("cd", 32), "name a given twice"},
 		{"a read " + strings.Repeat("ab", 32) + "\nb schedule " + strings.Repeat("ab", 32), "the same key as a"},
 		{"a read " + strings.Repeat("ab", 32) + " colour=blue", "key a: unknown attribute colour (want expires or tenant)"},
@@ -204,12 +206,128 @@ func TestKeys(t *testing.T) {
 		{"a read " + strings.Repeat("ab", 32) + " tenant=acme@eu", "key a: attribute tenant: want letters"},
 		{"a read " + strings.Repeat("ab", 32) + " " + strings.Repeat("ab", 32), "key a: after the hash only key=value"},
 		{"a read " + strings.Repeat("ab", 32) + " X=" + strings.Repeat("ab", 32), "key a: an unknown attribute"},
-		{"b read " + strings.Repeat("cd", 32) + "; a admin,write " + strings.Repeat("ab", 32), "key entry 2: unknown scope \"write\" (want schedule, operate, approve, read or admin)"},
+		{"b read " + strings.Repeat("cd", 32) + "; a admin,write " + strings.Repeat("ab", 32), "key entry 2: key a: scope 2 of the list is unknown (want schedule, operate, approve, read or admin)"},
 	} {
 		_, err := api.ParseKeys(strings.NewReader(tc.lines))
 		require.ErrorContains(t, err, tc.want, tc.lines)
 		require.NotContains(t, err.Error(), "abab", tc.lines)
 	}
+}
+
+// A key pasted into the wrong column of a line, or any name or scope that
+// is not one, is refused with an error that names the entry and the
+// attribute and never repeats it: the error goes to serve's log on a
+// reload (it used to say unknown scope "snk_…").
+func TestAKeyLineErrorNeverRepeatsWhatMayBeAKey(t *testing.T) {
+	t.Parallel()
+	secret, k, err := api.NewKey("tracker", []api.Scope{api.ScopeRead})
+	require.NoError(t, err)
+	hash := strings.Fields(k.Line())[2]
+	for _, tc := range []struct{ line, want string }{
+		{"tracker " + secret + " " + hash, "key entry 1: key tracker: scope 1 of the list is unknown (want schedule, operate, approve, read or admin)"},
+		{"tracker read," + secret + " " + hash, "key entry 1: key tracker: scope 2 of the list is unknown"},
+		{secret + " read " + hash, "key entry 1: the key's name is a key"},
+		{"trac:" + secret + " read " + hash, "key entry 1: the key's name is not an id"},
+		{"ok read " + strings.Repeat("cd", 32) + "\ntracker read " + secret, "key entry 2: key tracker: the hash is not 64 hex digits"},
+		{"tracker read " + hash + " tenant=" + secret, "key entry 1: key tracker: attribute tenant"},
+	} {
+		_, err := api.ParseKeys(strings.NewReader(tc.line))
+		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), strings.TrimPrefix(secret, api.KeyPrefix)[:12], tc.want)
+		require.NotContains(t, err.Error(), hash[:12], tc.want)
+	}
+}
+
+// Only a key of the form shipnotify api-key makes (snk_ and 256 bits) is
+// taken: a keys line holding the hash of a weak one (sha256 of
+// "password") used to let "Bearer password" in. The line loads (its hash
+// cannot tell), and the key is refused with 401 on every request, the
+// detail saying what a key looks like.
+func TestAKeyNotOfTheGeneratedFormIsRefusedEvenIfConfigured(t *testing.T) {
+	t.Parallel()
+	weak := []string{"password", "snk_password", api.KeyPrefix + strings.Repeat("A", 42), strings.Repeat("A", 47)}
+	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
+		for i, w := range weak {
+			o.Keys = append(o.Keys, api.Key{Name: fmt.Sprintf("weak-%d", i), Scopes: api.Scopes, Hash: api.HashKey(w)})
+		}
+	})
+	for _, w := range weak {
+		resp := e.send(t, request{method: "GET", path: "/v1/reminders", rawAuth: "Bearer " + w})
+		require.Equal(t, http.StatusUnauthorized, resp.status, w)
+		require.Contains(t, resp.header.Get("WWW-Authenticate"), `error="invalid_token"`, w)
+		detail := resp.problem(t).Detail
+		require.Contains(t, detail, "snk_ and 43 characters", w)
+		require.NotContains(t, detail, w)
+	}
+	require.Equal(t, http.StatusOK, e.do(t, "GET", "/v1/reminders", "reader", nil).status, "a generated key is taken")
+}
+
+// fromAddr is a client of e's server whose connections come from ip (any
+// 127/8 address reaches the loopback listener), so a test can be two
+// clients.
+func fromAddr(t *testing.T, ip string) *http.Client {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	return &http.Client{Transport: checkedTransport{t: t, base: &http.Transport{DialContext: dialer.DialContext}}, Timeout: time.Minute}
+}
+
+// A client that keeps presenting keys that are none of ours is throttled
+// by its address: FailedKeyBurst failures, then 429 with Retry-After until
+// one comes back (400 wrong keys in 0.8 s all used to get 401). A valid
+// key from the same address is answered all along (only its own rate
+// limit holds it), an expired key is told it expired rather than
+// throttled, and another address is not held back.
+func TestFailedKeysAreThrottledPerClientNeverAValidKey(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Date(2027, 1, 14, 8, 0, 0, 0, time.UTC)}
+	expiredSecret, expired, err := api.NewKey("tracker-expired", []api.Scope{api.ScopeRead})
+	require.NoError(t, err)
+	expired.Expires = c.now.Add(-time.Hour)
+	e := setup(t, withoutWorker, func(_ *testenv.StackOptions, o *api.Options) {
+		o.Keys, o.Now = append(o.Keys, expired), c.Now
+	})
+	stranger, other := fromAddr(t, "127.0.0.2"), fromAddr(t, "127.0.0.3")
+	send := func(client *http.Client, auth string) response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "GET", e.server.URL+"/v1/reminders", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", auth)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return response{status: resp.StatusCode, header: resp.Header, body: b}
+	}
+	wrong := func() string {
+		w, _, err := api.NewKey("nobody", []api.Scope{api.ScopeRead})
+		require.NoError(t, err)
+		return "Bearer " + w
+	}
+	for i := range api.FailedKeyBurst {
+		auth := wrong()
+		if i%2 == 1 {
+			auth = "Bearer password" // a key of another form fails as well
+		}
+		require.Equal(t, http.StatusUnauthorized, send(stranger, auth).status, "failure %d", i+1)
+	}
+	resp := send(stranger, wrong())
+	require.Equal(t, http.StatusTooManyRequests, resp.status, "%s", resp.body)
+	require.Equal(t, strconv.Itoa(int(api.FailedKeyEvery/time.Second)), resp.header.Get("Retry-After"))
+	p := resp.problem(t)
+	require.Contains(t, p.Detail, "not valid")
+	require.Equal(t, http.StatusTooManyRequests, send(stranger, "Bearer password").status)
+
+	valid := send(stranger, "Bearer "+e.keys["reader"])
+	require.Equal(t, http.StatusOK, valid.status, "a valid key from the throttled address: %s", valid.body)
+	resp = send(stranger, "Bearer "+expiredSecret)
+	require.Equal(t, http.StatusUnauthorized, resp.status, "an expired key is ours: told, not throttled")
+	require.Contains(t, resp.problem(t).Detail, "tracker-expired expired")
+	require.Equal(t, http.StatusUnauthorized, send(other, wrong()).status, "another address has its own failures")
+
+	c.Advance(api.FailedKeyEvery)
+	require.Equal(t, http.StatusUnauthorized, send(stranger, wrong()).status, "a failure came back")
+	require.Equal(t, http.StatusTooManyRequests, send(stranger, wrong()).status, "and was spent")
 }
 
 // A key line's attributes (tenant, expires as a time or a date) parse, and

@@ -126,6 +126,11 @@ func ParseAttributes(tokens []string) (Attributes, error) {
 			if value == "" {
 				return Attributes{}, errors.New("attribute tenant: want letters, digits, '.', '_' or '-', at most 64 (it is empty)")
 			}
+			if IsGeneratedKey(value) {
+				// A key is a valid id: refused here, or it would name a
+				// tenant and be written back into lines and logs.
+				return Attributes{}, errors.New("attribute tenant: it is a key, which goes to its holder only")
+			}
 			if a.Tenant, err = reminder.ParseTenant("attribute tenant", value); err != nil {
 				return Attributes{}, err
 			}
@@ -192,16 +197,23 @@ func NewKey(name string, scopes []Scope) (string, Key, error) {
 	return secret, k, nil
 }
 
+// check refuses a key no line may hold. Its errors name the key and the
+// attribute, and repeat only what is known to be no secret (a known
+// scope): a name or scope that is not one may be a key pasted into the
+// wrong column, and an error goes to logs.
 func (k *Key) check() error {
 	if !reminder.IsID(k.Name) {
-		return fmt.Errorf("key name %q: want letters, digits, '.', '_' or '-', at most 64", k.Name)
+		return errors.New("the key's name is not an id (want letters, digits, '.', '_' or '-', at most 64)")
+	}
+	if IsGeneratedKey(k.Name) {
+		return errors.New("the key's name is a key (the key itself goes to its holder only; run shipnotify api-key)")
 	}
 	if len(k.Scopes) == 0 {
 		return fmt.Errorf("key %s: no scope", k.Name)
 	}
 	for i, s := range k.Scopes {
 		if !slices.Contains(Scopes, s) {
-			return fmt.Errorf("key %s: unknown scope %q (want %s)", k.Name, s, reminder.OneOf(Scopes))
+			return fmt.Errorf("key %s: scope %d of the list is unknown (want %s)", k.Name, i+1, reminder.OneOf(Scopes))
 		}
 		if slices.Contains(k.Scopes[:i], s) {
 			return fmt.Errorf("key %s: scope %s given twice", k.Name, s)
@@ -212,10 +224,7 @@ func (k *Key) check() error {
 
 // ParseScopes reads a comma-separated scope list.
 func ParseScopes(s string) ([]Scope, error) {
-	var out []Scope
-	for _, p := range strings.Split(s, ",") {
-		out = append(out, Scope(strings.TrimSpace(p)))
-	}
+	out := splitScopes(s)
 	k := Key{Name: "x", Scopes: out}
 	if err := k.check(); err != nil {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "key x: "))
@@ -223,10 +232,19 @@ func ParseScopes(s string) ([]Scope, error) {
 	return out, nil
 }
 
+func splitScopes(s string) []Scope {
+	var out []Scope
+	for _, p := range strings.Split(s, ",") {
+		out = append(out, Scope(strings.TrimSpace(p)))
+	}
+	return out
+}
+
 // ParseKeys reads key lines, "name scope,scope sha256hex [attribute=value…]",
 // one a line (or separated by ';', so they fit one environment variable);
 // blank lines and lines starting with # are skipped. Names and hashes must
-// be unique. An error names the entry, never a hash.
+// be unique. An error names the entry and the attribute, never a hash, nor
+// a name or scope that is not one (it may be a key in the wrong column).
 func ParseKeys(r io.Reader) ([]Key, error) {
 	var keys []Key
 	sc := bufio.NewScanner(r)
@@ -264,11 +282,8 @@ func parseKey(entry string) (Key, error) {
 	if len(fields) < 3 {
 		return Key{}, fmt.Errorf("want \"name scope,scope sha256hex\" (run shipnotify api-key to make one)")
 	}
-	scopes, err := ParseScopes(fields[1])
-	if err != nil {
-		return Key{}, err
-	}
-	k := Key{Name: fields[0], Scopes: scopes}
+	// Checked as a key, so a scope's error names the key it is about.
+	k := Key{Name: fields[0], Scopes: splitScopes(fields[1])}
 	if err := k.check(); err != nil {
 		return Key{}, err
 	}

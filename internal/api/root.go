@@ -17,7 +17,8 @@ import (
 // redirect in HTML before any handler sees it, and would name its own
 // "/v1/" pattern for what no route takes. Here such a path is the API's
 // 404 problem, and a request nothing takes is the API's problem, counted
-// as route="unmatched".
+// as route="unmatched": so is a mounted tree's path without its trailing
+// '/', which a ServeMux would redirect too.
 type Root struct {
 	api    *API
 	others *http.ServeMux
@@ -51,12 +52,24 @@ func (rt *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.api.ServeHTTP(w, r)
 		return
 	}
-	if _, pattern := rt.others.Handler(r); pattern == "" {
+	if _, pattern := rt.others.Handler(r); pattern == "" || redirects(p, pattern) {
 		// Nothing mounted takes it: the API's 404 (or 405) problem.
 		rt.api.ServeHTTP(w, r)
 		return
 	}
 	rt.others.ServeHTTP(w, r)
+}
+
+// redirects reports whether pattern, which a ServeMux named for the clean
+// path p, is the tree it would redirect p to (/console to /console/)
+// rather than a match: every '/' of a pattern stands for one of the path
+// it matches, so a pattern with more of them than p cannot match it. No
+// path is redirected on this listener; such a path is a 404 as well.
+func redirects(p, pattern string) bool {
+	if _, rest, ok := strings.Cut(pattern, " "); ok {
+		pattern = rest // the method
+	}
+	return strings.Count(p, "/") < strings.Count(pattern, "/")
 }
 
 // underAPI reports whether a path is the API's: /v1 itself and all below.

@@ -66,10 +66,14 @@ func ParseApprovers(r io.Reader) ([]Approver, error) {
 		if !namePattern.MatchString(name) {
 			return nil, fmt.Errorf("line %d: the name may hold only letters, digits, '.', '_' and '-' (at most 64; never an address)", n)
 		}
+		if api.IsGeneratedKey(name) {
+			return nil, fmt.Errorf("line %d: the name is a key (the key itself goes to its holder only; run shipnotify api-key)", n)
+		}
 		approves := false
 		for s := range strings.SplitSeq(scopeList, ",") {
 			if !slices.Contains(api.Scopes, api.Scope(s)) {
-				return nil, fmt.Errorf("line %d: unknown scope %q (want %s)", n, s, scopeNames())
+				// Never repeated: it may be a key pasted into the wrong column.
+				return nil, fmt.Errorf("line %d: key %s: a scope is unknown (want %s)", n, name, scopeNames())
 			}
 			approves = approves || s == ApproveScope
 		}

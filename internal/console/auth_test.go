@@ -28,6 +28,8 @@ import (
 func TestParseApprovers(t *testing.T) {
 	t.Parallel()
 	a, b := hashOf("key-a"), hashOf("key-b")
+	pasted, _, err := api.NewKey("pasted", []api.Scope{api.ScopeApprove}) // a key in the wrong column
+	require.NoError(t, err)
 	got, err := console.ParseApprovers(strings.NewReader(fmt.Sprintf(`
 # approvers and the API's keys share one file
 alice approve %s
@@ -55,7 +57,9 @@ alice approve %s
 		"alice approve " + a + " extra":                                 "line 1: key alice: after the hash only key=value",
 		"alice approve " + a + " " + b:                                  "line 1: key alice: after the hash only key=value",
 		"ops@shipper.example approve " + a:                              "never an address",
-		"alice aprove " + a:                                             `unknown scope "aprove" (want schedule, operate, approve, read, admin)`,
+		"alice aprove " + a:                                             "line 1: key alice: a scope is unknown (want schedule, operate, approve, read, admin)",
+		"alice approve," + pasted + " " + a:                             "line 1: key alice: a scope is unknown",
+		pasted + " approve " + a:                                        "line 1: the name is a key",
 		"alice approve key-a":                                           "64 hex digits",
 		"alice approve " + a + "\nbob read " + a:                        "listed twice",
 		"bob read " + b + "\nalice approve " + a + " role=boss":         "line 2: key alice: unknown attribute role",
@@ -68,6 +72,7 @@ alice approve %s
 		require.ErrorContains(t, err, want, line)
 		require.NotContains(t, err.Error(), a, line)
 		require.NotContains(t, err.Error(), b, line)
+		require.NotContains(t, err.Error(), pasted[4:16], line)
 	}
 }
 
