@@ -32,7 +32,7 @@ func NewProviderEvents(reg prometheus.Registerer) *ProviderEvents {
 	m := &ProviderEvents{
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shipnotify_provider_batches_total",
-			Help: "Event Webhook batches by result: accepted, not_json, too_large, busy, unsigned, bad_signature, stale, invalid, error.",
+			Help: "Event Webhook batches by result: accepted, not_json, too_large, slow, busy, unsigned, bad_signature, stale, invalid, error.",
 		}, []string{"result"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shipnotify_provider_events_total",

@@ -86,7 +86,8 @@ var ErrNotSuppressed = errors.New("the address is not suppressed")
 // LiftSuppression lifts the suppression of address for tenant, recording
 // who lifted it; the next reminder to it is sent. The row stays, lifted,
 // so the mirror still shows that the address once opted out. A later
-// opt-out suppresses it again.
+// opt-out suppresses it again; a one-click link issued before lifted_at
+// does not (SuppressAddressByLink).
 func (s *Store) LiftSuppression(ctx context.Context, tenant, address, by string) error {
 	tag, err := s.pool.Exec(ctx, `
 UPDATE suppressions SET lifted_at = now(), lifted_by = $3
@@ -101,25 +102,65 @@ UPDATE suppressions SET lifted_at = now(), lifted_by = $3
 }
 
 // SuppressAddressOf suppresses, for its tenant, the email address of a
-// reminder (the one-click List-Unsubscribe link names the reminder, never
-// the address). It reports false when the reminder is not an email one in
-// the mirror; an address already suppressed stays as it was.
+// reminder. It reports false when the reminder is not an email one in the
+// mirror; an address already suppressed stays as it was.
 func (s *Store) SuppressAddressOf(ctx context.Context, reminderID, reason string) (bool, error) {
-	var found bool
+	res, err := s.suppressAddressOf(ctx, reminderID, reason, nil)
+	return res != LinkNoReminder, err
+}
+
+// LinkSuppression is what a one-click link's POST came to.
+type LinkSuppression int
+
+// What a one-click link's POST came to.
+const (
+	// LinkNoReminder: the link's reminder is not an email one in the
+	// mirror (pruned, or never one); nothing is written.
+	LinkNoReminder LinkSuppression = iota
+	// LinkSuppressed: the address is suppressed, now or already.
+	LinkSuppressed
+	// LinkOutranked: the address's suppression was lifted after the link
+	// was made; the lift stands and nothing is written.
+	LinkOutranked
+)
+
+// SuppressAddressByLink suppresses, for its tenant, the email address of
+// the reminder a one-click List-Unsubscribe link names (it names the
+// reminder, never the address), unless an operator lifted that address's
+// suppression after the link was issued: a lift outranks every older
+// link, or replaying one would undo it. A zero issued (a link of the first
+// format, which carries no time) is older than any lift. The lift time is
+// the row's lifted_at, which every serve replica reads.
+func (s *Store) SuppressAddressByLink(ctx context.Context, reminderID string, issued time.Time) (LinkSuppression, error) {
+	return s.suppressAddressOf(ctx, reminderID, "one_click", &issued)
+}
+
+// suppressAddressOf suppresses a reminder's address for its tenant; with
+// issued, a lift later than it outranks the suppression.
+func (s *Store) suppressAddressOf(ctx context.Context, reminderID, reason string, issued *time.Time) (LinkSuppression, error) {
+	var found, outranked bool
 	err := s.pool.QueryRow(ctx, `
 WITH r AS (
-    SELECT id, tenant, email FROM reminders WHERE id = $1 AND channel = 'email' AND email IS NOT NULL
+    SELECT id, tenant, suppression_address(email) AS address_sha256
+      FROM reminders WHERE id = @id AND channel = 'email' AND email IS NOT NULL
 ), ins AS (
     INSERT INTO suppressions AS s (tenant, address_sha256, reason, reminder_id)
-    SELECT tenant, suppression_address(email), $2, id FROM r
+    SELECT tenant, address_sha256, @reason, id FROM r
     ON CONFLICT (tenant, address_sha256) DO UPDATE
        SET reason = excluded.reason, reminder_id = excluded.reminder_id, event_id = NULL,
            suppressed_at = now(), lifted_at = NULL, lifted_by = NULL
-     WHERE s.lifted_at IS NOT NULL
+     WHERE s.lifted_at IS NOT NULL AND (@issued::timestamptz IS NULL OR s.lifted_at <= @issued::timestamptz)
 )
-SELECT EXISTS (SELECT 1 FROM r)`, reminderID, reason).Scan(&found)
-	if err != nil {
-		return false, fmt.Errorf("error suppressing address: %w", err)
+SELECT EXISTS (SELECT 1 FROM r),
+       EXISTS (SELECT 1 FROM suppressions s JOIN r USING (tenant, address_sha256) WHERE s.lifted_at > @issued::timestamptz)`,
+		pgx.NamedArgs{"id": reminderID, "reason": reason, "issued": issued}).Scan(&found, &outranked)
+	switch {
+	case err != nil:
+		return LinkNoReminder, fmt.Errorf("error suppressing address: %w", err)
+	case !found:
+		return LinkNoReminder, nil
+	case outranked:
+		return LinkOutranked, nil
 	}
-	return found, nil
+	return LinkSuppressed, nil
 }

@@ -129,6 +129,45 @@ func TestSuppressAddressOfAReminder(t *testing.T) {
 	require.Equal(t, reminder.Suppressed, res.Target.State)
 }
 
+// A lift outranks the one-click links made before it: a link issued
+// before the latest lift of its address, or of the first format (a zero
+// issue time), writes nothing and says so; one issued after the lift
+// suppresses the address again. The lift time is the row's lifted_at.
+func TestALiftOutranksTheLinksMadeBeforeIt(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	r := sentReminder(t, store, "SHP-lift-link")
+	res, err := store.SuppressAddressByLink(ctx, r.ID, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, mirror.LinkSuppressed, res)
+	require.NoError(t, store.LiftSuppression(ctx, "", "x@y.example", "ops"))
+	rows, err := store.Suppressions(ctx, mirror.SuppressionFilter{Address: "x@y.example", Lifted: true})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	lifted := *rows[0].LiftedAt
+
+	for _, issued := range []time.Time{{}, lifted.Add(-time.Millisecond)} {
+		res, err = store.SuppressAddressByLink(ctx, r.ID, issued)
+		require.NoError(t, err)
+		require.Equal(t, mirror.LinkOutranked, res, issued)
+	}
+	now, err := store.Suppressions(ctx, mirror.SuppressionFilter{Address: "x@y.example"})
+	require.NoError(t, err)
+	require.Empty(t, now, "the lift stands")
+
+	res, err = store.SuppressAddressByLink(ctx, r.ID, lifted.Add(time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, mirror.LinkSuppressed, res)
+	now, err = store.Suppressions(ctx, mirror.SuppressionFilter{Address: "x@y.example"})
+	require.NoError(t, err)
+	require.Len(t, now, 1, "a link made after the lift suppresses again")
+	res, err = store.SuppressAddressByLink(ctx, "no/such/reminder", time.Now())
+	require.NoError(t, err)
+	require.Equal(t, mirror.LinkNoReminder, res)
+}
+
 // SendGrid may report the drop before the send is recorded: the reminder
 // ends suppressed all the same, awaits no outcome, owes no escalation, and
 // its record is a note that changes nothing; a retry is refused. As the

@@ -147,7 +147,7 @@ func TestServe(t *testing.T) {
 	// headers point to, checked with the link key.
 	linkKeys, err := links.ParseKeys(c.env["SHIPNOTIFY_LINK_KEY"])
 	require.NoError(t, err)
-	resp, err = http.PostForm("http://"+apiAddr+links.UnsubscribePath+linkKeys.UnsubscribeToken(shipment+"/window-1/shipper-ops"),
+	resp, err = http.PostForm("http://"+apiAddr+links.UnsubscribePath+linkKeys.UnsubscribeToken(shipment+"/window-1/shipper-ops", time.Now()),
 		url.Values{"List-Unsubscribe": {"One-Click"}})
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())

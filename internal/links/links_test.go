@@ -140,3 +140,40 @@ func TestSignerMakesLinksUnderThePublicURL(t *testing.T) {
 	}
 	require.NotEqual(t, approve, reject)
 }
+
+// An unsubscribe token carries the time it was made, to the millisecond,
+// and ends links.UnsubscribeTTL after it (ErrExpired, with its authentic
+// claim); one made ahead of our clock, tampered or signed with another key
+// is invalid. A token of the first format, which carried no time, verifies
+// with a zero issue time.
+func TestUnsubscribeTokensCarryTheirIssueTime(t *testing.T) {
+	t.Parallel()
+	k := keys(t, newKey(t))
+	now := time.Now()
+	issued := now.Add(-time.Hour)
+	c, err := k.CheckUnsubscribe(k.UnsubscribeToken("r1", issued), now)
+	require.NoError(t, err)
+	require.Equal(t, "r1", c.ReminderID)
+	require.Equal(t, issued.UnixMilli(), c.Issued.UnixMilli())
+
+	c, err = k.CheckUnsubscribe(k.UnsubscribeToken("r1", now.Add(-links.UnsubscribeTTL)), now)
+	require.ErrorIs(t, err, links.ErrExpired)
+	require.Equal(t, "r1", c.ReminderID)
+	_, err = k.CheckUnsubscribe(k.UnsubscribeToken("r1", now.Add(2*time.Hour)), now)
+	require.ErrorIs(t, err, links.ErrInvalid, "made ahead of our clock")
+	_, err = keys(t, newKey(t)).CheckUnsubscribe(k.UnsubscribeToken("r1", issued), now)
+	require.ErrorIs(t, err, links.ErrInvalid, "another key")
+	tok := k.UnsubscribeToken("r1", issued)
+	payload, _, _ := strings.Cut(k.UnsubscribeToken("r2", issued), ".")
+	_, sig, _ := strings.Cut(tok, ".")
+	_, err = k.CheckUnsubscribe(payload+"."+sig, now)
+	require.ErrorIs(t, err, links.ErrInvalid, "tampered")
+	_, err = k.Check(tok, now)
+	require.ErrorIs(t, err, links.ErrInvalid, "never a decision link")
+
+	first := base64.RawURLEncoding.EncodeToString([]byte("r1")) + "." +
+		base64.RawURLEncoding.EncodeToString(k.Sign("shipnotify unsubscribe\x00r1"))
+	c, err = k.CheckUnsubscribe(first, now.Add(10*links.UnsubscribeTTL))
+	require.NoError(t, err, "the first format has no time to end at")
+	require.Equal(t, links.UnsubscribeClaim{ReminderID: "r1"}, c)
+}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -44,6 +45,13 @@ const (
 	// DefaultTolerance is how far a batch's signed timestamp may be from
 	// our clock.
 	DefaultTolerance = 5 * time.Minute
+	// DefaultBodyGrace and DefaultMinBodyRate pace a batch's body: byte n
+	// must have arrived BodyGrace + n/MinBodyRate after the handler began
+	// reading, or the read is cut (408). SendGrid's 768 KB takes at most
+	// 14 s at that pace, inside the server's 30 s read timeout, while a
+	// body trickled a byte a second gives its slot back after 2 s.
+	DefaultBodyGrace   = 2 * time.Second
+	DefaultMinBodyRate = 64 << 10 // bytes per second
 	// applyTimeout bounds the mirror's write of one batch; SendGrid waits
 	// longer, and a batch past it is answered 503 and retried.
 	applyTimeout = 10 * time.Second
@@ -69,6 +77,11 @@ type Options struct {
 	MaxBody   int64
 	// MaxInFlight bounds the batches taken at once (0: DefaultMaxInFlight).
 	MaxInFlight int
+	// BodyGrace and MinBodyRate (bytes per second) pace a batch's body
+	// (0: DefaultBodyGrace, DefaultMinBodyRate), so a slow body cannot
+	// hold a slot for long.
+	BodyGrace   time.Duration
+	MinBodyRate int64
 	// DeferAfter is how long a deferral may stay undelivered before it
 	// escalates.
 	DeferAfter time.Duration
@@ -106,6 +119,12 @@ func NewHandler(o Options) (*Handler, error) {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = DefaultMaxInFlight
 	}
+	if o.BodyGrace <= 0 {
+		o.BodyGrace = DefaultBodyGrace
+	}
+	if o.MinBodyRate <= 0 {
+		o.MinBodyRate = DefaultMinBodyRate
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +149,7 @@ var (
 	errBadSignature = refusal{http.StatusForbidden, "bad_signature", "the signature does not verify with the configured key"}
 	errStale        = refusal{http.StatusForbidden, "stale", "the signed timestamp is outside the tolerance"}
 	errTooLarge     = refusal{http.StatusRequestEntityTooLarge, "too_large", "the batch is larger than the limit"}
+	errSlow         = refusal{http.StatusRequestTimeout, "slow", "the batch arrived too slowly; send it again"}
 	errNotJSON      = refusal{http.StatusBadRequest, "not_json", "the batch is not a JSON array of event objects"}
 	errBusy         = refusal{http.StatusServiceUnavailable, "busy", "too many batches at once; send it again"}
 )
@@ -167,12 +187,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // take checks a batch and records it; field names an event's bad field.
+// Whatever the headers alone can refuse is refused before a slot is taken
+// or a byte of the body is read.
 func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string, error) {
 	sig, ts := r.Header.Get(eventwebhook.VerificationHTTPHeader), r.Header.Get(eventwebhook.TimestampHTTPHeader)
 	if sig == "" || ts == "" {
+		dropUnread(w, r)
 		return Summary{}, "", errUnsigned
 	}
+	// The signed timestamp travels in a header: a stale one is a replay
+	// (or a stranger's post) whose body is not worth reading.
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		dropUnread(w, r)
+		return Summary{}, "", errStale
+	}
+	if d := h.o.Now().Sub(time.Unix(secs, 0)); d > h.o.Tolerance || d < -h.o.Tolerance {
+		dropUnread(w, r)
+		return Summary{}, "", errStale
+	}
 	if r.ContentLength > h.o.MaxBody {
+		dropUnread(w, r)
 		return Summary{}, "", h.tooLarge // refused before a byte is read
 	}
 	select {
@@ -180,22 +215,19 @@ func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string,
 		defer func() { <-h.inFlight }()
 	default:
 		w.Header().Set("Retry-After", busyRetryAfter)
+		dropUnread(w, r)
 		return Summary{}, "", errBusy
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
+	body, err := io.ReadAll(h.paced(w, http.MaxBytesReader(w, r.Body, h.o.MaxBody)))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		return Summary{}, "", h.tooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close") // the rest of it is not read
+		return Summary{}, "", errSlow
 	case err != nil:
 		return Summary{}, "", refusal{http.StatusBadRequest, "not_json", "the batch could not be read"}
-	}
-	secs, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return Summary{}, "", errStale
-	}
-	if d := h.o.Now().Sub(time.Unix(secs, 0)); d > h.o.Tolerance || d < -h.o.Tolerance {
-		return Summary{}, "", errStale
 	}
 	if ok, err := eventwebhook.VerifySignature(h.o.Key, body, sig, ts); err != nil || !ok {
 		return Summary{}, "", errBadSignature
@@ -218,6 +250,51 @@ func (h *Handler) take(w http.ResponseWriter, r *http.Request) (Summary, string,
 		Applied: mirror.Count(res.Applied), Duplicate: mirror.Count(res.Duplicate),
 		Unknown: mirror.Count(res.Unknown), Ignored: mirror.Count(ignored),
 	}, "", nil
+}
+
+// paced returns body read at the handler's pace: before each read the
+// connection's read deadline is set to when the next byte is due
+// (BodyGrace + n/MinBodyRate after reading began), so a trickled body is
+// cut when it falls behind, not after the server's whole read timeout,
+// and its slot comes back. Where the connection has no deadlines (not a
+// net/http server's), the body is read as it comes.
+func (h *Handler) paced(w http.ResponseWriter, body io.Reader) io.Reader {
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Time{}); err != nil {
+		return body
+	}
+	return &pacedReader{r: body, rc: rc, start: time.Now(), grace: h.o.BodyGrace, rate: h.o.MinBodyRate}
+}
+
+type pacedReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	grace time.Duration
+	rate  int64 // bytes per second
+	n     int64 // bytes read so far
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	due := p.start.Add(p.grace + time.Duration(float64(p.n+1)/float64(p.rate)*float64(time.Second)))
+	if err := p.rc.SetReadDeadline(due); err != nil {
+		return 0, fmt.Errorf("error pacing the batch's body: %w", err)
+	}
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	return n, err
+}
+
+// dropUnread ends a refusal made before the body was read: the connection
+// closes after the answer, and the server reads no more of the body (it
+// would otherwise wait on up to 256 KiB of it, a trickle for as long as
+// the server's read timeout, before answering).
+func dropUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 func (h *Handler) count(res mirror.AppliedEvents, ignored map[reminder.ProviderOutcome]int) {

@@ -3,26 +3,31 @@
 // signed link in the email's List-Unsubscribe header suppresses the
 // reminder's address for its tenant, as SendGrid's unsubscribe event does.
 // A GET only shows a page with the button that posts it: link scanners
-// and previews open links, and must not unsubscribe anyone.
+// and previews open links, and must not unsubscribe anyone. A link ends
+// after links.UnsubscribeTTL, and a lift of the address's suppression
+// outranks every link made before it.
 package unsubscribe
 
 import (
 	"context"
+	"errors"
 	"html/template"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/shipnotify/shipnotify/internal/links"
+	"github.com/shipnotify/shipnotify/mirror"
 )
 
 // Path is where the handler is mounted.
 const Path = links.UnsubscribePath
 
-// Store records a suppression by the reminder a link names
-// (mirror.Store is the product's).
+// Store records a suppression by the reminder a link names, unless a lift
+// since the link was issued outranks it (mirror.Store is the product's).
 type Store interface {
-	SuppressAddressOf(ctx context.Context, reminderID, reason string) (bool, error)
+	SuppressAddressByLink(ctx context.Context, reminderID string, issued time.Time) (mirror.LinkSuppression, error)
 }
 
 // Handler answers Path + token.
@@ -53,11 +58,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	id, err := h.keys.CheckUnsubscribe(token)
-	if err != nil {
+	claim, err := h.keys.CheckUnsubscribe(token, time.Now())
+	switch {
+	case errors.Is(err, links.ErrExpired):
+		outOfDate(w, "It was sent more than 90 days ago.")
+		return
+	case err != nil:
 		page(w, http.StatusNotFound, "This unsubscribe link is not valid", "", "")
 		return
 	}
+	id := claim.ReminderID
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		page(w, http.StatusOK, "Unsubscribe from these reminders?",
@@ -69,14 +79,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"An unsubscribe posts List-Unsubscribe=One-Click.", "")
 			return
 		}
-		found, err := h.store.SuppressAddressOf(r.Context(), id, "one_click")
+		res, err := h.store.SuppressAddressByLink(r.Context(), id, claim.Issued)
 		if err != nil {
 			h.logger.Error("unsubscribe failed", "reminder_id", id, "error", err)
 			page(w, http.StatusServiceUnavailable, "The unsubscribe could not be recorded", "Please try again in a minute.", "")
 			return
 		}
-		if !found {
+		switch res {
+		case mirror.LinkNoReminder:
 			page(w, http.StatusNotFound, "This unsubscribe link is no longer valid", "", "")
+			return
+		case mirror.LinkOutranked:
+			h.logger.Info("one-click link outranked by a later lift", "reminder_id", id)
+			outOfDate(w, "The sender was asked to send you reminders again after it was sent.")
 			return
 		}
 		h.logger.Info("unsubscribed by one-click link", "reminder_id", id)
@@ -85,6 +100,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// outOfDate answers a link that is authentic but ended (410 Gone): it
+// suppresses nothing, and the unsubscribe link of a newer reminder works.
+func outOfDate(w http.ResponseWriter, why string) {
+	page(w, http.StatusGone, "This unsubscribe link is out of date",
+		why+" Use the unsubscribe link in a newer reminder from this sender.", "")
 }
 
 // parseForm reads the POST's form in either encoding RFC 8058 allows.

@@ -38,8 +38,9 @@ func keys(t *testing.T) links.Keys {
 // List-Unsubscribe headers, with serve's unsubscribe handler on a
 // loopback server the links point to.
 type rig struct {
-	s   *testenv.Stack
-	srv *httptest.Server
+	s    *testenv.Stack
+	srv  *httptest.Server
+	keys links.Keys
 }
 
 func newRig(t *testing.T) *rig {
@@ -53,7 +54,16 @@ func newRig(t *testing.T) *rig {
 	signer := &links.Signer{Keys: k, BaseURL: base}
 	s.Activities.Unsubscribe = func(id string) email.Unsubscribe { return email.Unsubscribe{OneClick: signer.UnsubscribeURL(id)} }
 	s.StartWorker(t)
-	return &rig{s: s, srv: srv}
+	return &rig{s: s, srv: srv, keys: k}
+}
+
+// link is the one-click link in the List-Unsubscribe header of the i-th
+// mail the sink took.
+func (r *rig) link(t *testing.T, i int) string {
+	t.Helper()
+	mails := r.s.Mail.Mails()
+	require.Greater(t, len(mails), i)
+	return strings.TrimSuffix(strings.TrimPrefix(mails[i].Headers["List-Unsubscribe"], "<"), ">")
 }
 
 func (r *rig) schedule(t *testing.T, addr string) (starter.Result, workflows.ReminderResult) {
@@ -150,4 +160,85 @@ func TestTheOneClickLinkInTheHeadersSuppressesTheAddress(t *testing.T) {
 	_, out = r.schedule(t, addr)
 	require.Equal(t, reminder.Sent, out.State)
 	require.Len(t, r.s.Mail.Mails(), 2, "lifted, the next reminder is sent")
+}
+
+const oneClick = "List-Unsubscribe=One-Click"
+
+// A lift outranks the one-click links made before it: replaying the first
+// reminder's link after an operator lifted the suppression is answered
+// 410, out of date, and writes nothing, on this serve or another (the lift
+// is the mirror's), so the next reminder is sent. That reminder's own
+// link, made after the lift, suppresses the address again.
+func TestALiftOutranksTheUnsubscribeLinksMadeBeforeIt(t *testing.T) {
+	t.Parallel()
+	const addr = "replayed@customer.example"
+	r := newRig(t)
+	_, out := r.schedule(t, addr)
+	require.Equal(t, reminder.Sent, out.State)
+	old := r.link(t, 0)
+	status, _ := do(t, http.MethodPost, old, oneClick)
+	require.Equal(t, http.StatusOK, status)
+	require.Len(t, r.suppressed(t, addr), 1)
+
+	require.NoError(t, r.s.Mirror.LiftSuppression(context.Background(), "", addr, "ops: asked to resubscribe"))
+	status, page := do(t, http.MethodPost, old, oneClick)
+	require.Equal(t, http.StatusGone, status, page)
+	require.Contains(t, page, "out of date")
+	other := httptest.NewServer(unsubscribe.New(r.keys, r.s.Mirror, nil)) // a second replica
+	t.Cleanup(other.Close)
+	status, _ = do(t, http.MethodPost, other.URL+strings.TrimPrefix(old, r.srv.URL), oneClick)
+	require.Equal(t, http.StatusGone, status, "on another replica too")
+	require.Empty(t, r.suppressed(t, addr), "the lift stands")
+
+	_, out = r.schedule(t, addr)
+	require.Equal(t, reminder.Sent, out.State, "so the next reminder is sent")
+	status, _ = do(t, http.MethodPost, r.link(t, 1), oneClick)
+	require.Equal(t, http.StatusOK, status, "its own link, made after the lift, works")
+	got := r.suppressed(t, addr)
+	require.Len(t, got, 1)
+	require.Equal(t, "one_click", got[0].Reason)
+}
+
+// A link of the first format (the reminder's id alone, made before links
+// carried their issue time) still works, so mail already in inboxes keeps
+// its way out; it cannot say when it was made, so any lift outranks it.
+func TestAnUnsubscribeLinkOfTheFirstFormatWorksUntilALift(t *testing.T) {
+	t.Parallel()
+	const addr = "longago@customer.example"
+	r := newRig(t)
+	res, _ := r.schedule(t, addr)
+	first := r.srv.URL + links.UnsubscribePath + base64.RawURLEncoding.EncodeToString([]byte(res.ReminderID)) + "." +
+		base64.RawURLEncoding.EncodeToString(r.keys.Sign("shipnotify unsubscribe\x00"+res.ReminderID))
+
+	status, _ := do(t, http.MethodPost, first, oneClick)
+	require.Equal(t, http.StatusOK, status)
+	require.Len(t, r.suppressed(t, addr), 1)
+	require.NoError(t, r.s.Mirror.LiftSuppression(context.Background(), "", addr, "ops"))
+	status, _ = do(t, http.MethodPost, first, oneClick)
+	require.Equal(t, http.StatusGone, status)
+	require.Empty(t, r.suppressed(t, addr), "the lift stands")
+}
+
+// A link ends links.UnsubscribeTTL (90 days) after it was made: opening or
+// posting it then is answered 410, out of date, and suppresses nothing; a
+// day younger, it still works.
+func TestAnUnsubscribeLinkEndsAfterNinetyDays(t *testing.T) {
+	t.Parallel()
+	const addr = "oldmail@customer.example"
+	r := newRig(t)
+	res, _ := r.schedule(t, addr)
+	at := func(issued time.Time) string {
+		return r.srv.URL + links.UnsubscribePath + r.keys.UnsubscribeToken(res.ReminderID, issued)
+	}
+	expired := at(time.Now().Add(-links.UnsubscribeTTL - time.Minute))
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		status, page := do(t, method, expired, oneClick)
+		require.Equal(t, http.StatusGone, status, method)
+		require.Contains(t, page, "out of date", method)
+	}
+	require.Empty(t, r.suppressed(t, addr), "an expired link suppresses nothing")
+
+	status, _ := do(t, http.MethodPost, at(time.Now().Add(-links.UnsubscribeTTL+24*time.Hour)), oneClick)
+	require.Equal(t, http.StatusOK, status)
+	require.Len(t, r.suppressed(t, addr), 1)
 }
