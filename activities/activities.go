@@ -566,8 +566,9 @@ func (a *Activities) notSent(ctx context.Context, in NotifyInput, t mirror.Targe
 	provider := providerOf(in, t)
 	var derr *delivery.Error
 	if errors.As(err, &derr) && derr.OperatorDetail != "" {
-		// For the operator only: the reminder's trail gets derr.Error().
-		logger.Warn("delivery refused", "error", derr.Error(), "detail", derr.OperatorDetail)
+		// For the operator only (the address a guard refused, a lookup's
+		// or a socket's verdict): the reminder's trail gets derr.Error().
+		logger.Warn("delivery not made", "error", derr.Error(), "detail", derr.OperatorDetail)
 	}
 	switch {
 	case errors.As(err, &derr) && derr.Permanent:

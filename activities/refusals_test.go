@@ -14,6 +14,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/shipnotify/shipnotify/activities"
+	"github.com/shipnotify/shipnotify/delivery"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
@@ -258,6 +259,30 @@ func TestAGuardRefusalNamesNoAddress(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), webhook.RefusedDestination)
 	require.NotContains(t, err.Error(), "127.0.0.1", "the internal address is the operator's to know")
+	require.Zero(t, f.hooks.Requests(), "nothing reached the receiver")
+	require.Equal(t, "released", f.delivery(t, in.Key()).Status)
+}
+
+// A webhook whose host does not resolve fails with a fixed reason: that
+// error is what the failed event's reason becomes once the retries are
+// spent, what the tenant reads through the API and what the escalation
+// mail says, so it names neither the customer's host nor the resolver the
+// worker asked. Nothing was sent, so the claim is released for the retry.
+func TestAWebhookHostThatDoesNotResolveNamesNoHost(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := f.schedule(t, reminder.Webhook)
+	const host = "hooks.customer-42.invalid"
+	_, err := f.db.Pool.Exec(context.Background(), `UPDATE reminders SET webhook_url = $1`, "https://"+host+"/in")
+	require.NoError(t, err)
+
+	_, err = f.notify(t, in)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, "webhook receiver unreachable: "+delivery.ReasonNotResolved, appErr.Message())
+	for _, leak := range []string{host, "lookup", ":53"} {
+		require.NotContains(t, appErr.Error(), leak)
+	}
 	require.Zero(t, f.hooks.Requests(), "nothing reached the receiver")
 	require.Equal(t, "released", f.delivery(t, in.Key()).Status)
 }

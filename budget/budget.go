@@ -126,3 +126,26 @@ const (
 	// (cli.ServeKeyFiles); past it the console tries at the next reload.
 	ApproversReload = 10 * time.Second
 )
+
+// The product's own transactions on the mirror, as its runtime role (the
+// pool DATABASE_URL opens): bounds PostgreSQL enforces on each session, so
+// a transaction the product leaves open, or a frozen process holds, ends
+// on the server instead of holding back the trail's dates, the change
+// feed and the locks. migrate and prune, as their own roles, are not
+// bounded.
+const (
+	// EscalationStart bounds one escalation's start in Temporal, the
+	// longest wait the product makes inside a transaction: the escalator
+	// holds the rows it starts.
+	EscalationStart = 10 * time.Second
+	// EscalationBatch is how many escalations one transaction starts.
+	EscalationBatch = 100
+	// IdleInTransaction is the session's
+	// idle_in_transaction_session_timeout: the longest a transaction may
+	// sit between statements.
+	IdleInTransaction = time.Minute
+	// Transaction is the session's transaction_timeout (PostgreSQL 17
+	// and later; an older server has none): the longest a transaction may
+	// last, above a pass of escalation starts.
+	Transaction = 30 * time.Minute
+)

@@ -40,6 +40,12 @@ func TestTheBudgetsOutlastWhatTheyMust(t *testing.T) {
 			"the API's default deadline is one it accepts"},
 		{NotifyRetries > 24*time.Hour,
 			"a provider down for a day loses no reminder"},
+		{IdleInTransaction > 2*EscalationStart,
+			"the server ends no transaction while the escalator waits on a slow Temporal start"},
+		{Transaction > EscalationBatch*EscalationStart,
+			"the server ends no escalator's pass, each of its starts taking its whole bound"},
+		{Transaction > IdleInTransaction,
+			"a transaction may outlive its longest idle wait"},
 	} {
 		if !r.holds {
 			t.Errorf("broken: %s", r.what)

@@ -171,8 +171,13 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 	resp, err := s.client.SendWithContext(ctx, req)
 	if err != nil {
 		// SendGrid takes a mail as soon as its body arrives: a call cut
-		// after the connection may have sent it.
-		return "", delivery.Unanswered("mail API", departure, err.Error())
+		// after the connection may have sent it. Its reason is a fixed
+		// one: the transport's text names our resolver, and it reaches
+		// the reminder's trail and the tenant.
+		reason, detail := delivery.Unreached(err)
+		e := delivery.Unanswered("mail API", departure, reason)
+		e.OperatorDetail = detail
+		return "", e
 	}
 	s.noteAnswer(resp.StatusCode)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {

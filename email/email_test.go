@@ -140,7 +140,9 @@ func TestRefusedCredentialsAreRememberedUntilAccepted(t *testing.T) {
 // mail API: an ambiguous outcome is a send, so only a call that never got a
 // connection (refused, unresolvable) may say nothing went. SendGrid takes a
 // mail as soon as its body arrives, and the sink, like it, keeps a mail
-// whose caller gave up.
+// whose caller gave up. Its reason is a fixed one: the reminder's trail
+// and the tenant read it, and a transport error names the mail API's
+// address and the resolver the worker asked.
 func TestUnansweredCallsSayWhetherTheRequestMayHaveLeft(t *testing.T) {
 	t.Parallel()
 	closed := func() string {
@@ -167,11 +169,12 @@ func TestUnansweredCallsSayWhetherTheRequestMayHaveLeft(t *testing.T) {
 		name      string
 		url       string
 		maybeSent bool
+		reason    string
 	}{
-		{"connection refused", closed(), false},
-		{"unresolvable host", "http://mail-api.invalid", false},
-		{"no answer within the client's timeout", slow.URL(), true},
-		{"connection reset after the body", reset.URL, true},
+		{"connection refused", closed(), false, delivery.ReasonRefused},
+		{"unresolvable host", "http://mail-api.invalid", false, delivery.ReasonNotResolved},
+		{"no answer within the client's timeout", slow.URL(), true, delivery.ReasonTimeout},
+		{"connection reset after the body", reset.URL, true, delivery.ReasonReset},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -183,6 +186,10 @@ func TestUnansweredCallsSayWhetherTheRequestMayHaveLeft(t *testing.T) {
 			require.Zero(t, derr.Status, "no answer")
 			require.Equal(t, tc.maybeSent, derr.MaybeSent, "%v", err)
 			require.False(t, derr.Permanent)
+			require.Equal(t, tc.reason, derr.Detail)
+			for _, leak := range []string{"127.0.0.1", "mail-api.invalid", "lookup", ":53"} {
+				require.NotContains(t, derr.Error()+derr.OperatorDetail, leak)
+			}
 			if tc.url == slow.URL() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()

@@ -240,6 +240,45 @@ SELECT EXISTS (SELECT 1 FROM reminders_prune_candidates(90 * 86400, '-infinity',
 	require.ErrorContains(t, err, "a sent reminder may not become scheduled")
 }
 
+// Nor can it backdate the trail by holding its transaction open: the
+// database dates an event and a reminder's last change when the row is
+// written, not when the transaction began. Here a transaction of the
+// runtime role waits until the clock is 2 s past its start before it
+// writes; what it writes is dated after that, not at the start.
+func TestTheTrailIsDatedWhenWrittenNotWhenItsTransactionBegan(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	ctx := context.Background()
+	runtime, err := pgx.Connect(ctx, testenv.RuntimeRole(t, db))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = runtime.Close(context.Background()) })
+	id := insert(t, store, update("SHP-held", time.Now().Add(time.Hour)), time.Now()).Reminders[0].Requested.ID
+
+	tx, err := runtime.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var began time.Time
+	require.NoError(t, tx.QueryRow(ctx, `SELECT now()`).Scan(&began))
+	require.Eventually(t, func() bool {
+		var past bool
+		require.NoError(t, tx.QueryRow(ctx, `SELECT clock_timestamp() >= now() + interval '2 seconds'`).Scan(&past))
+		return past
+	}, 30*time.Second, 50*time.Millisecond, "the transaction is held open 2 s")
+	_, err = tx.Exec(ctx, `INSERT INTO reminder_events (reminder_id, type, detail) VALUES ($1, 'cancel_requested', '{"by": "alice"}')`, id)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE reminders SET cancel_requested_at = now(), updated_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	var at, updated time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT e.at, r.updated_at FROM reminder_events e JOIN reminders r ON r.id = e.reminder_id
+ WHERE e.reminder_id = $1 AND e.type = 'cancel_requested'`, id).Scan(&at, &updated))
+	require.GreaterOrEqual(t, at.Sub(began), 2*time.Second, "the event is dated when written (%s), not at its transaction's start (%s)", at, began)
+	require.GreaterOrEqual(t, updated.Sub(began), 2*time.Second, "so is the reminder's last change (%s)", updated)
+}
+
 // The state lists written into the triggers are the domain's: the states a
 // reminder may start in when the runtime role inserts it (reminders_guard:
 // the pending ones), and those whose events prune may delete

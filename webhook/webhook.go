@@ -117,7 +117,12 @@ func (s *Sender) Send(ctx context.Context, m Message) (string, error) {
 		return "", e
 	}
 	if err != nil {
-		return "", delivery.Unanswered("webhook receiver", departure, transportDetail(err))
+		// The transport's text names the host and our resolver: the
+		// customer reads one of delivery's fixed reasons instead.
+		reason, detail := delivery.Unreached(err)
+		e := delivery.Unanswered("webhook receiver", departure, reason)
+		e.OperatorDetail = detail
+		return "", e
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
@@ -137,14 +142,12 @@ func failure(status int, permanent bool, detail string) *delivery.Error {
 	return &delivery.Error{Channel: "webhook receiver", Status: status, Permanent: permanent, Detail: detail}
 }
 
-// transportDetail describes a failed request without its URL, which is the
-// customer's and may carry a token in its path or query.
+// transportDetail describes a refused request for the operator's log
+// without its URL, which is the customer's and may carry a token in its
+// path or query.
 func transportDetail(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		if ue.Timeout() {
-			return "request timed out"
-		}
 		return ue.Op + ": " + ue.Err.Error()
 	}
 	return err.Error()

@@ -136,6 +136,46 @@ func TestRefusedConnectionSentNothing(t *testing.T) {
 	require.False(t, derr.MaybeSent, "%v", err)
 }
 
+// A receiver that cannot be reached fails with one of delivery's fixed
+// reasons, which the tenant reads in the failed event and the escalation
+// contact in the mail: never the host name, its address or port, nor the
+// resolver the worker asked (a transport error names all of them).
+func TestAnUnreachedReceiverFailsWithAFixedReason(t *testing.T) {
+	t.Parallel()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refusing := closed.Addr().String()
+	require.NoError(t, closed.Close())
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(plain.Close)
+	selfSigned := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(selfSigned.Close)
+	for _, tc := range []struct {
+		name, url, reason string
+	}{
+		{"a host that does not resolve", "https://hooks.customer-42.invalid/in", delivery.ReasonNotResolved},
+		{"a refused connection", "http://" + refusing + "/in", delivery.ReasonRefused},
+		{"TLS to a plain HTTP receiver", strings.Replace(plain.URL, "http:", "https:", 1) + "/in", delivery.ReasonTLSPlain},
+		{"a certificate nobody vouches for", selfSigned.URL + "/in", delivery.ReasonTLSAuthority},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := send(t, local, tc.url, webhook.NewSecret(), func(o *webhook.Options) { o.Timeout = 5 * time.Second })
+			var derr *delivery.Error
+			require.ErrorAs(t, err, &derr)
+			require.Equal(t, "webhook receiver unreachable: "+tc.reason, derr.Error())
+			u, err := url.Parse(tc.url)
+			require.NoError(t, err)
+			for _, leak := range []string{u.Hostname(), u.Port(), "lookup", ":53", "dial"} {
+				if leak != "" {
+					require.NotContains(t, derr.Error()+derr.OperatorDetail, leak)
+				}
+			}
+			require.False(t, derr.MaybeSent, "nothing left: no request was written")
+		})
+	}
+}
+
 // The guard refuses at connection time, after resolution: a name that
 // resolves to loopback is refused like the address itself.
 func TestGuardRefusesLoopbackAtConnectionTime(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/starter"
@@ -49,13 +51,20 @@ func (d *Deps) Close() {
 	}
 }
 
-// Mirror connects to PostgreSQL with a pool of maxConns (0: pgx's default).
+// Mirror connects to PostgreSQL with a pool of maxConns (0: pgx's
+// default), as the product's runtime role: every session's transactions
+// are bounded (boundTransactions).
 func (d *Deps) Mirror(ctx context.Context, maxConns int32) (*mirror.Store, error) {
-	return d.MirrorAt(ctx, "DATABASE_URL", d.Cfg.DatabaseURL, maxConns)
+	return d.mirrorAt(ctx, "DATABASE_URL", d.Cfg.DatabaseURL, maxConns, true)
 }
 
-// MirrorAt connects to the mirror at url, named by its variable in errors.
+// MirrorAt connects to the mirror at url, named by its variable in errors,
+// its transactions unbounded: migrate's and prune's may run long.
 func (d *Deps) MirrorAt(ctx context.Context, variable, url string, maxConns int32) (*mirror.Store, error) {
+	return d.mirrorAt(ctx, variable, url, maxConns, false)
+}
+
+func (d *Deps) mirrorAt(ctx context.Context, variable, url string, maxConns int32, bounded bool) (*mirror.Store, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, UsageError{Err: fmt.Errorf("%s: %w", variable, err)}
@@ -64,6 +73,14 @@ func (d *Deps) MirrorAt(ctx context.Context, variable, url string, maxConns int3
 		pcfg.MaxConns = maxConns
 	}
 	pcfg.AfterConnect = scanTimesInUTC
+	if bounded {
+		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			if err := scanTimesInUTC(ctx, conn); err != nil {
+				return err
+			}
+			return boundTransactions(ctx, conn)
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("error connecting to PostgreSQL: %w", err)
@@ -88,6 +105,26 @@ func scanTimesInUTC(_ context.Context, conn *pgx.Conn) error {
 	ts := &pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}}
 	conn.TypeMap().RegisterType(ts)
 	conn.TypeMap().RegisterType(&pgtype.Type{Name: "_timestamptz", OID: pgtype.TimestamptzArrayOID, Codec: &pgtype.ArrayCodec{ElementType: ts}})
+	return nil
+}
+
+// boundTransactions has the server end a session whose transaction sits
+// idle, or lasts, past the runtime budgets (budget.IdleInTransaction,
+// budget.Transaction), so no transaction of the product holds the trail,
+// the change feed or a lock for long. They are set here, per session,
+// because a setting of the shipnotify_runtime role would reach only
+// sessions that log in as it, never its members'. transaction_timeout is
+// PostgreSQL 17's; an older server is bounded by the idle timeout alone.
+func boundTransactions(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, `
+SELECT set_config('idle_in_transaction_session_timeout', $1, false),
+       CASE WHEN current_setting('server_version_num')::int >= 170000
+            THEN set_config('transaction_timeout', $2, false) END`,
+		strconv.FormatInt(budget.IdleInTransaction.Milliseconds(), 10),
+		strconv.FormatInt(budget.Transaction.Milliseconds(), 10))
+	if err != nil {
+		return fmt.Errorf("error bounding the session's transactions: %w", err)
+	}
 	return nil
 }
 

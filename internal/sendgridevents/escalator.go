@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -24,8 +25,8 @@ const (
 	// waits when no batch nudged (a deferral's, another server's after a
 	// crash, one whose start failed).
 	DefaultEscalateEvery = 30 * time.Second
-	escalateBatch        = 100
-	startTimeout         = 10 * time.Second
+	escalateBatch        = budget.EscalationBatch
+	startTimeout         = budget.EscalationStart
 	// heldElsewhereWait is the shortest pause between passes.
 	heldElsewhereWait = time.Second
 )

@@ -16,6 +16,7 @@ import (
 	"github.com/pb33f/libopenapi/datamodel/high/base"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/delivery"
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/statusevents"
@@ -393,4 +394,25 @@ func TestTheRelayGoesThroughTheGuard(t *testing.T) {
 	u, err := url.Parse(tr.receiver.URL())
 	require.NoError(t, err)
 	require.NotContains(t, rows[0].LastError, u.Hostname())
+}
+
+// An endpoint whose host does not resolve is failing with a fixed reason:
+// status_outbox.last_error, the serve log and, once the events are given
+// up, what an operator reads back name neither the host nor the resolver.
+func TestAnEndpointThatDoesNotResolveNamesNoHost(t *testing.T) {
+	t.Parallel()
+	tr := newTracker(t)
+	const host = "rebind-status.attack.test"
+	tr.endpoint.URL = "https://" + host + "/status"
+	require.NoError(t, tr.store.RegisterStatusEndpoints(context.Background(), []mirror.StatusEndpoint{tr.endpoint.Registration()}))
+	testenv.ScheduleInMirror(t, tr.store, "", "SHP-unresolved", 1)
+	_, err := tr.relay(t).Pass(context.Background(), tr.endpoint)
+	require.NoError(t, err)
+	rows, err := tr.store.OutboxRows(context.Background(), mirror.OutboxFilter{})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "webhook receiver unreachable: "+delivery.ReasonNotResolved, rows[0].LastError)
+	for _, leak := range []string{host, "lookup", ":53"} {
+		require.NotContains(t, rows[0].LastError, leak)
+	}
 }
