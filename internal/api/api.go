@@ -29,6 +29,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/budget"
+	"github.com/shipnotify/shipnotify/internal/clientip"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -80,6 +81,9 @@ type Options struct {
 	// lookups (chargeUpdate). Rate 0 means rate.Inf: no charge.
 	ReminderRate  rate.Limit
 	ReminderBurst int
+	// Clients finds a request's client behind the proxies the operator
+	// trusts (the zero Resolver: the peer), for the failed-key throttle.
+	Clients clientip.Resolver
 	// RequestTimeout bounds each request (0 means DefaultRequestTimeout).
 	RequestTimeout time.Duration
 	// Metrics, when set, receives the request counts and durations.
@@ -104,6 +108,7 @@ type API struct {
 	reminderLimit   rate.Limit
 	reminderBurst   int
 	tenantReminders *reminderBuckets
+	clients         clientip.Resolver
 	now             func() time.Time
 	// defaultTenant is the default tenant's name.
 	defaultTenant string
@@ -149,6 +154,7 @@ func New(o Options) (*API, error) {
 		a.reminderLimit = rate.Inf
 	}
 	a.tenantReminders = newReminderBuckets(a.reminderLimit, a.reminderBurst)
+	a.clients = o.Clients
 	a.defaultTenant = o.DefaultTenant
 	if a.defaultTenant == "" {
 		a.defaultTenant = reminder.DefaultTenantName
@@ -454,7 +460,7 @@ func (a *API) authenticate(r *http.Request, ring *keyring, scope Scope) (*Key, *
 // Retry-After. An expired key is ours, and its holder is better told so
 // than throttled, so it is not counted.
 func (a *API) failedKey(r *http.Request, p *Problem) *Problem {
-	delay := a.failed.fail(clientAddr(r), a.now())
+	delay := a.failed.fail(a.client(r), a.now())
 	if delay == 0 {
 		return p
 	}

@@ -1,12 +1,13 @@
 package api
 
 import (
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/shipnotify/shipnotify/internal/clientip"
 )
 
 // Failed keys are throttled per client address: a client may present
@@ -25,15 +26,10 @@ const (
 	maxFailingClients = 10_000
 )
 
-// clientAddr is the address a request's failures are counted against: the
-// peer's. It is the one place the API learns a client's address, so a
-// resolver that trusts a proxy's forwarding header can replace it.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
+// client is what a request's failures are counted against: the client the
+// trusted proxies name (Options.Clients), as clientip.Unit charges it.
+func (a *API) client(r *http.Request) string {
+	return clientip.Unit(a.clients.Client(r)).String()
 }
 
 // failures are the failed keys' limiters, by client address.

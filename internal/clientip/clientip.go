@@ -137,3 +137,15 @@ func forwarded(entry string) netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// Unit is what a client is charged as: its IPv4 address, or its IPv6 /64
+// (one host's share; a host that holds a /64 could otherwise take a fresh
+// address for every guess).
+func Unit(a netip.Addr) netip.Prefix {
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p
+	}
+	p, _ := a.Prefix(a.BitLen())
+	return p
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/clientip"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
@@ -309,7 +310,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
 	now := c.o.Now()
-	client := clientOf(c.o.Clients.Client(r))
+	client := clientip.Unit(c.o.Clients.Client(r))
 	// refuse answers a failed attempt: 429 while its client or the
 	// approver it names (an expired key's; "" for no one) has no failure
 	// left, else 401 with msg, spending one of each.

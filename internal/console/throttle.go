@@ -37,18 +37,6 @@ func newThrottle() *throttle {
 	return &throttle{clients: map[netip.Prefix]*rate.Limiter{}, approvers: map[string]*rate.Limiter{}}
 }
 
-// clientOf is the unit a client is charged as: its IPv4 address, or its
-// IPv6 /64 (one host's share; a host that holds a /64 could otherwise
-// take a fresh address for every guess).
-func clientOf(a netip.Addr) netip.Prefix {
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p
-	}
-	p, _ := a.Prefix(a.BitLen())
-	return p
-}
-
 // limiter is key's limiter in m at now, made full if it is new.
 func limiter[K comparable](m map[K]*rate.Limiter, key K, now time.Time) *rate.Limiter {
 	l, seen := m[key]
