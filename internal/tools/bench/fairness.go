@@ -214,6 +214,9 @@ func (q *quietLoad) run(ctx, work context.Context) {
 		wg.Go(func() {
 			q.record(OpSchedule, q.c.schedule(work, u))
 			if move != nil {
+				<-move.done
+			}
+			if move != nil && move.ok {
 				q.record(OpMove, q.c.move(work, move, q.o.MoveBy))
 			}
 		})

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // tenantClient is one tenant's tracker: its key, the API, and the prefix
@@ -24,6 +26,11 @@ type postedUpdate struct {
 	shipment, update string
 	window           time.Time
 	subscribers      []string
+	// done is closed once its schedule has ended, ok when it was taken:
+	// a move waits for it, or a schedule still being retried would meet
+	// its own moved window (409).
+	done chan struct{}
+	ok   bool
 }
 
 // remindBefore puts a reminder ahead of its window, so moving the window
@@ -36,7 +43,10 @@ const maxAttempts = 50
 
 // update is the tenant's seq-th update, of size subscribers due at due.
 func (c *tenantClient) update(seq, size int, due time.Time) *postedUpdate {
-	u := &postedUpdate{shipment: fmt.Sprintf("%s%06d", c.prefix, seq), update: "u", window: due.Add(remindBefore)}
+	// To the microsecond, as the mirror keeps it: a repeat after a 503 or
+	// 504 is then the same update, not one whose window differs.
+	u := &postedUpdate{shipment: fmt.Sprintf("%s%06d", c.prefix, seq), update: "u",
+		window: reminder.NormalizeTime(due.Add(remindBefore)), done: make(chan struct{})}
 	for i := range size {
 		u.subscribers = append(u.subscribers, fmt.Sprintf("s%04d", i))
 	}
@@ -70,9 +80,12 @@ type requestResult struct {
 // schedule posts the update until the API takes it (201, or 200 for one
 // it holds already).
 func (c *tenantClient) schedule(ctx context.Context, u *postedUpdate) requestResult {
-	return c.do(ctx, "/v1/updates", u.document(), func(status int, _ []byte) (bool, string) {
+	defer close(u.done)
+	r := c.do(ctx, "/v1/updates", u.document(), func(status int, _ []byte) (bool, string) {
 		return status == http.StatusCreated || status == http.StatusOK, ""
 	})
+	u.ok = r.err == nil
+	return r
 }
 
 // move moves the update's window by, and its outcome is its reminders'
