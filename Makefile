@@ -58,6 +58,15 @@ bench-engine:
 bench-horizontal:
 	@scripts/bench.sh --engine --horizontal $(BENCH_ARGS)
 
+## bench-fairness: issue 38: one tenant (acme) posts 20,000 reminders in updates of 500 as fast as the API lets it, and
+## moves 8 windows at once, while another (globex) posts and moves one reminder at a time; globex's answer times and
+## lateness alone for a minute and then beside acme, in one run on a fresh dev server, each tenant checked from outside
+## (out/bench-fairness.json and .txt); BENCH_ENGINE=1 runs it on the PostgreSQL-backed server make test-engine builds
+## (out/bench-engine-fairness.*); BENCH_ARGS passes flags (shipnotify-bench fairness --help)
+.PHONY: bench-fairness
+bench-fairness:
+	@scripts/bench.sh $(if $(BENCH_ENGINE),--engine) --fairness $(BENCH_ARGS)
+
 ## bench-events: the SendGrid Event Webhook's ingestion rate (issue 13) alone: signed batches of 1,000 events
 ## through the handler into PostgreSQL, at 1 and 4 in flight, 5 runs each (about a minute; out/bench-events.json)
 bench-events: build

@@ -11,6 +11,11 @@
 #                                            the product's workers scaled beside two serve replicas,
 #                                            one of each SIGKILLed mid-run (make bench-horizontal);
 #                                            out/bench-horizontal.json and .txt
+#   scripts/bench.sh [--engine] --fairness [fairness flags]
+#                                            `shipnotify-bench fairness` once, on a fresh server:
+#                                            a noisy tenant's burst beside a quiet tenant's steady
+#                                            work (make bench-fairness); out/bench-fairness.json and
+#                                            .txt (the engine: out/bench-engine-fairness.*)
 #
 # Each workload writes out/bench-<workload>.json (the engine: out/bench-engine-
 # <workload>.json); they are merged into out/bench.json (out/bench-engine.json),
@@ -26,6 +31,8 @@ engine=false
 if [ "${1:-}" = --engine ]; then engine=true; shift; fi
 horizontal=false
 if [ "${1:-}" = --horizontal ]; then horizontal=true; shift; fi
+fairness=false
+if [ "${1:-}" = --fairness ]; then fairness=true; shift; fi
 horizontal_args=("$@")
 workloads=burst,burst-instant,coldburst,catchup,catchup-instant,steady,hold,slow,outage,mirror,events
 args=()
@@ -92,6 +99,19 @@ if $horizontal; then
     --server-pid-file "$server_pid_file" --postgres-pid-file "$(pg_datadir)/postmaster.pid" \
     --server-metrics "http://127.0.0.1:$((port + 20))/metrics" \
     "${horizontal_args[@]}" | tee out/bench-horizontal.txt || status=$?
+  exit $status
+fi
+
+if $fairness; then
+  # One measurement on one fresh server: the quiet tenant alone and beside
+  # the noisy one are compared within the run.
+  fresh_server
+  set -a; eval "$(env_of)"; set +a
+  label="${label% (fresh per workload)} (one fresh server for the whole measurement)"
+  say "== fairness on a fresh server"
+  status=0
+  .dev/bin/shipnotify-bench fairness --engine "$label" --bin .dev/bin/shipnotify --out "$prefix-fairness.json" \
+    "${horizontal_args[@]}" | tee "$prefix-fairness.txt" || status=$?
   exit $status
 fi
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,18 +26,49 @@ type horizontalEnv struct {
 	accepted atomic.Int64
 	tracker  *sink.WebhookSink
 	lb       *http.Server
-	serves   procSet
-	fleet    *workerFleet
-	dir      string
-	sampler  *cpuSampler
+	// apiURL is the balancer's: the serve replicas' API, as a tracker
+	// reaches it.
+	apiURL  string
+	serves  procSet
+	fleet   *workerFleet
+	dir     string
+	sampler *cpuSampler
 }
 
 // startHorizontal starts the stand-ins and the product's processes: the
 // mail sink posting SendGrid's signed events to the serve replicas through
 // the balancer, the tracker's receiver the replicas post status events to,
 // the replicas, and the largest worker count's processes (none running).
-func startHorizontal(o HorizontalOptions) (_ *horizontalEnv, err error) {
-	h := &horizontalEnv{o: o}
+func startHorizontal(o HorizontalOptions) (*horizontalEnv, error) {
+	_, apiKey, err := api.NewKey("bench-horizontal", []api.Scope{api.ScopeRead})
+	if err != nil {
+		return nil, err
+	}
+	h, err := startProduct(productOptions{Bin: o.Bin, Env: o.Env, Serves: o.Serves, Workers: slices.Max(o.Workers),
+		KeyLines: []string{apiKey.Line()}})
+	if err != nil {
+		return nil, err
+	}
+	h.o = o
+	return h, nil
+}
+
+// productOptions are what startProduct starts: Serves replicas and
+// Workers worker processes (none running) of Bin, in Env, serve taking
+// the API keys of KeyLines (configuration lines).
+type productOptions struct {
+	Bin      string
+	Env      []string
+	Serves   int
+	Workers  int
+	KeyLines []string
+}
+
+// startProduct starts the stand-ins and the serve replicas, and makes
+// (without starting) the worker processes: the horizontal and the
+// fairness workloads run the same system.
+func startProduct(o productOptions) (_ *horizontalEnv, err error) {
+	h := &horizontalEnv{}
 	defer func() {
 		if err != nil {
 			h.close()
@@ -65,16 +97,12 @@ func startHorizontal(o HorizontalOptions) (_ *horizontalEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
-	_, apiKey, err := api.NewKey("bench-horizontal", []api.Scope{api.ScopeRead})
-	if err != nil {
-		return nil, err
-	}
 	env := append(slices.Clone(o.Env),
 		"SENDGRID_API_KEY="+mailKey, "SENDGRID_BASE_URL="+h.mail.URL(),
 		"SHIPNOTIFY_WEBHOOK_ALLOW_LOOPBACK=true",
 		"SHIPNOTIFY_SENDGRID_EVENT_KEY="+eventKey.PublicKey(),
 		"SHIPNOTIFY_STATUS_ENDPOINTS_FILE="+endpoints,
-		"SHIPNOTIFY_API_KEYS="+apiKey.Line())
+		"SHIPNOTIFY_API_KEYS="+strings.Join(o.KeyLines, ";"))
 	var urls []string
 	for i := range o.Serves {
 		addr, err := freeAddr()
@@ -93,15 +121,16 @@ func startHorizontal(o HorizontalOptions) (_ *horizontalEnv, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("error listening for the balancer: %w", err)
 	}
+	h.apiURL = "http://" + ln.Addr().String()
 	h.lb = &http.Server{Handler: balancer.New(urls), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = h.lb.Serve(ln) }()
-	h.mail.EmitEvents(sink.EventOptions{URL: "http://" + ln.Addr().String() + sendgridevents.Path, Key: eventKey,
+	h.mail.EmitEvents(sink.EventOptions{URL: h.apiURL + sendgridevents.Path, Key: eventKey,
 		FlushEvery: 200 * time.Millisecond})
 	if _, err := h.serves.startAll(); err != nil {
 		return nil, err
 	}
 	h.fleet = &workerFleet{}
-	for i := range slices.Max(o.Workers) {
+	for i := range o.Workers {
 		h.fleet.all = append(h.fleet.all, newProductProc(fmt.Sprintf("worker %d", i), o.Bin, "worker", workerReadyMsg,
 			append(slices.Clone(env), "SHIPNOTIFY_METRICS_ADDR=127.0.0.1:0")))
 	}
