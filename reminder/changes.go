@@ -22,7 +22,9 @@ func Changes(was Update, wasRems []Reminder, now Update, nowRems []Reminder) []s
 		}
 	}
 	diff(was.Kind != now.Kind, "kind")
-	diff(!was.WindowStart.Equal(now.WindowStart), "window_start")
+	// The mirror keeps microseconds: a window sent with nanoseconds is the
+	// same window sent again.
+	diff(!NormalizeTime(was.WindowStart).Equal(NormalizeTime(now.WindowStart)), "window_start")
 	diff(was.Message.Subject != now.Message.Subject, "message.subject")
 	diff(was.Message.Text != now.Message.Text, "message.text")
 	diff(was.Message.TemplateID != now.Message.TemplateID, "message.template_id")

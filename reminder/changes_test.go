@@ -83,3 +83,15 @@ func TestChangesNameWhatDiffers(t *testing.T) {
 		})
 	}
 }
+
+// The mirror keeps a window's start to the microsecond: the same update
+// sent again with its window to the nanosecond (a retry after a 504) is
+// the same update, not a changed window_start.
+func TestAWindowSentToTheNanosecondIsTheSameWindow(t *testing.T) {
+	t.Parallel()
+	sent := changesUpdate()
+	sent.WindowStart = sent.WindowStart.Add(123456 * time.Nanosecond)
+	stored := sent
+	stored.WindowStart = reminder.NormalizeTime(sent.WindowStart)
+	require.Empty(t, reminder.Changes(stored, planned(t, stored), sent, planned(t, sent)))
+}
