@@ -71,7 +71,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 		Starter: st, Keys: d.Cfg.APIKeys, DefaultTenant: d.Cfg.DefaultTenant,
 		Rate: rate.Limit(d.Cfg.APIRate), Burst: d.Cfg.APIBurst,
 		ReminderRate: rate.Limit(d.Cfg.APIReminderRate), ReminderBurst: d.Cfg.APIReminderBurst,
-		Clients: d.Cfg.TrustedProxies,
+		Clients:        d.Cfg.TrustedProxies,
 		RequestTimeout: d.Cfg.APIRequestTimeout, Metrics: reg, Logger: d.Logger,
 	})
 	if err != nil {
