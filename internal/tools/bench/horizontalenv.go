@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/tools/balancer"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -29,6 +31,8 @@ type horizontalEnv struct {
 	fleet    *workerFleet
 	dir      string
 	sampler  *cpuSampler
+	// ids seal the outbox's event ids as the replicas post them.
+	ids *opaque.Keys
 }
 
 // startHorizontal starts the stand-ins and the product's processes: the
@@ -37,6 +41,9 @@ type horizontalEnv struct {
 // the replicas, and the largest worker count's processes (none running).
 func startHorizontal(o HorizontalOptions) (_ *horizontalEnv, err error) {
 	h := &horizontalEnv{o: o}
+	if h.ids, err = testenv.IDKeys(o.Env); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			h.close()
