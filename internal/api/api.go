@@ -29,6 +29,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shipnotify/shipnotify/budget"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -84,6 +85,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock keys expire by (nil means time.Now).
 	Now func() time.Time
+	// IDs seal the event ids and feed cursors callers see, which would
+	// otherwise count every tenant's events (nil means
+	// opaque.Development(), as with SHIPNOTIFY_ID_KEY unset).
+	IDs *opaque.Keys
 }
 
 // API is the tracker API, an http.Handler for /v1/.
@@ -97,6 +102,7 @@ type API struct {
 	now     func() time.Time
 	// defaultTenant is the default tenant's name.
 	defaultTenant string
+	ids           *opaque.Keys
 	timeout       time.Duration
 	log           *slog.Logger
 	mux           *http.ServeMux
@@ -130,6 +136,9 @@ func New(o Options) (*API, error) {
 	}
 	if a.now == nil {
 		a.now = time.Now
+	}
+	if a.ids = o.IDs; a.ids == nil {
+		a.ids = opaque.Development()
 	}
 	a.defaultTenant = o.DefaultTenant
 	if a.defaultTenant == "" {
