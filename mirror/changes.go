@@ -32,10 +32,12 @@ type Position struct {
 
 // LastChange is a reminder's latest status event.
 type LastChange struct {
-	// ID is the status event's id, the one its post carries.
-	ID   string
-	Type reminder.StatusType
-	At   time.Time
+	// Event is the trail event the status event comes from: a number
+	// drawn across tenants, which only the API's sealed id shows
+	// (opaque.Keys.EventID).
+	Event int64
+	Type  reminder.StatusType
+	At    time.Time
 	// Sequence numbers the reminder's status events from 1.
 	Sequence int
 }
@@ -79,7 +81,7 @@ func (s *Store) Changes(ctx context.Context, f ChangeFilter) ([]Row, Position, e
 			if err != nil {
 				return r, fmt.Errorf("error reading a change's transaction %q: %w", xact, err)
 			}
-			c.ID, c.Type = StatusEventID(event), reminder.StatusType(typ)
+			c.Event, c.Type = event, reminder.StatusType(typ)
 			r.LastChange, last = &c, Position{Xact: x, Event: event}
 			return r, nil
 		})
@@ -125,7 +127,9 @@ func (s *Store) ChangesHead(ctx context.Context) (Position, error) {
 }
 
 // StatusEventID is the id of the status event a trail event makes, as
-// migration 00023 writes it.
+// migration 00023 writes it in the outbox. It counts across tenants, so
+// no tenant sees it: the relay posts, and the API shows, the event's
+// sealed id (opaque.Keys.EventID) instead.
 func StatusEventID(trailEventID int64) string { return "evt_" + strconv.FormatInt(trailEventID, 10) }
 
 // qualified prefixes each of a column list's names with table.

@@ -52,7 +52,7 @@ func startDemoTracker(ctx context.Context, d *cli.Deps, store *mirror.Store, add
 			ev.Type, shortReminder(ev.Data.ReminderID), ev.Data.Sequence, h.ID, time.Since(start).Seconds())
 	}
 	relay := &statusevents.Relay{
-		Store: store, Endpoints: []statusevents.Endpoint{ep}, Every: 100 * time.Millisecond, Logger: d.Logger,
+		Store: store, Endpoints: []statusevents.Endpoint{ep}, Every: 100 * time.Millisecond, Logger: d.Logger, IDs: d.Cfg.IDs,
 		Sender: webhook.NewSender(webhook.Options{Guard: webhook.Guard{AllowLoopback: true}}),
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
@@ -85,7 +86,7 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 				cli.Count(int64(limit), "reminder", "reminders"), match, strings.Join(withoutAfter(args), " "), rows[len(rows)-1].ID)
 		}
 		if *asJSON {
-			writeListJSON(e.Stdout, rows)
+			writeListJSON(e.Stdout, rows, d.Cfg.IDs)
 			return nil
 		}
 		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
@@ -100,11 +101,11 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 
 // writeListJSON is list --json's output: a reminder a line, in the API's
 // wire format (api.Reminder), not the mirror's row, so a column added to
-// the mirror changes neither.
-func writeListJSON(w io.Writer, rows []mirror.Row) {
+// the mirror changes neither; ids seal what the API seals.
+func writeListJSON(w io.Writer, rows []mirror.Row, ids *opaque.Keys) {
 	enc := json.NewEncoder(w)
 	for _, r := range rows {
-		_ = enc.Encode(api.ReminderOf(r))
+		_ = enc.Encode(api.ReminderOf(r, ids))
 	}
 }
 

@@ -72,7 +72,7 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 		Rate: rate.Limit(d.Cfg.APIRate), Burst: d.Cfg.APIBurst,
 		ReminderRate: rate.Limit(d.Cfg.APIReminderRate), ReminderBurst: d.Cfg.APIReminderBurst,
 		Clients:        d.Cfg.TrustedProxies,
-		RequestTimeout: d.Cfg.APIRequestTimeout, Metrics: reg, Logger: d.Logger,
+		RequestTimeout: d.Cfg.APIRequestTimeout, Metrics: reg, Logger: d.Logger, IDs: d.Cfg.IDs,
 	})
 	if err != nil {
 		return err
@@ -89,6 +89,10 @@ func runServe(ctx context.Context, e cli.Env, args []string) error {
 	ln, err := net.Listen("tcp", d.Cfg.APIAddr)
 	if err != nil {
 		return cli.UsageError{Err: fmt.Errorf("SHIPNOTIFY_API_ADDR: %w", err)}
+	}
+	if d.Cfg.IDKeyUnset {
+		d.Logger.Warn("SHIPNOTIFY_ID_KEY is unset: the ids and feed cursors tenants see are sealed with the development key, " +
+			"which anyone can open to count other tenants' events; set one where tenants share this deployment")
 	}
 	mux := api.NewRoot(handler)
 	var consoleHandler *console.Handler
@@ -197,7 +201,7 @@ func serveStatusEvents(ctx context.Context, d *cli.Deps, store *mirror.Store, re
 	}
 	relay := &statusevents.Relay{
 		Store: store, Endpoints: eps, Sender: webhook.NewSender(webhook.Options{Guard: d.Cfg.Webhooks}),
-		Metrics: metrics.NewStatusEvents(reg), Logger: d.Logger,
+		Metrics: metrics.NewStatusEvents(reg), Logger: d.Logger, IDs: d.Cfg.IDs,
 	}
 	go func() {
 		defer close(done)

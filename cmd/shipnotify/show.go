@@ -18,6 +18,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/cli"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
@@ -90,7 +91,7 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := showOf(row, events)
+	out := showOf(row, events, d.Cfg.IDs)
 	desc, err := tc.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -127,9 +128,10 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 	return printShow(e, out)
 }
 
-// showOf is show's output before the workflow is asked.
-func showOf(row mirror.Row, events []mirror.Event) showOutput {
-	return showOutput{Reminder: api.ReminderOf(row), Events: api.EventsOf(events)}
+// showOf is show's output before the workflow is asked, its events' ids
+// sealed with ids, as the API and the status events show them.
+func showOf(row mirror.Row, events []mirror.Event, ids *opaque.Keys) showOutput {
+	return showOutput{Reminder: api.ReminderOf(row, ids), Events: api.EventsOf(events, ids)}
 }
 
 func writeShowJSON(w io.Writer, out showOutput) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
@@ -20,7 +21,7 @@ func TestTheCLIsJSONIsAsItWas(t *testing.T) {
 	t.Parallel()
 	rows, events, sups := wireFixtures()
 	var b bytes.Buffer
-	writeListJSON(&b, rows)
+	writeListJSON(&b, rows, opaque.Development())
 	require.Equal(t, listJSON, b.String())
 
 	b.Reset()
@@ -28,10 +29,10 @@ func TestTheCLIsJSONIsAsItWas(t *testing.T) {
 	require.Equal(t, suppressionsJSON, b.String())
 
 	b.Reset()
-	full := showOf(rows[0], events)
+	full := showOf(rows[0], events, opaque.Development())
 	full.Workflow = workflowStatus{Status: "COMPLETED"}
 	require.NoError(t, writeShowJSON(&b, full))
-	bare := showOf(rows[1], nil)
+	bare := showOf(rows[1], nil, opaque.Development())
 	bare.Workflow = workflowStatus{Status: "NOT_FOUND"}
 	require.NoError(t, writeShowJSON(&b, bare))
 	require.Equal(t, showJSON, b.String())
@@ -69,13 +70,13 @@ const showJSON = `{
   },
   "events": [
     {
-      "id": 7,
+      "id": "evt_LV7-7SbkaQxlhDLTBDQUig",
       "type": "scheduled",
       "at": "2026-12-08T10:00:00.123456789Z",
       "detail": {}
     },
     {
-      "id": 8,
+      "id": "evt_dwpVWIeBh0C35BfCOvGVdA",
       "type": "sent",
       "at": "2026-12-08T10:00:01.123456789Z",
       "detail": {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/internal/clientip"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
 )
@@ -93,6 +94,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock keys expire by (nil means time.Now).
 	Now func() time.Time
+	// IDs seal the event ids and feed cursors callers see, which would
+	// otherwise count every tenant's events (nil means
+	// opaque.Development(), as with SHIPNOTIFY_ID_KEY unset).
+	IDs *opaque.Keys
 }
 
 // API is the tracker API, an http.Handler for /v1/.
@@ -112,6 +117,7 @@ type API struct {
 	now             func() time.Time
 	// defaultTenant is the default tenant's name.
 	defaultTenant string
+	ids           *opaque.Keys
 	timeout       time.Duration
 	log           *slog.Logger
 	mux           *http.ServeMux
@@ -155,6 +161,9 @@ func New(o Options) (*API, error) {
 	}
 	a.tenantReminders = newReminderBuckets(a.reminderLimit, a.reminderBurst)
 	a.clients = o.Clients
+	if a.ids = o.IDs; a.ids == nil {
+		a.ids = opaque.Development()
+	}
 	a.defaultTenant = o.DefaultTenant
 	if a.defaultTenant == "" {
 		a.defaultTenant = reminder.DefaultTenantName

@@ -2,10 +2,14 @@ package api_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 )
 
@@ -149,5 +154,89 @@ func TestTheChangeFeedKeepsTenantsApartAndItsParameters(t *testing.T) {
 		resp := e.send(t, request{method: "GET", path: "/v1/reminders?" + q, key: "reader", expect: malformed})
 		require.Equal(t, http.StatusBadRequest, resp.status, q)
 		require.Equal(t, param, resp.problem(t).Field, q)
+	}
+}
+
+// readableNumbers are the numbers a tenant can read out of an id or a
+// cursor: the id after evt_ as a decimal, and every number in what the
+// cursor decodes to (base64url, then JSON). None, for sealed ones.
+func readableNumbers(s string) []float64 {
+	var out []float64
+	if n, err := strconv.ParseInt(strings.TrimPrefix(s, "evt_"), 10, 64); err == nil {
+		out = append(out, float64(n))
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	var v any
+	if err != nil || json.Unmarshal(b, &v) != nil {
+		return out
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case float64:
+			out = append(out, v)
+		case map[string]any:
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// The event ids and feed cursors a tenant sees carry no count of another
+// tenant's activity: between two of acme's changes globex writes seven,
+// and acme's event ids (in its trail and the feed's last_change) and the
+// cursors between its pages hold no number it can read, where the trail's
+// own ids (4902, 4910) and the cursor's (transaction, event) would tell
+// it seven came between. The feed still gives each of acme's changes
+// once, in order, a page at a time, and its last_change id is the trail
+// entry's.
+func TestATenantsIdsAndCursorsCountNoOtherTenantsEvents(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withoutWorker)
+	ctx := context.Background()
+	first := testenv.ScheduleInMirror(t, e.Mirror, "acme", "SHP-ids-acme-1", 1)[0]
+	testenv.ScheduleInMirror(t, e.Mirror, "globex", "SHP-ids-globex", 7)
+	second := testenv.ScheduleInMirror(t, e.Mirror, "acme", "SHP-ids-acme-2", 1)[0]
+	trail := func(id string) mirror.Event {
+		events, err := e.Mirror.Events(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, events, 1)
+		return events[0]
+	}
+	require.Greater(t, trail(second).ID-trail(first).ID, int64(7), "globex's seven events are between acme's two in the trail")
+
+	var pages []api.Page
+	cursor := api.ChangesFromStart
+	for range 3 {
+		p := e.feed(t, "acme", url.Values{"updated_since": {cursor}, "limit": {"1"}})
+		pages, cursor = append(pages, p), p.NextCursor
+	}
+	require.Len(t, pages[0].Reminders, 1)
+	require.Len(t, pages[1].Reminders, 1)
+	require.Empty(t, pages[2].Reminders, "acme's two changes, and no more")
+	require.Equal(t, []string{first, second}, []string{pages[0].Reminders[0].ID, pages[1].Reminders[0].ID}, "once each, in order")
+
+	var seen []string
+	for i, id := range []string{first, second} {
+		// acme/shipment/update/subscriber
+		part := strings.Split(id, "/")
+		resp := e.do(t, "GET", "/v1/shipments/"+part[1]+"/updates/"+part[2]+"/reminders/"+part[3], "acme", nil)
+		require.Equal(t, http.StatusOK, resp.status, "%s", resp.body)
+		var view api.ReminderView
+		resp.decode(t, &view)
+		require.Len(t, view.Events, 1)
+		require.Equal(t, view.Events[0].ID, pages[i].Reminders[0].LastChange.ID, "the feed's last_change is the trail entry")
+		seen = append(seen, view.Events[0].ID, pages[i].NextCursor)
+	}
+	require.NotEqual(t, seen[0], seen[2], "two events, two ids")
+	for _, s := range seen {
+		require.Empty(t, readableNumbers(s), "acme reads a number out of %q, which counts every tenant's events", s)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,7 +130,7 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 		return err
 	}
 	page.NextCursor = next
-	page.Reminders = RemindersOf(rows)
+	page.Reminders = RemindersOf(rows, a.ids)
 	if page.Reminders == nil {
 		page.Reminders = []Reminder{}
 	}
@@ -161,18 +162,6 @@ func parseLimit(s string) (int, *Problem) {
 	return n, nil
 }
 
-// changeCursor is a place in the change feed (mirror.Position), opaque as
-// the list's cursor is.
-type changeCursor struct {
-	Xact  uint64 `json:"x"`
-	Event int64  `json:"e"`
-}
-
-func (c changeCursor) String() string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // The two places a feed may start from without a cursor.
 const (
 	// ChangesFromStart is every reminder that changed since the feed began
@@ -183,23 +172,35 @@ const (
 	ChangesFromNow = "now"
 )
 
+// changeCursorPurpose binds a sealed feed position to the feed.
+const changeCursorPurpose = "shipnotify/changes/v1"
+
+// changeCursor is a place in the change feed (mirror.Position), sealed:
+// the position is a cluster-wide transaction id and trail event id, which
+// would count every tenant's changes, so the caller gets it encrypted and
+// authenticated (opaque.Keys.Seal), and cannot read, order or forge one.
+func (a *API) changeCursor(p mirror.Position) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], p.Xact)
+	binary.BigEndian.PutUint64(b[8:], uint64(p.Event))
+	return a.ids.Seal(changeCursorPurpose, b[:])
+}
+
 // parseChangeCursor reads updated_since: a cursor this API gave out, or
 // ChangesFromStart; now is the caller's to resolve.
-func parseChangeCursor(s string) (mirror.Position, bool) {
+func (a *API) parseChangeCursor(s string) (mirror.Position, bool) {
 	if s == ChangesFromStart {
 		return mirror.Position{}, true
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	b, ok := a.ids.Open(changeCursorPurpose, s)
+	if !ok || len(b) != 16 {
 		return mirror.Position{}, false
 	}
-	var c changeCursor
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil || c.Xact == 0 {
+	p := mirror.Position{Xact: binary.BigEndian.Uint64(b[:8]), Event: int64(binary.BigEndian.Uint64(b[8:]))}
+	if p.Xact == 0 {
 		return mirror.Position{}, false
 	}
-	return mirror.Position{Xact: c.Xact, Event: c.Event}, true
+	return p, true
 }
 
 // listChanges answers GET /v1/reminders?updated_since=: the reminders
@@ -225,22 +226,22 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request, c *caller, q u
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, Page{Reminders: []Reminder{}, NextCursor: changeCursor(head).String()})
+		writeJSON(w, http.StatusOK, Page{Reminders: []Reminder{}, NextCursor: a.changeCursor(head)})
 		return nil
 	}
 	var ok bool
-	if f.After, ok = parseChangeCursor(since); !ok {
+	if f.After, ok = a.parseChangeCursor(since); !ok {
 		return invalidParameter("updated_since", "not a cursor this API gave out (or 0 for the start, now for what is to come)")
 	}
 	rows, last, err := a.st.Mirror.Changes(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	page := Page{Reminders: RemindersOf(rows)}
+	page := Page{Reminders: RemindersOf(rows, a.ids)}
 	if page.Reminders == nil {
 		page.Reminders = []Reminder{}
 	}
-	next := changeCursor(last).String()
+	next := a.changeCursor(last)
 	if last == (mirror.Position{}) {
 		next = ChangesFromStart
 	}
@@ -348,7 +349,7 @@ func (a *API) getReminder(w http.ResponseWriter, r *http.Request, c *caller) err
 	if err != nil {
 		return err
 	}
-	view := ReminderView{Reminder: ReminderOf(row), Events: EventsOf(events)}
+	view := ReminderView{Reminder: ReminderOf(row, a.ids), Events: EventsOf(events, a.ids)}
 	if view.Events == nil {
 		view.Events = []Event{}
 	}

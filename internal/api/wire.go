@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
@@ -43,7 +44,8 @@ type Reminder struct {
 	LastChange *LastChange `json:"last_change,omitempty"`
 }
 
-// LastChange is a reminder's latest status event.
+// LastChange is a reminder's latest status event; ID is the one its post
+// carries.
 type LastChange struct {
 	ID       string              `json:"id"`
 	Type     reminder.StatusType `json:"type"`
@@ -51,9 +53,11 @@ type LastChange struct {
 	Sequence int                 `json:"sequence"`
 }
 
-// Event is one entry of a reminder's audit trail.
+// Event is one entry of a reminder's audit trail. ID is sealed
+// (opaque.Keys.EventID): the trail's own numbers count every tenant's
+// events. A status event's id is the id of the entry it comes from.
 type Event struct {
-	ID     int64          `json:"id"`
+	ID     string         `json:"id"`
 	Type   string         `json:"type"`
 	At     time.Time      `json:"at"`
 	Detail map[string]any `json:"detail"`
@@ -95,8 +99,9 @@ type Outcome struct {
 	DecidedAt   *time.Time     `json:"decided_at,omitempty"`
 }
 
-// ReminderOf is a mirror row as the API shows it.
-func ReminderOf(r mirror.Row) Reminder {
+// ReminderOf is a mirror row as the API shows it, its last change's id
+// sealed with ids.
+func ReminderOf(r mirror.Row, ids *opaque.Keys) Reminder {
 	out := Reminder{
 		ID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID, SubscriberID: r.SubscriberID,
 		Channel: r.Channel, DueAt: r.DueAt, RequestedDueAt: r.RequestedDueAt, State: r.State,
@@ -105,24 +110,25 @@ func ReminderOf(r mirror.Row) Reminder {
 		ProviderOutcome: r.ProviderOutcome, ProviderOutcomeAt: r.ProviderOutcomeAt, DeliveredAt: r.DeliveredAt,
 	}
 	if c := r.LastChange; c != nil {
-		out.LastChange = &LastChange{ID: c.ID, Type: c.Type, At: c.At, Sequence: c.Sequence}
+		out.LastChange = &LastChange{ID: ids.EventID(c.Event), Type: c.Type, At: c.At, Sequence: c.Sequence}
 	}
 	return out
 }
 
 // RemindersOf maps rows (nil for nil).
-func RemindersOf(rows []mirror.Row) []Reminder {
-	return mapAll(rows, ReminderOf)
+func RemindersOf(rows []mirror.Row, ids *opaque.Keys) []Reminder {
+	return mapAll(rows, func(r mirror.Row) Reminder { return ReminderOf(r, ids) })
 }
 
 // EventsOf maps a trail (nil for nil).
-func EventsOf(events []mirror.Event) []Event {
-	return mapAll(events, EventOf)
+func EventsOf(events []mirror.Event, ids *opaque.Keys) []Event {
+	return mapAll(events, func(e mirror.Event) Event { return EventOf(e, ids) })
 }
 
-// EventOf is an audit trail entry as the API shows it.
-func EventOf(e mirror.Event) Event {
-	return Event{ID: e.ID, Type: e.Type, At: e.At, Detail: e.Detail}
+// EventOf is an audit trail entry as the API shows it, its id sealed
+// with ids.
+func EventOf(e mirror.Event, ids *opaque.Keys) Event {
+	return Event{ID: ids.EventID(e.ID), Type: e.Type, At: e.At, Detail: e.Detail}
 }
 
 // SuppressionOf is a suppression as the API shows it; tenant is its

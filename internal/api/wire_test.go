@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
@@ -137,7 +138,7 @@ func TestTheWireIsAsItWas(t *testing.T) {
 		WorkflowID: "wf", WorkflowStartedAt: p(time.Second), SentAt: p(2 * time.Second), CancelRequestedAt: p(3 * time.Second),
 		CreatedAt: at.Add(-2 * time.Hour), UpdatedAt: at.Add(time.Minute), ProviderOutcome: reminder.OutcomeDelivered,
 		ProviderOutcomeAt: p(4 * time.Second), DeliveredAt: p(5 * time.Second),
-		LastChange: &mirror.LastChange{ID: "ev-1", Type: reminder.StatusTypes[0], At: at, Sequence: 3}}
+		LastChange: &mirror.LastChange{Event: 1, Type: reminder.StatusTypes[0], At: at, Sequence: 3}}
 	sparse := mirror.Row{ID: "S-1/w-1/ops", ShipmentID: "S-1", UpdateID: "w-1", SubscriberID: "ops", Channel: reminder.Webhook,
 		DueAt: at, RequestedDueAt: at, State: reminder.Scheduled, DeliveryKey: "k", WorkflowID: "wf", CreatedAt: at, UpdatedAt: at}
 	ev := mirror.Event{ID: 7, Type: "sent", At: at, Detail: map[string]any{"attempts": 1.0, "delivery_key": "k"}}
@@ -149,14 +150,15 @@ func TestTheWireIsAsItWas(t *testing.T) {
 	out := starter.Outcome{ReminderID: "r", Status: "approved", State: reminder.Scheduled, DueAt: p(0), DeliveryKey: "k",
 		Error: "x", DecidedBy: "bob", DecidedAt: p(time.Minute)}
 	out0 := starter.Outcome{ReminderID: "r", Status: "failed"}
+	dev := opaque.Development()
 
 	for _, c := range []struct {
 		got  any
 		want string
 	}{
-		{api.ReminderOf(full), `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z","last_change":{"id":"ev-1","type":"scheduled","at":"2026-12-08T10:00:00.123456789Z","sequence":3}}`},
-		{api.ReminderOf(sparse), `{"reminder_id":"S-1/w-1/ops","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"webhook","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T10:00:00.123456789Z","state":"scheduled","delivery_key":"k","workflow_id":"wf","created_at":"2026-12-08T10:00:00.123456789Z","updated_at":"2026-12-08T10:00:00.123456789Z"}`},
-		{api.EventOf(ev), `{"id":7,"type":"sent","at":"2026-12-08T10:00:00.123456789Z","detail":{"attempts":1,"delivery_key":"k"}}`},
+		{api.ReminderOf(full, dev), `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z","last_change":{"id":"evt_hcDI9wOWVJf4iEmsmu-5SA","type":"scheduled","at":"2026-12-08T10:00:00.123456789Z","sequence":3}}`},
+		{api.ReminderOf(sparse, dev), `{"reminder_id":"S-1/w-1/ops","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"webhook","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T10:00:00.123456789Z","state":"scheduled","delivery_key":"k","workflow_id":"wf","created_at":"2026-12-08T10:00:00.123456789Z","updated_at":"2026-12-08T10:00:00.123456789Z"}`},
+		{api.EventOf(ev, dev), `{"id":"evt_LV7-7SbkaQxlhDLTBDQUig","type":"sent","at":"2026-12-08T10:00:00.123456789Z","detail":{"attempts":1,"delivery_key":"k"}}`},
 		{api.SuppressionOf(sup, "acme"), `{"tenant":"acme","address_sha256":"ab","reason":"unsubscribe","reminder_id":"r","event_id":"e","suppressed_at":"2026-12-08T10:00:00.123456789Z","lifted_at":"2026-12-08T11:00:00.123456789Z","lifted_by":"alice"}`},
 		{api.SuppressionOf(sup0, "default"), `{"tenant":"default","address_sha256":"ab","reason":"one_click","reminder_id":"r","suppressed_at":"2026-12-08T10:00:00.123456789Z"}`},
 		{api.ResultOf(res), `{"reminder_id":"r","workflow_id":"wf","subscriber_id":"s","delivery_key":"k","due_at":"2026-12-08T10:00:00.123456789Z","status":"scheduled","state":"scheduled"}`},
@@ -279,8 +281,8 @@ func matchSchema(doc openAPIDoc, s schema, typ reflect.Type, path string) []stri
 func TestEveryWireMemberIsMapped(t *testing.T) {
 	t.Parallel()
 	for name, got := range map[string]any{
-		"Reminder":    api.ReminderOf(filled[mirror.Row](t)),
-		"Event":       api.EventOf(filled[mirror.Event](t)),
+		"Reminder":    api.ReminderOf(filled[mirror.Row](t), opaque.Development()),
+		"Event":       api.EventOf(filled[mirror.Event](t), opaque.Development()),
 		"Suppression": api.SuppressionOf(filled[mirror.Suppression](t), "acme"),
 		"Result":      api.ResultOf(filled[starter.Result](t)),
 		"Outcome":     api.OutcomeOf(filled[starter.Outcome](t)),

@@ -28,6 +28,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/clientip"
 	"github.com/shipnotify/shipnotify/internal/links"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/statusevents"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -117,6 +118,12 @@ type Config struct {
 	// them: sharing none with LinkKeys, so the worker cannot log in as
 	// an approver (empty: unset).
 	SessionKeys links.Keys
+	// IDs seal the ids and feed cursors the API shows and the status
+	// events carry, which would otherwise count every tenant's events;
+	// opaque.Development() while SHIPNOTIFY_ID_KEY is unset
+	// (IDKeyUnset), so serve's replicas agree out of the box.
+	IDs        *opaque.Keys
+	IDKeyUnset bool
 	// LinkTTL is how long a decision link stays valid.
 	LinkTTL time.Duration
 	// ConsoleKeysFile names the console's approvers and their key hashes.
@@ -266,6 +273,13 @@ func Load(lookup Lookup) (Config, error) {
 	c.CodecServerToken = get("SHIPNOTIFY_CODEC_SERVER_TOKEN")
 	if err := c.loadLinks(get); err != nil {
 		return Config{}, err
+	}
+	if raw := get("SHIPNOTIFY_ID_KEY"); raw != "" {
+		if c.IDs, err = opaque.ParseKeys(raw); err != nil {
+			return Config{}, fmt.Errorf("SHIPNOTIFY_ID_KEY: %w (make one with: head -c 32 /dev/urandom | base64)", err)
+		}
+	} else {
+		c.IDs, c.IDKeyUnset = opaque.Development(), true
 	}
 	c.ConsoleKeysFile = get("SHIPNOTIFY_CONSOLE_KEYS_FILE")
 	if c.TrustedProxies, err = clientip.Parse(get("SHIPNOTIFY_TRUSTED_PROXIES")); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/shipnotify/shipnotify/codec"
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/config"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 )
 
 func lookup(env map[string]string) config.Lookup {
@@ -76,6 +77,7 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		"SHIPNOTIFY_PUBLIC_URL":                   "ftp://console.example",
 		"SHIPNOTIFY_LINK_KEY":                     "c2hvcnQ=",
 		"SHIPNOTIFY_SESSION_KEY":                  "c2hvcnQ=",
+		"SHIPNOTIFY_ID_KEY":                       "c2hvcnQ=",
 		"SHIPNOTIFY_LINK_TTL":                     "90d",
 		"SHIPNOTIFY_SENDGRID_EVENT_KEY":           "not a key",
 		"SHIPNOTIFY_SENDGRID_EVENT_TOLERANCE":     "1s",
@@ -87,6 +89,25 @@ func TestInvalidValuesNameTheirVariable(t *testing.T) {
 		require.Error(t, err, name)
 		require.Contains(t, err.Error(), name, name)
 	}
+}
+
+// The ids tenants see are sealed with SHIPNOTIFY_ID_KEY, and with the
+// development key, said to be, while it is unset: two replicas with the
+// same setting seal alike.
+func TestTheIDKeySealsTheIdsTenantsSee(t *testing.T) {
+	t.Parallel()
+	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	unset, err := config.Load(lookup(map[string]string{"TEMPORAL_CONFIG_FILE": "/nonexistent"}))
+	require.NoError(t, err)
+	require.True(t, unset.IDKeyUnset)
+	require.Equal(t, opaque.Development().EventID(7), unset.IDs.EventID(7))
+	set, err := config.Load(lookup(map[string]string{"SHIPNOTIFY_ID_KEY": key, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
+	require.NoError(t, err)
+	require.False(t, set.IDKeyUnset)
+	require.NotEqual(t, opaque.Development().EventID(7), set.IDs.EventID(7))
+	again, err := config.Load(lookup(map[string]string{"SHIPNOTIFY_ID_KEY": key, "TEMPORAL_CONFIG_FILE": "/nonexistent"}))
+	require.NoError(t, err)
+	require.Equal(t, set.IDs.EventID(7), again.IDs.EventID(7), "another replica, the same ids")
 }
 
 // The rate cap is "sends per second": SHIPNOTIFY_WORKER_SENDS_PER_SECOND,

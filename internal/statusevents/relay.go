@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/budget"
 	"github.com/shipnotify/shipnotify/delivery"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/webhook"
@@ -103,6 +105,10 @@ type Relay struct {
 	Owner   string
 	Metrics *metrics.StatusEvents
 	Logger  *slog.Logger
+	// IDs seal each event's id as the tracker sees it: the outbox keeps
+	// the trail event's number, which counts every tenant's events (nil
+	// means opaque.Development(), as with SHIPNOTIFY_ID_KEY unset).
+	IDs *opaque.Keys
 
 	once sync.Once
 }
@@ -137,6 +143,9 @@ func (r *Relay) fill() {
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.IDs == nil {
+		r.IDs = opaque.Development()
 	}
 }
 
@@ -604,7 +613,11 @@ func (p *pass) endpointFailed(ctx context.Context, fault *delivery.Error, faulte
 }
 
 func (r *Relay) post(ctx context.Context, ep Endpoint, ev mirror.StatusEvent) *delivery.Error {
-	_, err := r.Sender.Send(ctx, webhook.Message{URL: ep.URL, Secret: ep.Secret, ID: ev.EventID, Body: ev.Payload})
+	id, body, err := r.sealed(ev)
+	if err != nil {
+		return &delivery.Error{Channel: "status endpoint", Detail: err.Error()}
+	}
+	_, err = r.Sender.Send(ctx, webhook.Message{URL: ep.URL, Secret: ep.Secret, ID: id, Body: body})
 	if err == nil {
 		return nil
 	}
@@ -613,6 +626,26 @@ func (r *Relay) post(ctx context.Context, ep Endpoint, ev mirror.StatusEvent) *d
 		derr = &delivery.Error{Channel: "status endpoint", Detail: err.Error()}
 	}
 	return derr
+}
+
+// sealed is the event as the tracker sees it: its id (webhook-id and the
+// body's id) sealed, the same on every attempt, where the outbox has the
+// trail event's number (evt_4902) that the trigger wrote.
+func (r *Relay) sealed(ev mirror.StatusEvent) (string, []byte, error) {
+	id, err := r.IDs.OutboxEventID(ev.EventID)
+	if err != nil {
+		return "", nil, fmt.Errorf("error sealing an event's id: %w", err)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(ev.Payload, &body); err != nil {
+		return "", nil, fmt.Errorf("error reading event %s: %w", ev.EventID, err)
+	}
+	body["id"], _ = json.Marshal(id)
+	b, err := json.Marshal(body)
+	if err != nil {
+		return "", nil, fmt.Errorf("error writing event %s: %w", ev.EventID, err)
+	}
+	return id, b, nil
 }
 
 // refusedForItself reports whether a status is the receiver refusing one

@@ -3,11 +3,14 @@ package statusevents_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/statusevents"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
@@ -109,4 +112,35 @@ func TestReplicasThatDisagreeOnAnEndpointsTenantLeakNothing(t *testing.T) {
 	requireInOrderOnce(t, got, len(theirs), 1)
 	require.Eventually(t, func() bool { return pendingRows(t, tr) == 0 }, 10*time.Second, 20*time.Millisecond)
 	require.Zero(t, acmeReceiver.Requests(), "acme's URL heard nothing of globex")
+}
+
+// The status events a tenant's endpoint is posted carry no count of
+// another tenant's activity: between acme's two events globex writes
+// seven, and acme's webhook-ids (and the bodies' ids) are sealed, where
+// evt_ and the trail's numbers would have said seven came between. Each
+// is the id the API shows for the trail entry it comes from.
+func TestATenantsStatusEventIdsCountNoOtherTenantsEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	receiver, acme := tenantReceiver(t, "acme-tracker", "acme")
+	require.NoError(t, store.RegisterStatusEndpoints(ctx, []mirror.StatusEndpoint{acme.Registration()}))
+	first := testenv.ScheduleInMirror(t, store, "acme", "SHP-ids-1", 1)[0]
+	testenv.ScheduleInMirror(t, store, "globex", "SHP-ids-globex", 7)
+	second := testenv.ScheduleInMirror(t, store, "acme", "SHP-ids-2", 1)[0]
+
+	tr := &tracker{db: db, store: store, receiver: receiver, endpoint: acme}
+	run(t, tr.relay(t))
+	got := tr.waitFor(t, 2, 30*time.Second)
+	requireInOrderOnce(t, got, 2, 1)
+	ids := opaque.Development() // the relay's, as serve's with SHIPNOTIFY_ID_KEY unset
+	for _, r := range got {
+		require.Contains(t, []string{first, second}, r.Reminder)
+		events, err := store.Events(ctx, r.Reminder)
+		require.NoError(t, err)
+		require.Equal(t, ids.EventID(events[0].ID), r.ID, "the id the API shows for its trail entry")
+		_, err = strconv.ParseInt(strings.TrimPrefix(r.ID, opaque.EventPrefix), 10, 64)
+		require.Error(t, err, "%s is no number acme can subtract", r.ID)
+	}
 }

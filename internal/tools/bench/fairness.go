@@ -139,7 +139,7 @@ func Fairness(ctx context.Context, o FairnessOptions) (FairnessReport, error) {
 		if t.Reminders, err = tenantReminders(ctx, o.Mirror, c.prefix); err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
 		}
-		snap, err := readSnapshot(ctx, o.Mirror, c.prefix, h.mail, h.tracker, nil)
+		snap, err := readSnapshot(ctx, o.Mirror, h.ids, c.prefix, h.mail, h.tracker, nil)
 		if err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
 		} else {

@@ -292,7 +292,7 @@ func (h *horizontalEnv) run(ctx context.Context, r *Runner, s HorizontalStep, wo
 	} else {
 		run.SlotSeconds = slot
 	}
-	snap, err := readSnapshot(ctx, h.o.Mirror, prefix, h.mail, h.tracker, run.Kill)
+	snap, err := readSnapshot(ctx, h.o.Mirror, h.ids, prefix, h.mail, h.tracker, run.Kill)
 	if err != nil {
 		run.Error = errors.Join(errorOf(run.Error), err).Error()
 		return run

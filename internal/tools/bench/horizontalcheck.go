@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/mirror"
 )
@@ -278,7 +279,7 @@ func waitQuiet(ctx context.Context, store *mirror.Store, prefix string, within t
 
 // readSnapshot reads what a run's check needs: the mirror's rows for the
 // run's reminders and what the stand-ins took for them.
-func readSnapshot(ctx context.Context, store *mirror.Store, prefix string, mail *sink.MailSink, tracker *sink.WebhookSink, kill *KillRecord) (runSnapshot, error) {
+func readSnapshot(ctx context.Context, store *mirror.Store, ids *opaque.Keys, prefix string, mail *sink.MailSink, tracker *sink.WebhookSink, kill *KillRecord) (runSnapshot, error) {
 	s := runSnapshot{Accepted: map[string]int{}, FirstAccepted: map[string]time.Time{}, Posted: map[string]int{},
 		Acknowledged: map[string]bool{}, Held: map[string]bool{}, ServeClaimed: map[string]bool{}}
 	var err error
@@ -303,8 +304,11 @@ SELECT o.event_id, o.reminder_id, o.seq, o.status FROM status_outbox o JOIN remi
  WHERE starts_with(r.shipment_id, $1)`, prefix)
 	var o outboxRow
 	if _, err := pgx.ForEachRow(rows, []any{&o.EventID, &o.ReminderID, &o.Seq, &o.Status}, func() error {
+		// The tracker was posted the sealed id, which the rows are matched by.
+		var err error
+		o.EventID, err = ids.OutboxEventID(o.EventID)
 		s.Outbox = append(s.Outbox, o)
-		return nil
+		return err
 	}); err != nil {
 		return s, fmt.Errorf("error reading the status outbox: %w", err)
 	}

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/api"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/internal/tools/balancer"
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -33,6 +35,8 @@ type horizontalEnv struct {
 	fleet   *workerFleet
 	dir     string
 	sampler *cpuSampler
+	// ids seal the outbox's event ids as the replicas post them.
+	ids *opaque.Keys
 }
 
 // startHorizontal starts the stand-ins and the product's processes: the
@@ -69,6 +73,9 @@ type productOptions struct {
 // fairness workloads run the same system.
 func startProduct(o productOptions) (_ *horizontalEnv, err error) {
 	h := &horizontalEnv{}
+	if h.ids, err = testenv.IDKeys(o.Env); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			h.close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/mirror"
 )
 
@@ -91,7 +92,7 @@ func (h *horizontalEnv) kill(ctx context.Context, base int64, n int) *KillRecord
 	if k.HeldClaims, err = heldClaims(rctx, h.o.Mirror); err != nil {
 		errs = append(errs, err)
 	}
-	if k.ServeClaims, err = serveClaims(rctx, h.o.Mirror, k.ServePID); err != nil {
+	if k.ServeClaims, err = serveClaims(rctx, h.o.Mirror, h.ids, k.ServePID); err != nil {
 		errs = append(errs, err)
 	}
 	<-time.After(h.o.RestartAfter)
@@ -121,13 +122,20 @@ func heldClaims(ctx context.Context, store *mirror.Store) ([]string, error) {
 }
 
 // serveClaims are the status events a relay of process pid claimed and
-// did not record: a relay names itself host/pid/random in claimed_by.
-func serveClaims(ctx context.Context, store *mirror.Store, pid int) ([]string, error) {
+// did not record, by the sealed ids a tracker is posted: a relay names
+// itself host/pid/random in claimed_by.
+func serveClaims(ctx context.Context, store *mirror.Store, ids *opaque.Keys, pid int) ([]string, error) {
 	rows, _ := store.Pool().Query(ctx, `
 SELECT event_id FROM status_outbox WHERE status = 'pending' AND split_part(claimed_by, '/', 2) = $1`, strconv.Itoa(pid))
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	outboxed, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("error reading the killed relay's claims: %w", err)
 	}
-	return ids, nil
+	claims := make([]string, len(outboxed))
+	for i, id := range outboxed {
+		if claims[i], err = ids.OutboxEventID(id); err != nil {
+			return nil, err
+		}
+	}
+	return claims, nil
 }

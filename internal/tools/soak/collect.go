@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/starter"
@@ -188,10 +189,18 @@ func (e *Env) statusEvents(ctx context.Context, s *Snapshot) error {
 	rows, _ := pool.Query(ctx, `
 SELECT endpoint, event_id, reminder_id, seq, type, status, attempts, coalesce(last_error, '')
   FROM status_outbox ORDER BY id`)
+	// The outbox keeps the trail event's number; the tracker was posted
+	// its sealed id, which the rows are matched by.
+	ids, err := testenv.IDKeys(e.ProcessEnv())
+	if err != nil {
+		return err
+	}
 	var o OutboxRow
 	if _, err := pgx.ForEachRow(rows, []any{&o.Endpoint, &o.EventID, &o.ReminderID, &o.Seq, &o.Type, &o.Status, &o.Attempts, &o.LastError}, func() error {
+		var err error
+		o.EventID, err = ids.OutboxEventID(o.EventID)
 		s.Outbox = append(s.Outbox, o)
-		return nil
+		return err
 	}); err != nil {
 		return fmt.Errorf("error reading the status outbox: %w", err)
 	}

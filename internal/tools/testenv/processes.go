@@ -21,6 +21,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/internal/config"
+	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/internal/tools/childproc"
 )
 
@@ -466,4 +467,25 @@ func (s *Stack) Env(extra ...string) []string {
 		"SHIPNOTIFY_UNCONFIRMED_SEND_WAIT=" + s.EvidenceWait.String(),
 	}
 	return append(env, extra...)
+}
+
+// IDKeys are the keys the product's processes started with env seal the
+// ids tenants see with (SHIPNOTIFY_ID_KEY, the last one set, else the
+// development key), so a tool can match what a tracker received to the
+// outbox row it came from.
+func IDKeys(env []string) (*opaque.Keys, error) {
+	raw := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "SHIPNOTIFY_ID_KEY="); ok {
+			raw = v
+		}
+	}
+	if raw == "" {
+		return opaque.Development(), nil
+	}
+	k, err := opaque.ParseKeys(raw)
+	if err != nil {
+		return nil, fmt.Errorf("SHIPNOTIFY_ID_KEY: %w", err)
+	}
+	return k, nil
 }
