@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/shipnotify/shipnotify/fairqueue"
 )
 
@@ -27,16 +29,10 @@ func acquireAsync(t *testing.T, q *fairqueue.Queue, tenant string) <-chan func()
 	return ch
 }
 
-// waitFor polls cond until it holds or a deadline passes.
+// waitFor waits until cond holds, failing after a deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, cond, 5*time.Second, time.Millisecond, "waiting for %s", what)
 }
 
 func mustAcquire(t *testing.T, q *fairqueue.Queue, tenant string) func() {
