@@ -48,6 +48,7 @@ var composeSecrets = map[string]string{
 	"SHIPNOTIFY_API_KEYS":           "tracker schedule,read " + strings.Repeat("ab", 32),
 	"SHIPNOTIFY_LINK_KEY":           "bGluay1rZXktc2VjcmV0LWxpbmsta2V5LXNlY3JldC0xMjM0NQ==",
 	"SHIPNOTIFY_SESSION_KEY":        "c2Vzc2lvbi1rZXktc2VjcmV0LXNlc3Npb24ta2V5LXNlY3JldA==",
+	"SHIPNOTIFY_ID_KEY":             "aWQta2V5LXNlY3JldC1pZC1rZXktc2VjcmV0LWlkLWtleS0x",
 	"SHIPNOTIFY_CONSOLE_KEYS":       "admin approve " + strings.Repeat("cd", 32),
 }
 
@@ -68,6 +69,7 @@ var secretUsers = map[string][]string{
 	"SHIPNOTIFY_API_KEYS":           {"serve"},
 	"SHIPNOTIFY_LINK_KEY":           {"serve", "worker"},
 	"SHIPNOTIFY_SESSION_KEY":        {"serve"},
+	"SHIPNOTIFY_ID_KEY":             {"serve"},
 	"SHIPNOTIFY_CONSOLE_KEYS":       {"serve"},
 }
 

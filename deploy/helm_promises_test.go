@@ -42,6 +42,7 @@ var chartSecretUsers = map[string][]string{
 	"codec-keys":         {"codec-server", "serve", "worker"},
 	"link-key":           {"serve", "worker"},
 	"session-key":        {"serve"},
+	"id-key":             {"serve"},
 	"api-keys":           {"serve"},
 	"console-keys":       {"serve"},
 	"status-endpoints":   {"serve"},
@@ -222,7 +223,7 @@ func TestHelmChartRendersNoSecretValues(t *testing.T) {
 				require.Contains(t, want, comp, "%s reads %s", comp, key)
 			}
 		}
-		for _, key := range []string{"sendgrid-api-key", "codec-keys", "link-key", "session-key", "api-keys"} {
+		for _, key := range []string{"sendgrid-api-key", "codec-keys", "link-key", "session-key", "id-key", "api-keys"} {
 			require.NotEmpty(t, users[key], "a process reads %s", key)
 		}
 		slices.Sort(dbURLs["shipnotify-mirror-runtime"])
