@@ -212,15 +212,23 @@ func TestATenantsIdsAndCursorsCountNoOtherTenantsEvents(t *testing.T) {
 	}
 	require.Greater(t, trail(second).ID-trail(first).ID, int64(7), "globex's seven events are between acme's two in the trail")
 
+	// A page a change; a page may come empty while another test's
+	// transaction holds the feed's horizon back (it never skips past one).
 	var pages []api.Page
 	cursor := api.ChangesFromStart
-	for range 3 {
+	deadline := time.Now().Add(time.Minute)
+	for len(pages) < 2 && time.Now().Before(deadline) {
 		p := e.feed(t, "acme", url.Values{"updated_since": {cursor}, "limit": {"1"}})
-		pages, cursor = append(pages, p), p.NextCursor
+		cursor = p.NextCursor
+		if len(p.Reminders) == 0 {
+			<-time.After(20 * time.Millisecond)
+			continue
+		}
+		require.Len(t, p.Reminders, 1)
+		pages = append(pages, p)
 	}
-	require.Len(t, pages[0].Reminders, 1)
-	require.Len(t, pages[1].Reminders, 1)
-	require.Empty(t, pages[2].Reminders, "acme's two changes, and no more")
+	require.Len(t, pages, 2, "acme's two changes within a minute")
+	require.Empty(t, e.feed(t, "acme", url.Values{"updated_since": {cursor}, "limit": {"1"}}).Reminders, "acme's two changes, and no more")
 	require.Equal(t, []string{first, second}, []string{pages[0].Reminders[0].ID, pages[1].Reminders[0].ID}, "once each, in order")
 
 	var seen []string
