@@ -81,7 +81,10 @@ func Postgres(t testing.TB) DB {
 // PostgresAt is Postgres on the database at base.
 func PostgresAt(t testing.TB, base string) DB {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Three minutes, not one: migration 00008 builds an index concurrently,
+	// which waits for every transaction in the database to end, and the
+	// faults tests freeze a process mid-transaction for up to 75 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	admin, err := pgxpool.New(ctx, base)
