@@ -27,7 +27,9 @@ func (e Endpoint) takes(t reminder.StatusType) bool { return slices.Contains(e.E
 
 // OutboxRow is one status event for one endpoint, as the outbox ends.
 type OutboxRow struct {
-	Endpoint, EventID, ReminderID string
+	// EventID is the sealed id the tracker is posted; Trail is the
+	// outbox's own evt_<n>, the trail event's number.
+	Endpoint, EventID, Trail, ReminderID string
 	Seq                           int
 	Type, Status                  string
 	Attempts                      int
@@ -99,8 +101,10 @@ func checkStatus(s Snapshot, add func(rule, id, format string, args ...any)) []R
 	}
 	type key struct{ endpoint, event string }
 	outbox := map[key]OutboxRow{}
+	written := map[key]bool{} // by the trail's number
 	for _, o := range s.Outbox {
 		outbox[key{o.Endpoint, o.EventID}] = o
+		written[key{o.Endpoint, o.Trail}] = true
 	}
 	receipts := map[key][]StatusReceipt{}
 	for _, r := range s.StatusReceipts {
@@ -135,7 +139,7 @@ func checkStatus(s Snapshot, add func(rule, id, format string, args ...any)) []R
 				if ep.Tenant != row.Tenant || !ep.takes(st.Type) {
 					continue
 				}
-				if _, ok := outbox[key{ep.Name, id}]; !ok {
+				if !written[key{ep.Name, id}] {
 					add(RuleStatusNotWritten, row.ID, "%s (%s at %s) has no row for %s", id, ev.Type, ev.At.Format(time.RFC3339Nano), ep.Name)
 				}
 			}

@@ -39,10 +39,11 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 		all[i] = string(st)
 	}
 	out := func(endpoint string, event int, id string, seq int, status string) OutboxRow {
-		return OutboxRow{Endpoint: endpoint, EventID: fmt.Sprintf("evt_%d", event), ReminderID: id, Seq: seq, Type: "scheduled", Status: status}
+		// A tracker is posted the sealed id; the outbox keeps the trail's number.
+		return OutboxRow{Endpoint: endpoint, EventID: fmt.Sprintf("sealed_%d", event), Trail: fmt.Sprintf("evt_%d", event), ReminderID: id, Seq: seq, Type: "scheduled", Status: status}
 	}
 	post := func(endpoint string, event int, id string, after, answerIn time.Duration, replica string) StatusReceipt {
-		r := StatusReceipt{Endpoint: endpoint, EventID: fmt.Sprintf("evt_%d", event), Type: "reminder.scheduled", ReminderID: id,
+		r := StatusReceipt{Endpoint: endpoint, EventID: fmt.Sprintf("sealed_%d", event), Type: "reminder.scheduled", ReminderID: id,
 			Received: t0.Add(after), AnswerIn: answerIn, Replica: replica}
 		if strings.HasPrefix(id, "acme/") {
 			r.Tenant = TenantAcme

@@ -198,7 +198,8 @@ SELECT endpoint, event_id, reminder_id, seq, type, status, attempts, coalesce(la
 	var o OutboxRow
 	if _, err := pgx.ForEachRow(rows, []any{&o.Endpoint, &o.EventID, &o.ReminderID, &o.Seq, &o.Type, &o.Status, &o.Attempts, &o.LastError}, func() error {
 		var err error
-		o.EventID, err = ids.OutboxEventID(o.EventID)
+		o.Trail = o.EventID
+		o.EventID, err = ids.OutboxEventID(o.Trail)
 		s.Outbox = append(s.Outbox, o)
 		return err
 	}); err != nil {
