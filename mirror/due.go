@@ -8,7 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DueSpan is when a tenant's reminders yet to be sent fall due: how many
+// DueSpan is when a tenant's reminders yet to be sent go out (their send
+// window's opening, else their due time): how many
 // there are, and the earliest and latest due time (zero when none).
 type DueSpan struct {
 	N           int
@@ -20,7 +21,7 @@ type DueSpan struct {
 func (s *Store) PendingDueSpan(ctx context.Context, tenant string) (DueSpan, error) {
 	var sp DueSpan
 	var first, last *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT count(*), min(due_at), max(due_at) FROM reminders WHERE tenant = $1 AND state IN `+sqlPending,
+	err := s.pool.QueryRow(ctx, `SELECT count(*), min(coalesce(goes_out_at, due_at)), max(coalesce(goes_out_at, due_at)) FROM reminders WHERE tenant = $1 AND state IN `+sqlPending,
 		tenant).Scan(&sp.N, &first, &last)
 	if err != nil {
 		return DueSpan{}, fmt.Errorf("error reading when pending reminders fall due: %w", err)
@@ -40,9 +41,9 @@ func (s *Store) PendingDueCounts(ctx context.Context, tenant string, bounds []ti
 	}
 	out := make([]int, len(bounds)-1)
 	rows, _ := s.pool.Query(ctx, `
-SELECT width_bucket(due_at, $2::timestamptz[]) AS span, count(*)
+SELECT width_bucket(coalesce(goes_out_at, due_at), $2::timestamptz[]) AS span, count(*)
   FROM reminders
- WHERE tenant = $1 AND state IN `+sqlPending+` AND due_at >= $3 AND due_at < $4
+ WHERE tenant = $1 AND state IN `+sqlPending+` AND coalesce(goes_out_at, due_at) >= $3 AND coalesce(goes_out_at, due_at) < $4
  GROUP BY span`, tenant, bounds, bounds[0], bounds[len(bounds)-1])
 	var span, n int
 	if _, err := pgx.ForEachRow(rows, []any{&span, &n}, func() error {

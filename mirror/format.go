@@ -66,6 +66,15 @@ var exportColumns = []struct {
 	{"requested_due_at", func(r Row) any { return &r.RequestedDueAt }},
 	{"workflow_started_at", func(r Row) any { return r.WorkflowStartedAt }},
 	{"cancel_requested_at", func(r Row) any { return r.CancelRequestedAt }},
+	// When it goes out: due_at, or its send window's opening.
+	{"goes_out_at", func(r Row) any { return &r.GoesOutAt }},
+	// The send window as people read it ("" none).
+	{"send_window", func(r Row) any {
+		if r.Window == nil {
+			return ""
+		}
+		return r.Window.String()
+	}},
 }
 
 // ExportColumns is the columns' names, as CSV's header and each JSON

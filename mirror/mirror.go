@@ -149,16 +149,20 @@ SELECT coalesce((SELECT state FROM r), (SELECT state FROM reminders WHERE id = $
 func (s *Store) Reschedule(ctx context.Context, reminderID string, due time.Time, key string, detail map[string]any) error {
 	var state *string
 	var moved bool
-	err := s.pool.QueryRow(ctx, `
+	goesOut, err := s.goesOutAt(ctx, reminderID, due)
+	if err != nil {
+		return fmt.Errorf("error rescheduling reminder: %w", err)
+	}
+	err = s.pool.QueryRow(ctx, `
 WITH r AS (
-    UPDATE reminders SET due_at = $2, delivery_key = $3, updated_at = now()
+    UPDATE reminders SET due_at = $2, delivery_key = $3, goes_out_at = $5, updated_at = now()
      WHERE id = $1 AND state IN `+sqlPending+` AND delivery_key <> $3
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT id, 'rescheduled', $4 FROM r
 )
-SELECT (SELECT state FROM reminders WHERE id = $1), EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail)).Scan(&state, &moved)
+SELECT (SELECT state FROM reminders WHERE id = $1), EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail), goesOut).Scan(&state, &moved)
 	switch {
 	case err != nil:
 		return fmt.Errorf("error rescheduling reminder: %w", err)

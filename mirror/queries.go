@@ -51,6 +51,10 @@ type Row struct {
 	// LastChange is the reminder's latest status event: the change that
 	// put it in a page of the change feed (Store.Changes); nil elsewhere.
 	LastChange *LastChange
+	// GoesOutAt is when it goes out: DueAt, or the opening of Window,
+	// its send window (nil: none), that DueAt takes.
+	GoesOutAt time.Time
+	Window    *reminder.SendWindow
 }
 
 // rowColumns are Row's columns. List's due window reads them all from the
@@ -58,7 +62,7 @@ type Row struct {
 // its INCLUDE too (a migration), or that read goes back to the heap.
 const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, requested_due_at, state,
        delivery_key, workflow_id, workflow_started_at, sent_at, cancel_requested_at, created_at, updated_at,
-       provider_outcome, provider_outcome_at, delivered_at, tenant`
+       provider_outcome, provider_outcome_at, delivered_at, tenant, goes_out_at, send_window`
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
 	var r Row
@@ -71,12 +75,21 @@ func scanRow(row pgx.CollectableRow) (Row, error) {
 func scanRowAnd(row pgx.Row, r *Row, more ...any) error {
 	var channel, state string
 	var outcome *string
+	var window []byte
+	var goesOut *time.Time
 	err := row.Scan(append([]any{&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.RequestedDueAt, &state,
 		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt,
-		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt, &r.Tenant}, more...)...)
+		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt, &r.Tenant, &goesOut, &window}, more...)...)
 	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 	if outcome != nil {
 		r.ProviderOutcome = reminder.ProviderOutcome(*outcome)
+	}
+	r.GoesOutAt = r.DueAt
+	if goesOut != nil {
+		r.GoesOutAt = *goesOut
+	}
+	if err == nil {
+		r.Window, err = windowOf(window)
 	}
 	return err
 }
@@ -153,6 +166,11 @@ type Filter struct {
 	State      reminder.State
 	DueFrom    time.Time
 	DueTo      time.Time
+	// GoesOutFrom and GoesOutTo bound when reminders go out (their send
+	// window's opening, else their due time), half-open likewise: what is
+	// owed on a day counts by these.
+	GoesOutFrom time.Time
+	GoesOutTo   time.Time
 	// AfterDueAt and AfterID, when AfterID is set, continue a listing past
 	// the row at (AfterDueAt, AfterID) in List's (due_at, id) order: keyset
 	// pagination. A page starts where the last one ended however deep it
@@ -216,6 +234,12 @@ func (f Filter) sql() (string, []any) {
 	}
 	if !f.DueTo.IsZero() {
 		add("due_at < ?", f.DueTo)
+	}
+	if !f.GoesOutFrom.IsZero() {
+		add("coalesce(goes_out_at, due_at) >= ?", f.GoesOutFrom)
+	}
+	if !f.GoesOutTo.IsZero() {
+		add("coalesce(goes_out_at, due_at) < ?", f.GoesOutTo)
 	}
 	if f.AfterID != "" {
 		// The keyset. PostgreSQL derives due_at >= the cursor's from the

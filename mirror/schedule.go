@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -79,21 +80,22 @@ WITH ins AS (
     INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email,
                            webhook_url, webhook_secret, address, due_at, requested_due_at, delivery_key, workflow_id,
                            state, approval_timeout, approval_expire_after, tenant,
-                           subscriber_name, time_zone, locale)
+                           subscriber_name, time_zone, locale, send_window, goes_out_at)
     SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret, r.address,
            r.due_at, r.due_at, r.delivery_key, r.workflow_id, r.state,
            make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after), $16,
-           r.subscriber_name, r.time_zone, r.locale
+           r.subscriber_name, r.time_zone, r.locale, r.send_window::jsonb, r.goes_out_at
       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                   $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::float8[], $14::float8[],
-                  $15::text[], $17::text[], $18::text[], $19::text[])
+                  $15::text[], $17::text[], $18::text[], $19::text[], $21::text[], $22::timestamptz[])
            AS r(id, subscriber_id, channel, email, webhook_url, webhook_secret, due_at, delivery_key,
                 workflow_id, state, approval_timeout, approval_expire_after, address,
-                subscriber_name, time_zone, locale)
-    RETURNING id, due_at, delivery_key, state
+                subscriber_name, time_zone, locale, send_window, goes_out_at)
+    RETURNING id, due_at, delivery_key, state, goes_out_at
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
 SELECT id, 'scheduled', jsonb_build_object('due_at', due_at, 'delivery_key', delivery_key, 'state', state)
+                        || CASE WHEN goes_out_at IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('goes_out_at', goes_out_at) END
                         || CASE WHEN $20::text = '' THEN '{}'::jsonb ELSE jsonb_build_object('key', $20::text) END
   FROM ins`
 
@@ -106,7 +108,7 @@ const selectStoredReminders = `
 SELECT id, subscriber_id, channel, coalesce(email, ''), coalesce(webhook_url, ''), coalesce(webhook_secret, ''),
        coalesce(address, ''), requested_due_at, approval_timeout, approval_expire_after,
        workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL, created_at,
-       coalesce(subscriber_name, ''), coalesce(time_zone, ''), coalesce(locale, '')
+       coalesce(subscriber_name, ''), coalesce(time_zone, ''), coalesce(locale, ''), send_window
   FROM reminders WHERE tenant = $1 AND shipment_id = $2 AND update_id = $3
  ORDER BY subscriber_id`
 
@@ -174,7 +176,16 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 	dues, keys, wfids := make([]time.Time, n), make([]string, n), make([]string, n)
 	states, timeouts, expires := make([]string, n), make([]*float64, n), make([]*float64, n)
 	names, zones, locales := make([]*string, n), make([]*string, n), make([]*string, n)
+	windows, goesOut := make([]*string, n), make([]*time.Time, n)
 	for i, r := range rems {
+		if r.Window != nil {
+			b, err := json.Marshal(r.Window)
+			if err != nil {
+				return nil, fmt.Errorf("error encoding a send window: %w", err)
+			}
+			at := r.GoesOutAt()
+			windows[i], goesOut[i] = new(string(b)), &at
+		}
 		ids[i], subs[i], channels[i] = r.ID, r.SubscriberID, string(r.Channel)
 		secret, err := s.sealSecret(r.WebhookSecret, r.ID)
 		if err != nil {
@@ -190,7 +201,7 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 		}
 	}
 	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
-		states, timeouts, expires, addresses, u.Tenant, names, zones, locales, u.ScheduledBy}, nil
+		states, timeouts, expires, addresses, u.Tenant, names, zones, locales, u.ScheduledBy, windows, goesOut}, nil
 }
 
 func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
@@ -212,11 +223,15 @@ func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, u
 		q.Tenant, q.ShipmentID, q.UpdateID = tenant, shipmentID, updateID
 		var channel, state string
 		var timeout, expire *time.Duration
+		var window []byte
 		err := row.Scan(&q.ID, &q.SubscriberID, &channel, &q.Email, &q.WebhookURL, &q.WebhookSecret,
 			&q.Address, &q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted, &r.CreatedAt,
-			&q.Name, &q.TimeZone, &q.Locale)
+			&q.Name, &q.TimeZone, &q.Locale, &window)
 		q.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 		q.Approval = approvalOf(timeout, expire)
+		if err == nil {
+			q.Window, err = windowOf(window)
+		}
 		return r, err
 	})
 	if err != nil {
@@ -274,16 +289,54 @@ SELECT `+newReminderColumns+`
 
 // newReminderColumns are what a reminder's workflow starts from.
 const newReminderColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, workflow_id,
-       approval_timeout, approval_expire_after, tenant, created_at`
+       approval_timeout, approval_expire_after, tenant, created_at, send_window`
 
 func scanNewReminder(row pgx.CollectableRow) (NewReminder, error) {
 	var r NewReminder
 	var channel string
 	var timeout, expire *time.Duration
-	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire, &r.Tenant, &r.CreatedAt)
+	var window []byte
+	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire, &r.Tenant,
+		&r.CreatedAt, &window)
 	r.Channel = reminder.Channel(channel)
 	r.Approval = approvalOf(timeout, expire)
+	if err == nil {
+		r.Window, err = windowOf(window)
+	}
 	return r, err
+}
+
+// windowOf reads a send_window column (NULL: none).
+func windowOf(raw []byte) (*reminder.SendWindow, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var w reminder.SendWindow
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("error reading a send window: %w", err)
+	}
+	return &w, nil
+}
+
+// goesOutAt is the goes_out_at a write of due time due puts in reminder
+// id's row: when its send window opens for due, NULL (due itself) for a
+// reminder with none. A row's window never changes once written, so it is
+// read apart from the write.
+func (s *Store) goesOutAt(ctx context.Context, id string, due time.Time) (*time.Time, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, `SELECT send_window FROM reminders WHERE id = $1`, id).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("error reading a send window: %w", err)
+	}
+	w, err := windowOf(raw)
+	if err != nil || w == nil {
+		return nil, err
+	}
+	at := reminder.GoesOutAt(due, w)
+	return &at, nil
 }
 
 // StartedRow is a reminder's row as marking its workflow started found it.
@@ -330,16 +383,20 @@ RETURNING id, state, due_at, delivery_key`, ids)
 // workflow.
 func (s *Store) RescheduleUnstarted(ctx context.Context, reminderID string, due time.Time, key string, detail map[string]any) (bool, error) {
 	var moved bool
-	err := s.pool.QueryRow(ctx, `
+	goesOut, err := s.goesOutAt(ctx, reminderID, due)
+	if err != nil {
+		return false, fmt.Errorf("error rescheduling reminder: %w", err)
+	}
+	err = s.pool.QueryRow(ctx, `
 WITH r AS (
-    UPDATE reminders SET due_at = $2, delivery_key = $3, updated_at = now()
+    UPDATE reminders SET due_at = $2, delivery_key = $3, goes_out_at = $5, updated_at = now()
      WHERE id = $1 AND state IN `+sqlPending+` AND workflow_started_at IS NULL
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT id, 'rescheduled', $4 FROM r
 )
-SELECT EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail)).Scan(&moved)
+SELECT EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail), goesOut).Scan(&moved)
 	if err != nil {
 		return false, fmt.Errorf("error rescheduling reminder: %w", err)
 	}

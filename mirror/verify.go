@@ -100,6 +100,7 @@ WITH r AS (
     UPDATE reminders
        SET state = CASE WHEN $4 = 'sent' THEN reminder_state_after_send(channel, delivered_at, undeliverable_at) ELSE $4 END,
            due_at = coalesce($5, due_at),
+           goes_out_at = CASE WHEN $5::timestamptz IS NULL THEN goes_out_at ELSE $8 END,
            delivery_key = coalesce(nullif($6, ''), delivery_key),
            sent_at = CASE WHEN $4 = 'sent' THEN coalesce(sent_at, now()) ELSE sent_at END,
            -- As recording the send sets them: a webhook's send is its
@@ -125,7 +126,14 @@ func (s *Store) Repair(ctx context.Context, r Repair) (bool, error) {
 	for k, v := range r.Detail {
 		detail[k] = v
 	}
-	tag, err := s.pool.Exec(ctx, repairRow, r.ReminderID, string(r.From), r.Seen, string(r.To), due, r.DeliveryKey, detail)
+	var goesOut *time.Time
+	if due != nil {
+		var err error
+		if goesOut, err = s.goesOutAt(ctx, r.ReminderID, *due); err != nil {
+			return false, fmt.Errorf("error repairing reminder: %w", err)
+		}
+	}
+	tag, err := s.pool.Exec(ctx, repairRow, r.ReminderID, string(r.From), r.Seen, string(r.To), due, r.DeliveryKey, detail, goesOut)
 	if err != nil {
 		return false, fmt.Errorf("error repairing reminder: %w", err)
 	}

@@ -54,6 +54,11 @@ func Changes(was Update, wasRems []Reminder, now Update, nowRems []Reminder) []s
 		diff(s.TimeZone != r.TimeZone, field+".time_zone")
 		diff(s.Locale != r.Locale, field+".locale")
 		diff(s.Approval != r.Approval, field+".approval")
+		// A window from the tenant's default is not the resubmission's
+		// own: the default may have changed since, and a retry must not
+		// conflict for it.
+		named := now.SendWindow != nil || (i < len(now.Subscribers) && now.Subscribers[i].SendWindow != nil)
+		diff(named && windowDiffers(s.Window, r.Window), field+".send_window")
 	}
 	var missing []string
 	for id := range stored {
@@ -63,4 +68,21 @@ func Changes(was Update, wasRems []Reminder, now Update, nowRems []Reminder) []s
 	}
 	slices.Sort(missing)
 	return append(out, missing...)
+}
+
+// windowDiffers reports whether a resubmission's resolved window (now)
+// differs from the one first scheduled (was). The holidays the first took
+// from the tenant's file then are not the resubmission's to repeat: only
+// the dates it names must be among those skipped.
+func windowDiffers(was, now *SendWindow) bool {
+	if was == nil || now == nil {
+		return was != now
+	}
+	a, b := was.Window, now.Window
+	for _, d := range b.Skip {
+		if !slices.Contains(a.Skip, d) {
+			return true
+		}
+	}
+	return a.Days != b.Days || a.From != b.From || a.To != b.To || was.TimeZone != now.TimeZone || was.Policy != now.Policy
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/shipnotify/shipnotify/sendwindow"
 )
 
 // Wire format of an update; times and durations stay strings here so that a
@@ -26,6 +28,9 @@ type updateJSON struct {
 	Subscribers []json.RawMessage `json:"subscribers"`
 	Approval    json.RawMessage   `json:"approval"`
 	Escalation  json.RawMessage   `json:"escalation"`
+	// SendWindow and WindowPolicy are every subscriber's unless it names its own.
+	SendWindow   json.RawMessage `json:"send_window"`
+	WindowPolicy string          `json:"window_policy"`
 }
 
 type approvalJSON struct {
@@ -39,18 +44,20 @@ type escalationJSON struct {
 }
 
 type subscriberJSON struct {
-	ID               string `json:"id"`
-	Channel          string `json:"channel"`
-	Email            string `json:"email"`
-	URL              string `json:"url"`
-	Secret           string `json:"secret"`
-	Address          string `json:"address"`
-	DueAt            string `json:"due_at"`
-	RemindBefore     string `json:"remind_before"`
-	RequiresApproval bool   `json:"requires_approval"`
-	Name             string `json:"name"`
-	TimeZone         string `json:"time_zone"`
-	Locale           string `json:"locale"`
+	ID               string          `json:"id"`
+	Channel          string          `json:"channel"`
+	Email            string          `json:"email"`
+	URL              string          `json:"url"`
+	Secret           string          `json:"secret"`
+	Address          string          `json:"address"`
+	DueAt            string          `json:"due_at"`
+	RemindBefore     string          `json:"remind_before"`
+	RequiresApproval bool            `json:"requires_approval"`
+	Name             string          `json:"name"`
+	TimeZone         string          `json:"time_zone"`
+	Locale           string          `json:"locale"`
+	SendWindow       json.RawMessage `json:"send_window"`
+	WindowPolicy     string          `json:"window_policy"`
 }
 
 // ParseUpdate reads one update document. It rejects malformed JSON, unknown
@@ -266,6 +273,15 @@ func (w updateJSON) toUpdate() (Update, error) {
 		}
 		u.EscalationEmail = e.Email
 	}
+	var err error
+	if u.SendWindow, err = parseWindow(w.SendWindow, "send_window"); err != nil {
+		return Update{}, err
+	}
+	if u.WindowPolicy = w.WindowPolicy; u.WindowPolicy != "" {
+		if _, err := sendwindow.ParsePolicy(u.WindowPolicy); err != nil {
+			return Update{}, fieldErr("window_policy", "%s", err)
+		}
+	}
 	for i, raw := range w.Subscribers {
 		field := fmt.Sprintf("subscribers[%d]", i)
 		var s subscriberJSON
@@ -273,7 +289,16 @@ func (w updateJSON) toUpdate() (Update, error) {
 			return Update{}, err
 		}
 		sub := Subscriber{ID: s.ID, Channel: Channel(s.Channel), Email: s.Email, URL: s.URL, Secret: s.Secret,
-			Address: s.Address, RequiresApproval: s.RequiresApproval, Name: s.Name, TimeZone: s.TimeZone, Locale: s.Locale}
+			Address: s.Address, RequiresApproval: s.RequiresApproval, Name: s.Name, TimeZone: s.TimeZone, Locale: s.Locale,
+			WindowPolicy: s.WindowPolicy}
+		if sub.SendWindow, err = parseWindow(s.SendWindow, field+".send_window"); err != nil {
+			return Update{}, err
+		}
+		if s.WindowPolicy != "" {
+			if _, err := sendwindow.ParsePolicy(s.WindowPolicy); err != nil {
+				return Update{}, fieldErr(field+".window_policy", "%s", err)
+			}
+		}
 		if s.DueAt != "" {
 			t, err := parseTime(s.DueAt)
 			if err != nil {

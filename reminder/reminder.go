@@ -99,6 +99,29 @@ type Reminder struct {
 	DueAt                  time.Time
 	// Approval.Required makes the reminder wait for an operator's decision.
 	Approval Approval
+	// Window is the send window it goes out in (nil: at its due time).
+	Window *SendWindow
+}
+
+// GoesOutAt is when the reminder goes out: its due time, or the opening of
+// its send window the due time takes.
+func (r Reminder) GoesOutAt() time.Time {
+	return GoesOutAt(r.DueAt, r.Window)
+}
+
+// GoesOutAt is when a reminder due at due goes out in window w (nil: at
+// due). A window that cannot say (its zone unknown to this build's zone
+// database) goes out at due: a reminder is never held back by a window
+// it cannot read.
+func GoesOutAt(due time.Time, w *SendWindow) time.Time {
+	if w == nil {
+		return due
+	}
+	at, err := w.GoesOut(due)
+	if err != nil {
+		return due
+	}
+	return at
 }
 
 // InitialState is the state a new reminder starts in.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/shipnotify/shipnotify/sendwindow"
 )
 
 // Limits on an update. They keep one workflow's input and one mirror row far
@@ -62,6 +64,12 @@ type Update struct {
 	// document; the trail's "scheduled" event keeps it as its key, so
 	// approvers see who asked. "" when no key was involved (the CLI).
 	ScheduledBy string
+	// SendWindow is the window every subscriber's reminder goes out in
+	// unless the subscriber names its own (nil: the tenant's default, if
+	// any); WindowPolicy ("next" or "previous", "" the default's or next)
+	// likewise.
+	SendWindow   *WindowRequest
+	WindowPolicy string
 }
 
 // Approval is an update's approval policy.
@@ -148,6 +156,9 @@ type Subscriber struct {
 	RequiresApproval bool
 	// Name, TimeZone and Locale shape the subscriber's email (Reminder).
 	Name, TimeZone, Locale string
+	// SendWindow and WindowPolicy, when set, replace the update's.
+	SendWindow   *WindowRequest
+	WindowPolicy string
 }
 
 // FieldError names the input field that is wrong and why. It never repeats
@@ -240,6 +251,8 @@ type PlanOptions struct {
 	// Channels are the channels a subscriber may use beyond the built-in
 	// ones (Channels), each with the check of its address.
 	Channels map[Channel]CheckAddress
+	// Windows are the tenants' default send windows and holidays.
+	Windows WindowDefaults
 }
 
 // Plan checks an update and turns it into its reminders, one per subscriber,
@@ -339,6 +352,19 @@ func (u Update) plan(field string, s Subscriber, approval Approval, opts PlanOpt
 		return Reminder{}, err
 	}
 	r.DueAt = due
+	if r.Window, err = u.sendWindow(field, s, opts.Windows); err != nil {
+		return Reminder{}, err
+	}
+	if r.Window != nil {
+		if _, err := r.Window.GoesOut(due); err != nil {
+			where := "send_window"
+			if s.SendWindow != nil {
+				where = field + ".send_window"
+			}
+			return Reminder{}, fieldErr(where, "never opens within %d days of the due time (every open day is skipped)",
+				sendwindow.Horizon/(24*time.Hour))
+		}
+	}
 	return r, nil
 }
 

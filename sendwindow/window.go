@@ -228,3 +228,15 @@ func (w Window) GoesOut(due time.Time, loc *time.Location, p Policy) (time.Time,
 	}
 	return time.Time{}, false
 }
+
+// Default is what a tenant's reminders take when neither their update nor
+// their subscriber names a window.
+type Default struct {
+	// Window is the default window; nil: none.
+	Window *Window
+	// TimeZone is the zone for a subscriber that names none ("": none).
+	TimeZone string
+	Policy   Policy
+	// Holidays are dates every window of the tenant skips.
+	Holidays []Date
+}

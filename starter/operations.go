@@ -76,12 +76,14 @@ const (
 
 // Outcome is what an operation did to one reminder.
 type Outcome struct {
-	ReminderID  string         `json:"reminder_id"`
-	Status      string         `json:"status"`
-	State       reminder.State `json:"state,omitempty"`
-	DueAt       *time.Time     `json:"due_at,omitempty"`
-	DeliveryKey string         `json:"delivery_key,omitempty"`
-	Error       string         `json:"error,omitempty"`
+	ReminderID string         `json:"reminder_id"`
+	Status     string         `json:"status"`
+	State      reminder.State `json:"state,omitempty"`
+	DueAt      *time.Time     `json:"due_at,omitempty"`
+	// GoesOutAt is when a reminder with a send window goes out at DueAt.
+	GoesOutAt   *time.Time `json:"goes_out_at,omitempty"`
+	DeliveryKey string     `json:"delivery_key,omitempty"`
+	Error       string     `json:"error,omitempty"`
 	// DecidedBy and DecidedAt, on a decision, are the one taken before.
 	DecidedBy string     `json:"decided_by,omitempty"`
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
@@ -379,6 +381,7 @@ func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due t
 	out := Outcome{ReminderID: row.ID, State: row.State}
 	if due.Equal(row.DueAt) {
 		out.Status, out.DueAt, out.DeliveryKey = StatusUnchanged, &row.DueAt, row.DeliveryKey
+		out.goesOut(row.Window)
 		return out, true, nil
 	}
 	key := reminder.DeliveryKey(row.ID, row.SubscriberID, due)
@@ -388,7 +391,15 @@ func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due t
 		return out, false, err
 	}
 	out.Status, out.DueAt, out.DeliveryKey = StatusRescheduled, &due, key
+	out.goesOut(row.Window)
 	return out, true, nil
+}
+
+// goesOut sets GoesOutAt for a reminder with send window w at DueAt.
+func (o *Outcome) goesOut(w *reminder.SendWindow) {
+	if w != nil && o.DueAt != nil {
+		o.GoesOutAt = new(reminder.GoesOutAt(*o.DueAt, w))
+	}
 }
 
 // workflowRunning reports whether a reminder's workflow runs, as Temporal
@@ -429,6 +440,7 @@ func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Ti
 		return out, err
 	}
 	out.Status, out.DueAt, out.DeliveryKey = StatusRescheduled, &res.DueAt, res.DeliveryKey
+	out.goesOut(row.Window)
 	if res.Unchanged {
 		out.Status = StatusUnchanged
 	}

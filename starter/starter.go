@@ -102,6 +102,10 @@ type Starter struct {
 	// webhook, each with the check of its address; the worker registers
 	// their senders (activities.Activities.Senders).
 	Channels map[reminder.Channel]reminder.CheckAddress
+	// Windows are the tenants' default send windows and holidays, which
+	// reminders scheduled from now on take (those already scheduled keep
+	// the window they were scheduled with).
+	Windows reminder.WindowDefaults
 	// Now is the clock due times are checked against (nil means time.Now).
 	Now func() time.Time
 	// ClockSkew is how far Temporal's clock may trail PostgreSQL's (0 means
@@ -143,7 +147,9 @@ type Result struct {
 	SubscriberID string    `json:"subscriber_id"`
 	DeliveryKey  string    `json:"delivery_key"`
 	DueAt        time.Time `json:"due_at"`
-	Status       Status    `json:"status"`
+	// GoesOutAt is when it goes out: DueAt, or its send window's opening.
+	GoesOutAt time.Time `json:"goes_out_at"`
+	Status    Status    `json:"status"`
 	// State is where the reminder stands (already scheduled ones may have
 	// been sent or cancelled since).
 	State reminder.State `json:"state"`
@@ -232,7 +238,7 @@ func (s *Starter) Draft(ctx context.Context, u reminder.Update) (*Draft, error) 
 // draft is Plan's first pass: every check but the webhook destinations'.
 func (s *Starter) draft(u reminder.Update) (*Draft, error) {
 	d := &Draft{u: u, now: s.now()}
-	rems, err := u.Plan(reminder.PlanOptions{Now: d.now, Channels: s.Channels, WebhookDestination: func(raw string) error {
+	rems, err := u.Plan(reminder.PlanOptions{Now: d.now, Channels: s.Channels, Windows: s.Windows, WebhookDestination: func(raw string) error {
 		d.urls = append(d.urls, raw)
 		return nil
 	}})
@@ -250,7 +256,7 @@ func (s *Starter) lookUp(ctx context.Context, d *Draft) ([]reminder.Reminder, er
 	for i, err := range s.Webhooks.CheckURLs(ctx, d.urls) {
 		verdicts[d.urls[i]] = err
 	}
-	return d.u.Plan(reminder.PlanOptions{Now: d.now, Channels: s.Channels, WebhookDestination: func(raw string) error {
+	return d.u.Plan(reminder.PlanOptions{Now: d.now, Channels: s.Channels, Windows: s.Windows, WebhookDestination: func(raw string) error {
 		if err, ok := verdicts[raw]; ok {
 			return err
 		}
@@ -359,7 +365,8 @@ func (s *Starter) startStored(ctx context.Context, rems []reminder.Reminder, sto
 		}
 		results[i] = Result{
 			ReminderID: r.Requested.ID, WorkflowID: r.WorkflowID, SubscriberID: want.SubscriberID,
-			DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, Status: status, State: r.State,
+			DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, GoesOutAt: reminder.GoesOutAt(r.DueAt, r.Requested.Window),
+			Status: status, State: r.State,
 		}
 	}
 	return results, err
@@ -404,7 +411,7 @@ func (s *Starter) startRows(ctx context.Context, rows []mirror.NewReminder, reus
 		status, err := s.start(ctx, r, reuse)
 		res := Result{
 			ReminderID: r.ID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
-			DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, Status: status, State: r.InitialState(),
+			DeliveryKey: r.DeliveryKey(), DueAt: r.DueAt, GoesOutAt: r.GoesOutAt(), Status: status, State: r.InitialState(),
 		}
 		switch {
 		case errors.Is(err, ErrWorkflowIDTaken):
@@ -438,6 +445,7 @@ func (s *Starter) startRows(ctx context.Context, rows []mirror.NewReminder, reus
 			case m.State.Pending() && !m.DueAt.Equal(r.DueAt):
 				moved = append(moved, moveTo{row: r, due: m.DueAt})
 				results[i].DueAt, results[i].DeliveryKey = m.DueAt, m.DeliveryKey
+				results[i].GoesOutAt = reminder.GoesOutAt(m.DueAt, r.Window)
 			}
 		}
 	}
@@ -483,7 +491,7 @@ func parallel[T, R any](ctx context.Context, limit int, items []T, fn func(conte
 func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.WorkflowIdReusePolicy) (Status, error) {
 	in := workflows.ReminderInput{
 		ReminderID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
-		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval, Level: workflows.CurrentLevel,
+		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval, Level: workflows.CurrentLevel, Window: r.Window,
 	}
 	if s.Unleveled {
 		in.Level = 0
@@ -537,7 +545,7 @@ func (s *Starter) startDelay(r mirror.NewReminder) time.Duration {
 	if !s.DelayedStart || r.Approval.Required {
 		return 0
 	}
-	return max(r.DueAt.Sub(s.now()), 0)
+	return max(r.GoesOutAt().Sub(s.now()), 0)
 }
 
 // collided says whose the workflow a start collided with is. The row is

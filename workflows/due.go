@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/shipnotify/shipnotify/reminder"
 )
 
 // The due time: the reminder sleeps on a durable timer until it, and a
@@ -15,6 +17,35 @@ type dueState struct {
 	reschedules int
 	// wake tells the main loop to look again (the due time moved).
 	wake bool
+	// goesOut is when the reminder goes out at goesOutFor, the due time it
+	// was worked out for (a send window's opening; the due time itself
+	// without one).
+	goesOut, goesOutFor time.Time
+}
+
+// goesOutAt is when the reminder goes out at its current due time: the due
+// time, or the opening of its send window that the due time takes. The
+// window's arithmetic reads the zone database, which a later release may
+// hold newer, so it runs as a side effect, once per due time: its answer
+// is in the history, and a replay reads it there. A reminder with no
+// window records nothing.
+func (r *run) goesOutAt(ctx workflow.Context) time.Time {
+	if r.in.Window == nil {
+		return r.due
+	}
+	if !r.goesOutFor.IsZero() && r.goesOutFor.Equal(r.due) {
+		return r.goesOut
+	}
+	due, window := r.due, *r.in.Window
+	var at time.Time
+	err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		return reminder.GoesOutAt(due, &window)
+	}).Get(&at)
+	if err != nil || at.IsZero() {
+		at = due
+	}
+	r.goesOut, r.goesOutFor = at, due
+	return at
 }
 
 // awaitDue sleeps until the due time, which a reschedule may move. done is
@@ -27,7 +58,8 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 		if r.continueAsNewDue(ctx) {
 			return true, r.continueAsNew(ctx)
 		}
-		wait := r.due.Sub(workflow.Now(ctx))
+		goesOut := r.goesOutAt(ctx)
+		wait := goesOut.Sub(workflow.Now(ctx))
 		if wait <= 0 {
 			if r.busy == 0 {
 				return false, nil
@@ -40,7 +72,11 @@ func (r *run) awaitDue(ctx workflow.Context) (done bool, err error) {
 		}
 		r.wake = false
 		r.showSleeping(ctx)
-		_, err := workflow.AwaitWithOptions(ctx, awaitFor(wait, "until due "+timerTime(r.due)), func() bool {
+		summary := "until due " + timerTime(r.due)
+		if !goesOut.Equal(r.due) {
+			summary = "until it goes out " + timerTime(goesOut) + " in its send window (due " + timerTime(r.due) + ")"
+		}
+		_, err := workflow.AwaitWithOptions(ctx, awaitFor(wait, summary), func() bool {
 			return r.wake || r.cancel != nil || r.continueAsNewDue(ctx)
 		})
 		if err != nil {

@@ -211,6 +211,9 @@ func (r *run) status() (Status, error) {
 		Reschedules: r.reschedules, Transitions: r.transitions, TransitionCount: r.count,
 		Approval: ApprovalStatus{Required: r.in.Approval.Required, Escalated: r.escalated, Decision: r.decision},
 	}
+	if r.in.Window != nil && r.goesOutFor.Equal(r.due) {
+		s.GoesOutAt = r.goesOut
+	}
 	if r.in.Approval.Required {
 		s.Approval.TimeoutAt = r.requestedAt.Add(r.in.Approval.Timeout)
 		s.Approval.ExpiresAt = r.requestedAt.Add(r.in.Approval.ExpireAfter)

@@ -121,6 +121,10 @@ type ReminderInput struct {
 	SubscriberID string
 	DueAt        time.Time
 	Approval     reminder.Approval
+	// Window is the send window the reminder goes out in (nil: at its due
+	// time, and left out of the payload, so an input without one is as it
+	// was before windows).
+	Window *reminder.SendWindow `json:",omitempty"`
 	// Level is the workflow behaviour the reminder was started at
 	// (CurrentLevel): it fixes the versions of the changes made up to it,
 	// so the reminder asks GetVersion for none of them. 0: started before
@@ -245,8 +249,11 @@ type Transition struct {
 
 // Status is what the status query returns.
 type Status struct {
-	State           reminder.State
-	DueAt           time.Time
+	State reminder.State
+	DueAt time.Time
+	// GoesOutAt is when it goes out in its send window, once the workflow
+	// has worked it out (zero without a window, and before it has).
+	GoesOutAt       time.Time `json:",omitzero"`
 	DeliveryKey     string
 	Approval        ApprovalStatus
 	CancelRequested bool

@@ -308,8 +308,13 @@ func fill(t *testing.T, v reflect.Value) {
 		v.SetString("x")
 	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
 		v.SetInt(1)
+	case v.Kind() == reflect.Uint8:
+		v.SetUint(1)
 	case v.Kind() == reflect.Bool:
 		v.SetBool(true)
+	case v.Kind() == reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(t, v.Index(0))
 	case v.Kind() == reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
 		fill(t, v.Elem())

@@ -1,0 +1,136 @@
+package starter_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
+	"github.com/shipnotify/shipnotify/mirror"
+	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/sendwindow"
+	"github.com/shipnotify/shipnotify/starter"
+)
+
+// middayZone is an Etc/GMT zone in which now is about noon, so a window
+// of minutes around now never crosses a local midnight.
+func middayZone(now time.Time) (string, *time.Location) {
+	east := (12 - now.UTC().Hour() + 24) % 24 // hours ahead of UTC
+	if east > 14 {
+		east -= 24
+	}
+	name := "Etc/GMT"
+	switch {
+	case east > 0:
+		name = fmt.Sprintf("Etc/GMT-%d", east) // POSIX signs: GMT-5 is 5 hours ahead
+	case east < 0:
+		name = fmt.Sprintf("Etc/GMT+%d", -east)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		panic(err)
+	}
+	return name, loc
+}
+
+// clockOf is t's local time of day as a window's clock, to the minute.
+func clockOf(t time.Time) sendwindow.Clock {
+	return sendwindow.Clock(t.Hour()*60 + t.Minute())
+}
+
+// A reminder comes due outside its subscriber's send window: the mirror
+// says when it goes out and the workflow sends it then, not at its due
+// time, under its own due time's key. Next: due now, the window opens at
+// the next whole minute. Previous: due tomorrow, the window today closes
+// at the next whole minute, the last moment before the due time it is
+// open.
+func TestAReminderOutsideItsWindowGoesOutAtTheOpeningItTakes(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []sendwindow.Policy{sendwindow.Next, sendwindow.Previous} {
+		t.Run(string(policy), func(t *testing.T) {
+			t.Parallel()
+			s := testenv.NewStack(t)
+			ctx := context.Background()
+			zone, loc := middayZone(time.Now())
+			now := time.Now().In(loc)
+			// At least 10 s ahead, so the window is shut when it is scheduled.
+			edge := now.Add(10 * time.Second).Truncate(time.Minute).Add(time.Minute)
+			w := sendwindow.Window{Days: 1 << edge.Weekday()}
+			due := now.Add(time.Second)
+			if policy == sendwindow.Next {
+				w.From, w.To = clockOf(edge), clockOf(edge)+60
+			} else {
+				w.From, w.To = clockOf(edge)-60, clockOf(edge)
+				due = now.Add(24 * time.Hour)
+			}
+			u := s.Update(t, due, reminder.Email)
+			u.SendWindow = &reminder.WindowRequest{Window: w, TimeZone: zone}
+			u.WindowPolicy = string(policy)
+
+			results, err := s.Starter.Schedule(ctx, u)
+			require.NoError(t, err)
+			res := results[0]
+			require.True(t, edge.Equal(res.GoesOutAt), "goes out at %s, want %s", res.GoesOutAt, edge)
+			require.Equal(t, reminder.DeliveryKey(res.ReminderID, res.SubscriberID, reminder.NormalizeTime(due)), res.DeliveryKey,
+				"the key is the due time's")
+			r := row(t, s, res.ReminderID)
+			require.True(t, edge.Equal(r.GoesOutAt), "the mirror says when it goes out")
+			require.NotNil(t, r.Window)
+			require.Equal(t, policy, r.Window.Policy)
+			owed, err := s.Mirror.List(ctx, mirror.Filter{ShipmentID: u.ShipmentID, GoesOutFrom: edge, GoesOutTo: edge.Add(time.Second)})
+			require.NoError(t, err)
+			require.Len(t, owed, 1, "what is owed at the opening counts it")
+
+			require.Equal(t, reminder.Sent, waitFor(t, s, res.WorkflowID).State)
+			mails := mailsFor(s, res.ReminderID, reminder.PurposeReminder)
+			require.Len(t, mails, 1)
+			require.False(t, mails[0].Received.Before(edge), "sent at %s, before its window's opening %s", mails[0].Received, edge)
+			testenv.RecordHistory(t, s.Temporal, res.WorkflowID, testenv.AtCurrentLevel("sent-in-send-window-"+string(policy)))
+		})
+	}
+}
+
+// A reschedule moves the due time; the time it goes out follows, in the
+// same window.
+func TestARescheduleMovesWhenAWindowedReminderGoesOut(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	u := s.Update(t, time.Now().Add(48*time.Hour), reminder.Email)
+	u.Subscribers[0].SendWindow = &reminder.WindowRequest{
+		Window: sendwindow.Window{Days: sendwindow.Weekdays, From: 8 * 60, To: 18 * 60}}
+	u.Subscribers[0].TimeZone = "Asia/Singapore"
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	res := results[0]
+	terminateAtCleanup(t, s, res.WorkflowID)
+
+	sgt, err := time.LoadLocation("Asia/Singapore")
+	require.NoError(t, err)
+	saturday := nextWeekday(time.Now().In(sgt).Add(72*time.Hour), time.Saturday)
+	saturday = time.Date(saturday.Year(), saturday.Month(), saturday.Day(), 10, 0, 0, 0, sgt)
+	monday := time.Date(saturday.Year(), saturday.Month(), saturday.Day()+2, 8, 0, 0, 0, sgt)
+
+	out, err := s.Starter.RescheduleReminder(ctx, "", res.ReminderID, saturday, starter.Actor{By: "ops"})
+	require.NoError(t, err)
+	require.Equal(t, starter.StatusRescheduled, out.Status)
+	require.NotNil(t, out.GoesOutAt)
+	require.True(t, monday.Equal(*out.GoesOutAt), "goes out %s, want Monday 08:00 in Singapore", out.GoesOutAt)
+	r := row(t, s, res.ReminderID)
+	require.True(t, saturday.Equal(r.DueAt))
+	require.True(t, monday.Equal(r.GoesOutAt), "the mirror's goes-out time follows the due time: %s", r.GoesOutAt)
+	require.Eventually(t, func() bool {
+		st, err := starter.LiveStatus(ctx, s.Temporal, r, nil)
+		return err == nil && monday.Equal(st.GoesOutAt)
+	}, 20*time.Second, 100*time.Millisecond, "the workflow sleeps until Monday's opening")
+}
+
+func nextWeekday(t time.Time, d time.Weekday) time.Time {
+	for t.Weekday() != d {
+		t = t.Add(24 * time.Hour)
+	}
+	return t
+}
