@@ -26,6 +26,10 @@ type Row struct {
 	DeliveryKey      string
 	WorkflowID       string
 	RequiresApproval bool
+	// GoesOutAt is when it goes out: DueAt, or the opening of its send
+	// window (Window, nil: none) that DueAt takes.
+	GoesOutAt time.Time
+	Window    *reminder.SendWindow
 }
 
 // Event is one of a reminder's audit events.
@@ -111,7 +115,8 @@ const (
 	RuleUnconfirmedUnreceived = "sent on an unknown outcome a cancel met, and no provider got it: an ambiguous send is a send"
 	RuleTooMany               = "received more often than its unknown outcomes allow"
 	RuleCancelledSent         = "a cancel or reject answered cancelled, and the reminder was received"
-	RuleEarly                 = "received before its due time"
+	RuleEarly                 = "received before it goes out (its due time, or its send window's opening)"
+	RuleSendWindow            = "goes out at a time its send window does not give for its due time"
 	RuleUnknownKey            = "received under a key the mirror does not hold"
 	RuleOldKey                = "received under a key that is not its final one"
 	RuleShouldHaveGo          = "should have gone out and did not"
@@ -140,6 +145,12 @@ func Check(s Snapshot) Result {
 	add := func(rule, id, format string, args ...any) {
 		out = append(out, Violation{Rule: rule, Reminder: id, Evidence: fmt.Sprintf(format, args...)})
 	}
+	for i := range s.Rows {
+		// A row read with no goes-out time goes out when it is due.
+		if s.Rows[i].GoesOutAt.IsZero() {
+			s.Rows[i].GoesOutAt = s.Rows[i].DueAt
+		}
+	}
 	own := map[string][]Receipt{} // a reminder's own receipts, by reminder
 	byKey := map[string][]Receipt{}
 	for _, r := range s.Receipts {
@@ -162,9 +173,14 @@ func Check(s Snapshot) Result {
 				add(RuleOldKey, row.ID, "key %s received at %s; its final key is %s", r.Key, r.Received.Format(time.RFC3339Nano), row.DeliveryKey)
 			}
 		}
+		if want := reminder.GoesOutAt(row.DueAt, row.Window); !row.GoesOutAt.Equal(want) {
+			add(RuleSendWindow, row.ID, "due %s in %s: the mirror says it goes out at %s, the window at %s", row.DueAt.Format(time.RFC3339Nano),
+				row.Window, row.GoesOutAt.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+		}
 		for _, r := range byKey[row.DeliveryKey] {
-			if r.Received.Before(row.DueAt) {
-				add(RuleEarly, row.ID, "received at %s, due at %s", r.Received.Format(time.RFC3339Nano), row.DueAt.Format(time.RFC3339Nano))
+			if r.Received.Before(row.GoesOutAt) {
+				add(RuleEarly, row.ID, "received at %s, due at %s, goes out at %s", r.Received.Format(time.RFC3339Nano),
+					row.DueAt.Format(time.RFC3339Nano), row.GoesOutAt.Format(time.RFC3339Nano))
 			}
 		}
 		if answer, ok := answered[row.ID]; ok && len(recs) > 0 {

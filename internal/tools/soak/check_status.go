@@ -30,10 +30,10 @@ type OutboxRow struct {
 	// EventID is the sealed id the tracker is posted; Trail is the
 	// outbox's own evt_<n>, the trail event's number.
 	Endpoint, EventID, Trail, ReminderID string
-	Seq                           int
-	Type, Status                  string
-	Attempts                      int
-	LastError                     string
+	Seq                                  int
+	Type, Status                         string
+	Attempts                             int
+	LastError                            string
 }
 
 // StatusReceipt is one post a tracker took.

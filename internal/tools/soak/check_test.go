@@ -10,6 +10,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/sink"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/sendwindow"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -21,6 +22,17 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 	sent := func(id, key string) Row {
 		return Row{ID: id, Shipment: "S-" + id, Update: "u1", Subscriber: "s0", Channel: reminder.Email, State: reminder.Sent,
 			DueAt: t0, DeliveryKey: key, WorkflowID: "reminder/" + id}
+	}
+	// windowed is a sent reminder due at 09:00 UTC whose window opens at
+	// 10:00 UTC, closes at 08:00 UTC, and goes out at goes.
+	windowed := func(id, key string, goes time.Time, p sendwindow.Policy) Row {
+		r := sent(id, key)
+		r.Window = &reminder.SendWindow{Window: sendwindow.Window{Days: 1<<7 - 1, From: 10 * 60, To: 10*60 + 30}, TimeZone: "UTC", Policy: p}
+		if p == sendwindow.Previous {
+			r.Window.Window.From, r.Window.Window.To = 7*60, 8*60
+		}
+		r.GoesOutAt = goes
+		return r
 	}
 	recv := func(key string, after time.Duration) Receipt {
 		return Receipt{Key: key, Channel: "email", Received: t0.Add(after)}
@@ -67,6 +79,13 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			sent("unconfirmed-unreceived", "k-uu"),
 			sent("lost-after-unconfirmed", "k-lu"),
 			sent("early", "k-early"),
+			// Windowed: received after its due time, before its window
+			// opened; under the previous policy, before its due time at
+			// the window's close, as it should; one whose goes-out time is
+			// not its window's.
+			windowed("window-early", "k-wearly", t0.Add(time.Hour), sendwindow.Next),
+			windowed("window-previous", "k-wprev", t0.Add(-time.Hour), sendwindow.Previous),
+			func() Row { r := windowed("window-wrong", "k-wwrong", t0, sendwindow.Next); r.GoesOutAt = t0; return r }(),
 			{ID: "cancelled-sent", Shipment: "S-c", Subscriber: "s0", State: reminder.Sent, DueAt: t0, DeliveryKey: "k-c", WorkflowID: "reminder/c"},
 			// Received, and the row says cancelled: a maybe-sent reminder
 			// cancelled as if nothing went.
@@ -116,7 +135,8 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 		},
 		Deliveries: map[string]Delivery{
 			"k-once": own("once", "k-once"), "k-window": own("window", "k-window"), "k-twice": own("twice", "k-twice"),
-			"k-lost": own("lost", "k-lost"), "k-uu": own("unconfirmed-unreceived", "k-uu"), "k-lu": own("lost-after-unconfirmed", "k-lu"), "k-early": own("early", "k-early"), "k-c": own("cancelled-sent", "k-c"),
+			"k-lost": own("lost", "k-lost"), "k-uu": own("unconfirmed-unreceived", "k-uu"), "k-lu": own("lost-after-unconfirmed", "k-lu"), "k-early": own("early", "k-early"),
+			"k-wearly": own("window-early", "k-wearly"), "k-wprev": own("window-previous", "k-wprev"), "k-wwrong": own("window-wrong", "k-wwrong"), "k-c": own("cancelled-sent", "k-c"),
 			"k-ans-repaired": own("ans-repaired", "k-ans-repaired"), "k-rc": own("received-cancelled", "k-rc"),
 		},
 		Receipts: []Receipt{
@@ -124,6 +144,7 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			recv("k-window", time.Second), recv("k-window", 30*time.Second),
 			recv("k-twice", time.Second), recv("k-twice", 2*time.Second),
 			recv("k-early", -time.Second),
+			recv("k-wearly", time.Minute), recv("k-wprev", -time.Hour), recv("k-wwrong", time.Hour),
 			recv("k-c", time.Minute),
 			recv("k-nobody", time.Second),
 			recv("k-ans-repaired", time.Second), recv("k-rc", time.Second),
@@ -203,7 +224,8 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 	}
 	require.Equal(t, []string{"twice"}, rules[RuleTooMany])
 	require.Equal(t, []string{"lost", "lost-after-unconfirmed"}, rules[RuleNotReceived])
-	require.Equal(t, []string{"early"}, rules[RuleEarly])
+	require.Equal(t, []string{"early", "window-early"}, rules[RuleEarly])
+	require.Equal(t, []string{"window-wrong"}, rules[RuleSendWindow])
 	require.Equal(t, []string{"cancelled-sent"}, rules[RuleCancelledSent])
 	require.Equal(t, []string{"pending"}, rules[RuleNotFinal])
 	require.Equal(t, []string{"pending"}, rules[RuleRunning])

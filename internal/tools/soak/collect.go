@@ -143,14 +143,22 @@ func (e *Env) Snapshot(ctx context.Context, ops []Op, faults []Fault, verifies [
 func (e *Env) rows(ctx context.Context) ([]Row, error) {
 	rows, _ := e.Stack.DB.Pool.Query(ctx, `
 SELECT id, tenant, shipment_id, update_id, subscriber_id, channel, state, due_at, delivery_key, workflow_id,
-       approval_timeout IS NOT NULL
+       approval_timeout IS NOT NULL, coalesce(goes_out_at, due_at), send_window
   FROM reminders ORDER BY id`)
 	var out []Row
 	var r Row
 	var channel, state string
+	var window []byte
 	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Tenant, &r.Shipment, &r.Update, &r.Subscriber, &channel, &state, &r.DueAt,
-		&r.DeliveryKey, &r.WorkflowID, &r.RequiresApproval}, func() error {
+		&r.DeliveryKey, &r.WorkflowID, &r.RequiresApproval, &r.GoesOutAt, &window}, func() error {
 		r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
+		r.Window = nil
+		if window != nil {
+			r.Window = new(reminder.SendWindow)
+			if err := json.Unmarshal(window, r.Window); err != nil {
+				return fmt.Errorf("reminder %s: its send window: %w", r.ID, err)
+			}
+		}
 		out = append(out, r)
 		return nil
 	})

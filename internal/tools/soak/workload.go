@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/sendwindow"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -56,7 +57,10 @@ type doc struct {
 	Subscribers      []string
 	Window           bool
 	Approval         bool
-	// Due is the latest due time of its subscribers.
+	// SendWindow: its reminders go out in a send window.
+	SendWindow bool
+	// Due is the latest time one of its subscribers' reminders goes out
+	// (its due time, or its send window's opening).
 	Due time.Time
 }
 
@@ -227,6 +231,16 @@ func (w *Workload) newDoc() *doc {
 	if d.Window {
 		body["window_start"] = window.Format(time.RFC3339)
 	}
+	// One in four goes out in a send window that opens a minute or two
+	// from now (next), or closes half a minute from now before reminders
+	// due after it (previous).
+	var sw *reminder.SendWindow
+	if d.SendWindow = w.rng.IntN(4) == 0; d.SendWindow {
+		sw = w.sendWindow(now)
+		body["send_window"] = map[string]any{"days": "mon-sun",
+			"hours": sw.Window.From.String() + "-" + sw.Window.To.String(), "time_zone": sw.TimeZone}
+		body["window_policy"] = string(sw.Policy)
+	}
 	if d.Approval {
 		timeout := 3 + w.rng.IntN(8)
 		body["approval"] = map[string]any{"timeout": fmt.Sprintf("%ds", timeout), "expire_after": fmt.Sprintf("%ds", timeout+2+w.rng.IntN(12))}
@@ -251,8 +265,8 @@ func (w *Workload) newDoc() *doc {
 		if d.Approval && w.rng.IntN(2) == 0 {
 			sub["requires_approval"] = true
 		}
-		if due.After(d.Due) {
-			d.Due = due
+		if goes := reminder.GoesOutAt(due, sw); goes.After(d.Due) {
+			d.Due = goes
 		}
 		subs = append(subs, sub)
 		d.Subscribers = append(d.Subscribers, id)
@@ -260,6 +274,43 @@ func (w *Workload) newDoc() *doc {
 	body["subscribers"] = subs
 	d.Body = body
 	return d
+}
+
+// sendWindow draws a send window, open every day, in an Etc/GMT zone in
+// which now is about noon (so its hours never cross a local midnight):
+// with the next policy it opens 60 to 120 s from now and stays open half
+// an hour; with the previous one it opened half an hour ago and closes 30
+// to 90 s from now, before some of the reminders due.
+func (w *Workload) sendWindow(now time.Time) *reminder.SendWindow {
+	east := (12 - now.UTC().Hour() + 24) % 24
+	if east > 12 {
+		east -= 24
+	}
+	zone := "Etc/GMT"
+	switch {
+	case east > 0:
+		zone = fmt.Sprintf("Etc/GMT-%d", east) // POSIX signs: GMT-5 is 5 hours ahead
+	case east < 0:
+		zone = fmt.Sprintf("Etc/GMT+%d", -east)
+	}
+	loc, err := reminder.LoadTimeZone(zone)
+	if err != nil {
+		panic(err)
+	}
+	clock := func(t time.Time) sendwindow.Clock {
+		t = t.In(loc)
+		return sendwindow.Clock(t.Hour()*60 + t.Minute())
+	}
+	sw := &reminder.SendWindow{TimeZone: zone, Policy: sendwindow.Next}
+	sw.Window.Days = 1<<7 - 1
+	if w.rng.IntN(3) == 0 {
+		sw.Policy = sendwindow.Previous
+		sw.Window.From, sw.Window.To = clock(now)-30, clock(now.Add(time.Duration(30+w.rng.IntN(60))*time.Second))+1
+	} else {
+		sw.Window.From = clock(now.Add(time.Duration(60+w.rng.IntN(60))*time.Second)) + 1
+		sw.Window.To = sw.Window.From + 30
+	}
+	return sw
 }
 
 // schedule sends d: new (kind "schedule"), or again as it was
