@@ -364,10 +364,11 @@ func TestGoesOutIsTheNearestOpenInstant(t *testing.T) {
 		locs[z] = mustLoad(t, z)
 	}
 	r := rand.New(rand.NewPCG(39, 2027))
-	for i := range 400 {
+	for i := range 600 {
 		zone := zones[r.IntN(len(zones))]
 		loc := locs[zone]
 		var due time.Time
+		change := Clock(-1) // the clock reading just before a change, when due is near one
 		if r.IntN(2) == 0 {
 			// Near one of the zone's changes in 2027.
 			_, end := time.Date(2027, time.Month(1+r.IntN(12)), 1, 0, 0, 0, 0, loc).ZoneBounds()
@@ -375,15 +376,24 @@ func TestGoesOutIsTheNearestOpenInstant(t *testing.T) {
 				end = time.Date(2027, 6, 1, 0, 0, 0, 0, loc)
 			}
 			due = end.Add(time.Duration(r.IntN(48*3600)-24*3600) * time.Second)
+			before := end.Add(-time.Minute).In(loc)
+			change = Clock(before.Hour()*60+before.Minute()) / 15 * 15
 		} else {
 			due = time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(r.Int64N(int64(365 * 24 * time.Hour))))
 		}
 		from := Clock(r.IntN(96) * 15)
+		if change >= 0 && r.IntN(2) == 0 {
+			// From or To in or beside the gap or the repeated hour.
+			from = min(max(change+Clock(r.IntN(7)-4)*15, 0), EndOfDay-15)
+		}
 		to := from + Clock(1+r.IntN(int(EndOfDay-from)/15))*15
 		if r.IntN(4) == 0 {
 			to = from + Clock(1+r.IntN(int(EndOfDay-from)))
 		}
 		w := Window{Days: Days(1 + r.IntN(127)), From: from, To: to}
+		if change >= 0 && r.IntN(2) == 0 {
+			w.Days = 127
+		}
 		for range r.IntN(4) {
 			w.Skip = append(w.Skip, DateOf(due.In(loc)).AddDays(r.IntN(9)-4))
 		}
