@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	code.dny.dev/ssrf v0.3.0
 	github.com/compose-spec/compose-go/v2 v2.16.2
+	github.com/emersion/go-ical v0.0.0-20250329121855-f41e73efc392
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/pb33f/libopenapi v0.41.8
 	github.com/pb33f/libopenapi-validator v0.16.3
@@ -18,6 +19,7 @@ require (
 	github.com/sendgrid/sendgrid-go v3.16.1+incompatible
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/stretchr/testify v1.12.1
+	github.com/teambition/rrule-go v1.8.2
 	github.com/uber-go/tally/v4 v4.1.17
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0

@@ -1,12 +1,40 @@
 // Package sendwindow says when a reminder may reach its recipient: some
 // days of the week, between two local times of day, in the recipient's
-// zone, except on dates to skip (a tenant's holidays). A reminder that
-// comes due outside its window goes out at the window's next opening, or,
-// under the Previous policy, at the last moment it was open before the due
-// time. It has no I/O: the caller loads the zone and reads holiday files.
+// zone, except on dates to skip (a tenant's holidays). It has no I/O: the
+// caller loads the zone and hands over holiday files' contents.
+//
+// # Openings
+//
+// A window opens once on each of its Days whose date is not in Skip, and
+// is open over the closed interval [From, To] of that date's local clock.
+// To may be 24:00: the start of the next day, the first instant its clock
+// reads 00:00. The zone database decides what a clock time means on a day
+// the clocks change, so no time is guessed:
+//
+//   - Spring forward: a From or To that falls in the skipped hour means the
+//     first instant after the gap. A window from 02:30 in Europe/Berlin on
+//     2027-03-28 (clocks jump from 02:00 to 03:00) opens at 03:00 CEST; a
+//     window to 02:30 that day closes at 03:00 CEST.
+//   - Fall back: a clock time the day reads twice means its first
+//     occurrence for From and its second for To, so a window that spans
+//     any part of the repeated hour is open for all of it: in Berlin on
+//     2027-10-31 a window 02:30-02:45 is open from 02:30 CEST to 02:45 CET,
+//     an hour and a quarter.
+//
+// # Going out
+//
+// A reminder due while its window is open goes out at its due time. One
+// due outside it goes out, under the Next policy (the default), at the
+// window's first opening after the due time, and under Previous (for a
+// reminder that must not be late) at the close of the last opening before
+// it: the latest instant before the due time that the window was open.
+// A window that does not open within Horizon of the due time (every open
+// day skipped) sends nothing: GoesOut says so and the caller refuses the
+// reminder.
 package sendwindow
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -102,17 +130,30 @@ func (d Days) String() string {
 // 1440 (24:00, the end of the day).
 type Clock int
 
+// EndOfDay is 24:00, the To of a window open until midnight.
+const EndOfDay Clock = 24 * 60
+
 // ParseClock reads "HH:MM", 00:00 to 24:00.
 func ParseClock(s string) (Clock, error) {
 	bad := errors.New(`is not a time of day; use "HH:MM", 00:00 to 24:00`)
-	if len(s) != 5 || s[2] != ':' {
+	if len(s) != 5 || s[2] != ':' || !isDigits(s[:2]) || !isDigits(s[3:]) {
 		return 0, bad
 	}
-	var h, m int
-	if _, err := fmt.Sscanf(s, "%02d:%02d", &h, &m); err != nil || h > 24 || m > 59 || (h == 24 && m != 0) {
+	h := int(s[0]-'0')*10 + int(s[1]-'0')
+	m := int(s[3]-'0')*10 + int(s[4]-'0')
+	if h > 24 || m > 59 || (h == 24 && m != 0) {
 		return 0, bad
 	}
 	return Clock(h*60 + m), nil
+}
+
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func (c Clock) String() string { return fmt.Sprintf("%02d:%02d", int(c)/60, int(c)%60) }
@@ -124,7 +165,7 @@ type Date struct {
 	Day   int
 }
 
-// ParseDate reads "YYYY-MM-DD".
+// ParseDate reads "YYYY-MM-DD"; the date must exist.
 func ParseDate(s string) (Date, error) {
 	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
@@ -141,102 +182,219 @@ func DateOf(t time.Time) Date {
 
 func (d Date) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day) }
 
-// Compare orders dates.
+// Compare orders dates, so a list of them sorts with slices.SortFunc.
 func (d Date) Compare(e Date) int {
-	return time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, time.UTC).Compare(time.Date(e.Year, e.Month, e.Day, 0, 0, 0, 0, time.UTC))
+	if c := cmp.Compare(d.Year, e.Year); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(d.Month, e.Month); c != 0 {
+		return c
+	}
+	return cmp.Compare(d.Day, e.Day)
+}
+
+// AddDays is the date n days after d (before, for negative n).
+func (d Date) AddDays(n int) Date { return dateOfDay(d.day() + int64(n)) }
+
+// valid reports whether d is a date the calendar has.
+func (d Date) valid() bool {
+	return d.Month >= time.January && d.Month <= time.December && d.Day >= 1 && dateOfDay(d.day()) == d
+}
+
+// day is d's day number: days since 1970-01-01 in the proleptic Gregorian
+// calendar (Hinnant's days_from_civil), so walking dates costs no
+// time.Date and no zone lookup.
+func (d Date) day() int64 {
+	y, m := int64(d.Year), int64(d.Month)
+	if m <= 2 {
+		y--
+	}
+	era := floorDiv(y, 400)
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + int64(d.Day) - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
+}
+
+// dateOfDay is the date of day number n (Hinnant's civil_from_days).
+func dateOfDay(n int64) Date {
+	n += 719468
+	era := floorDiv(n, 146097)
+	doe := n - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d := doy - (153*mp+2)/5 + 1
+	m := mp + 3
+	if m > 12 {
+		m -= 12
+	}
+	y := yoe + era*400
+	if m <= 2 {
+		y++
+	}
+	return Date{int(y), time.Month(m), int(d)}
+}
+
+// weekdayOf is day number n's weekday (1970-01-01 was a Thursday).
+func weekdayOf(n int64) time.Weekday { return time.Weekday((n%7 + 7 + 4) % 7) }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
 
 // Window is when a recipient takes reminders: on Days, from From to To
-// (both included) by the local clock, except on the Skip dates.
+// (both included) by the local clock, except on the Skip dates (in any
+// order; sorted, as ParseICal and ParseDefaults give them, is faster).
 type Window struct {
 	Days     Days
 	From, To Clock
 	Skip     []Date
 }
 
-// Check refuses a window that never opens.
+// Check refuses a window that can never open, naming the part at fault
+// (days, hours or skip) and never a value. A window whose every open day
+// is skipped passes: only GoesOut, which knows the due time, can tell.
 func (w Window) Check() error {
 	switch {
 	case w.Days == 0:
-		return errors.New("names no day: the window never opens")
-	case w.From < 0 || w.To > 24*60:
-		return errors.New("has hours out of range 00:00 to 24:00")
+		return errors.New("days: none named, so the window never opens")
+	case w.Days&^allDays != 0:
+		return errors.New("days: names a day that is not a weekday")
+	case w.From < 0 || w.From > EndOfDay || w.To < 0 || w.To > EndOfDay:
+		return errors.New("hours: out of range 00:00 to 24:00")
 	case w.From >= w.To:
-		return errors.New("closes before it opens: from must be before to")
+		return errors.New("hours: from must be before to, or the window never opens")
+	}
+	for _, d := range w.Skip {
+		if !d.valid() {
+			return errors.New("skip: holds a date the calendar does not have")
+		}
 	}
 	return nil
 }
 
-// skips reports whether the window is closed all of date d.
-func (w Window) skips(d Date) bool {
-	return slices.ContainsFunc(w.Skip, func(s Date) bool { return s == d })
-}
+const allDays Days = 1<<7 - 1
 
-// day is the window's opening on date d in loc: the first instant the
-// local clock reads From or later that day, and the last it reads To or
-// earlier (To 24:00 is the next midnight). ok is false on a day it is
-// closed.
-func (w Window) day(d Date, loc *time.Location) (open, close time.Time, ok bool) {
-	midnight := time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, loc)
-	if !w.Days.Has(midnight.Weekday()) || w.skips(d) {
-		return time.Time{}, time.Time{}, false
-	}
-	return wallTime(d, w.From, loc), wallTime(d, w.To, loc), true
-}
-
-// wallTime is the first instant of date d in loc whose local clock reads c
-// or later: the clock's own instant, the earlier of two on a day the
-// clocks go back, and the end of the gap on a day they go forward past it.
-func wallTime(d Date, c Clock, loc *time.Location) time.Time {
-	t := time.Date(d.Year, d.Month, d.Day, int(c)/60, int(c)%60, 0, 0, loc)
-	// Where the clock reads c twice, time.Date may give the later one.
-	if e := t.Add(-time.Hour); e.Hour() == t.Hour() && e.Minute() == t.Minute() && DateOf(e) == DateOf(t) {
-		t = e
-	}
-	return t
-}
-
-// GoesOut is when a reminder due at due goes out in loc: due itself when
-// the window is open then, else its next opening (Next) or the last
-// instant it was open before due (Previous). ok is false when the window
-// does not open within Horizon of due.
+// GoesOut is when a reminder due at due goes out under policy p, with the
+// window's clock read in loc (see the package comment for the exact
+// rules): due itself when the window is open then, else its first opening
+// after due (Next, and any policy but Previous) or the close of its last
+// opening before due (Previous). ok is false when the window fails Check,
+// loc is nil, or it does not open within Horizon of due.
 func (w Window) GoesOut(due time.Time, loc *time.Location, p Policy) (time.Time, bool) {
-	if w.Check() != nil {
+	if loc == nil || w.Check() != nil {
 		return time.Time{}, false
 	}
-	local := due.In(loc)
-	start := DateOf(local)
-	for i := 0; i <= int(Horizon/(24*time.Hour)); i++ {
-		step := i
-		if p == Previous {
-			step = -i
-		}
-		at := time.Date(start.Year, start.Month, start.Day+step, 12, 0, 0, 0, loc)
-		open, close, ok := w.day(DateOf(at), loc)
-		if !ok {
-			continue
-		}
-		if !due.Before(open) && !due.After(close) {
+	skip := w.Skip
+	if !slices.IsSortedFunc(skip, Date.Compare) {
+		skip = slices.Clone(skip)
+		slices.SortFunc(skip, Date.Compare)
+	}
+	today := DateOf(due.In(loc)).day()
+	// Only today's opening, or yesterday's when it runs to a midnight
+	// that is due, can hold due.
+	for d := today - 1; d <= today; d++ {
+		if w.opensOn(d, skip) && !due.Before(w.open(d, loc)) && !due.After(w.close(d, loc)) {
 			return due, true
 		}
-		if p == Previous && !close.After(due) {
-			return close, true
+	}
+	days := int64(Horizon / (24 * time.Hour))
+	if p == Previous {
+		for d := today; d >= today-days-1; d-- {
+			if !w.opensOn(d, skip) {
+				continue
+			}
+			if c := w.close(d, loc); c.Before(due) {
+				return c, due.Sub(c) <= Horizon
+			}
 		}
-		if p != Previous && open.After(due) {
-			return open, true
+		return time.Time{}, false
+	}
+	for d := today; d <= today+days+1; d++ {
+		if !w.opensOn(d, skip) {
+			continue
+		}
+		if o := w.open(d, loc); o.After(due) {
+			return o, o.Sub(due) <= Horizon
 		}
 	}
 	return time.Time{}, false
 }
 
-// Default is what a tenant's reminders take when neither their update nor
-// their subscriber names a window.
-type Default struct {
-	// Window is the default window; nil: none.
-	Window *Window
-	// TimeZone is the zone for a subscriber that names none ("": none).
-	TimeZone string
-	Policy   Policy
-	// Holidays are dates every window of the tenant skips.
-	Holidays []Date
+// opensOn reports whether the window opens on day number d: one of its
+// days, and not a date skip (sorted) holds.
+func (w Window) opensOn(d int64, skip []Date) bool {
+	if !w.Days.Has(weekdayOf(d)) {
+		return false
+	}
+	if len(skip) == 0 {
+		return true
+	}
+	_, found := slices.BinarySearchFunc(skip, dateOfDay(d), Date.Compare)
+	return !found
+}
+
+// open is when the window opens on day number d in loc: the first instant
+// the clock reads From, or the end of the gap it falls in.
+func (w Window) open(d int64, loc *time.Location) time.Time {
+	return instant(wallSeconds(d, w.From), loc, false)
+}
+
+// close is when the window closes on day number d in loc: the last instant
+// the clock reads To, or the end of the gap it falls in; To 24:00 is the
+// next day's start.
+func (w Window) close(d int64, loc *time.Location) time.Time {
+	if w.To == EndOfDay {
+		return instant(wallSeconds(d+1, 0), loc, false)
+	}
+	return instant(wallSeconds(d, w.To), loc, true)
+}
+
+// wallSeconds is the clock reading c on day number d, in seconds since
+// 1970-01-01 00:00 on the same clock.
+func wallSeconds(d int64, c Clock) int64 { return d*86400 + int64(c)*60 }
+
+// maxOffset bounds how far any zone's clock, local mean times of the 19th
+// century included, is from UTC, with a margin.
+const maxOffset = 26 * 3600
+
+// instant is the instant loc's clock reads wall (seconds on that clock
+// since its 1970-01-01 00:00): the first such instant, or the last when
+// last is set, where the clock reads it twice; the end of the gap, where
+// the clock jumps over it. It walks the zone's periods (Time.ZoneBounds)
+// that could hold the instant and solves each one's offset exactly,
+// because time.Date does not promise which instant it picks in a gap or
+// an overlap.
+func instant(wall int64, loc *time.Location, last bool) time.Time {
+	var found time.Time
+	t := time.Unix(wall-maxOffset, 0).In(loc)
+	for {
+		_, offset := t.Zone()
+		start, end := t.ZoneBounds()
+		at := time.Unix(wall-int64(offset), 0).In(loc)
+		switch {
+		case !start.IsZero() && at.Before(start):
+			// The clock read past wall on entering this period: it
+			// jumped over wall at start, unless an earlier period
+			// already read it.
+			if found.IsZero() {
+				return start
+			}
+		case end.IsZero() || at.Before(end):
+			if !last {
+				return at
+			}
+			found = at
+		}
+		if end.IsZero() || end.Unix() > wall+maxOffset {
+			return found
+		}
+		t = end
+	}
 }
