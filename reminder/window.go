@@ -126,7 +126,10 @@ func (j sendWindowJSON) request(prefix string) (WindowRequest, error) {
 		return WindowRequest{}, fieldErr(prefix+".hours", "closing %s", err)
 	}
 	if err := w.Check(); err != nil {
-		return WindowRequest{}, fieldErr(prefix, "%s", err)
+		// Check names the part ("hours: …"); the error names its field.
+		part, problem, _ := strings.Cut(err.Error(), ": ")
+		field := map[string]string{"days": ".days", "hours": ".hours", "skip": ".skip_dates"}[part]
+		return WindowRequest{}, fieldErr(prefix+field, "%s", problem)
 	}
 	for i, s := range j.SkipDates {
 		d, err := sendwindow.ParseDate(s)

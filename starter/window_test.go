@@ -134,3 +134,53 @@ func nextWeekday(t time.Time, d time.Weekday) time.Time {
 	}
 	return t
 }
+
+// A reminder due before a window that opens at 02:30 in Berlin, on the
+// day the clocks go from 02:00 to 03:00: 02:30 never happens that day, so
+// the window opens at the end of the gap, 03:00 CEST. The mirror, the
+// schedule's answer and the sleeping workflow (its own arithmetic, in a
+// side effect on the worker) all say so.
+func TestOnASpringForwardDayAWindowInTheGapOpensAtItsEnd(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	due := time.Date(2027, 3, 28, 0, 30, 0, 0, time.UTC) // 01:30 CET
+	u := s.Update(t, due, reminder.Email)
+	u.SendWindow = &reminder.WindowRequest{Window: sendwindow.Window{Days: 1<<7 - 1, From: 2*60 + 30, To: 18 * 60}, TimeZone: "Europe/Berlin"}
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	res := results[0]
+	terminateAtCleanup(t, s, res.WorkflowID)
+
+	opens := time.Date(2027, 3, 28, 1, 0, 0, 0, time.UTC) // 03:00 CEST
+	require.True(t, opens.Equal(res.GoesOutAt), "goes out at %s, want 03:00 CEST", res.GoesOutAt)
+	r := row(t, s, res.ReminderID)
+	require.True(t, opens.Equal(r.GoesOutAt))
+	require.Eventually(t, func() bool {
+		st, err := starter.LiveStatus(ctx, s.Temporal, r, nil)
+		return err == nil && opens.Equal(st.GoesOutAt)
+	}, 20*time.Second, 100*time.Millisecond, "the workflow sleeps until 03:00 CEST")
+}
+
+// A tenant's holiday, from its default, closes its window all day: a
+// reminder due that morning goes out the next working morning.
+func TestATenantsHolidayClosesItsWindow(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	s.Starter.Windows = reminder.WindowDefaults{"": {
+		Window:   &sendwindow.Window{Days: sendwindow.Weekdays, From: 8 * 60, To: 18 * 60},
+		TimeZone: "Europe/Berlin",
+		Holidays: []sendwindow.Date{{Year: 2027, Month: time.December, Day: 24}},
+	}}
+	u := s.Update(t, time.Date(2027, 12, 24, 9, 0, 0, 0, time.UTC), reminder.Email) // Friday, Christmas Eve
+	results, err := s.Starter.Schedule(ctx, u)
+	require.NoError(t, err)
+	res := results[0]
+	terminateAtCleanup(t, s, res.WorkflowID)
+	monday := time.Date(2027, 12, 27, 7, 0, 0, 0, time.UTC) // 08:00 CET
+	require.True(t, monday.Equal(res.GoesOutAt), "goes out at %s, want Monday 08:00 CET", res.GoesOutAt)
+	r := row(t, s, res.ReminderID)
+	require.NotNil(t, r.Window)
+	require.Contains(t, r.Window.Window.Skip, sendwindow.Date{Year: 2027, Month: time.December, Day: 24}, "the holiday is kept with the row")
+}

@@ -153,7 +153,7 @@ func (d *Deps) Temporal(ctx context.Context) (client.Client, error) {
 func (d *Deps) NewStarter() *starter.Starter {
 	return &starter.Starter{
 		Namespace: d.Cfg.Temporal.Namespace, TaskQueue: d.Cfg.TaskQueue, Webhooks: d.Cfg.Webhooks, Now: time.Now,
-		DelayedStart: d.Cfg.DelayedStart,
+		DelayedStart: d.Cfg.DelayedStart, Windows: d.Cfg.SendWindows,
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/sendgridevents"
 	"github.com/shipnotify/shipnotify/internal/statusevents"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/sendwindow"
 	"github.com/shipnotify/shipnotify/webhook"
 )
 
@@ -170,6 +172,10 @@ type Config struct {
 	// accepted longer ago than this.
 	OutcomeGrace time.Duration
 
+	// SendWindows are the tenants' default send windows and holidays,
+	// read from SendWindowsFile when the process starts.
+	SendWindows     reminder.WindowDefaults
+	SendWindowsFile string
 	// StatusEndpoints are the tracker's endpoints serve posts status
 	// events to, read from StatusEndpointsFile ("" none).
 	StatusEndpoints     []statusevents.Endpoint
@@ -291,6 +297,11 @@ func Load(lookup Lookup) (Config, error) {
 	if err := c.loadAPI(get); err != nil {
 		return Config{}, err
 	}
+	if c.SendWindowsFile = get("SHIPNOTIFY_SEND_WINDOWS_FILE"); c.SendWindowsFile != "" {
+		if c.SendWindows, err = ReadSendWindows(c.SendWindowsFile, c.DefaultTenant, time.Now()); err != nil {
+			return Config{}, fmt.Errorf("SHIPNOTIFY_SEND_WINDOWS_FILE: %w", err)
+		}
+	}
 	if c.StatusEndpointsFile = get("SHIPNOTIFY_STATUS_ENDPOINTS_FILE"); c.StatusEndpointsFile != "" {
 		if c.StatusEndpoints, err = ReadStatusEndpoints(c.StatusEndpointsFile, c.Webhooks, c.DefaultTenant); err != nil {
 			return Config{}, fmt.Errorf("SHIPNOTIFY_STATUS_ENDPOINTS_FILE: %w", err)
@@ -338,6 +349,41 @@ func sendsPerSecond(lookup Lookup) (float64, error) {
 		return old, nil
 	}
 	return strconv.ParseFloat(variable(sendsPerSecondVar).Default, 64)
+}
+
+// ReadSendWindows reads the tenants' default send windows and holidays
+// (sendwindow.ParseDefaults's format); a holidays file a line names is read
+// relative to the file's directory, and its dates expanded from today. An
+// error names the line and the field, never a value. Tenants are keyed by
+// id, the default tenant's name (defaultTenant) as "".
+func ReadSendWindows(path, defaultTenant string, today time.Time) (reminder.WindowDefaults, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	readFile := func(name string) ([]byte, error) {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(filepath.Dir(path), name)
+		}
+		return os.ReadFile(name)
+	}
+	defaults, err := sendwindow.ParseDefaults(bytes.NewReader(b), readFile, sendwindow.DateOf(today))
+	if err != nil {
+		return nil, err
+	}
+	out := make(reminder.WindowDefaults, len(defaults))
+	for name, d := range defaults {
+		t, err := reminder.ParseTenant("tenant", name)
+		if err != nil {
+			return nil, err
+		}
+		id := t.ID(defaultTenant)
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("tenant %s: named twice (the default tenant is %q)", reminder.TenantName(id, defaultTenant), defaultTenant)
+		}
+		out[id] = d
+	}
+	return out, nil
 }
 
 // ReadStatusEndpoints reads a status endpoints file

@@ -176,7 +176,36 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"name too long", "subscribers[0].name", subSet(0, "name", strings.Repeat("n", 101))},
 		{"name on two lines", "subscribers[0].name", subSet(0, "name", "Ops\nBcc: x")},
 		{"webhook subscriber with a locale", "subscribers[2]", subSet(2, "locale", "de")},
+
+		// Send windows.
+		{"send window with an unknown zone", "send_window.time_zone", set("send_window", window("mon-fri", "08:00-18:00", "Mars/Olympus_Mons"))},
+		{"send window with no days", "send_window.days", set("send_window", window("", "08:00-18:00", "UTC"))},
+		{"send window with an unknown day", "send_window.days", set("send_window", window("mon-fry", "08:00-18:00", "UTC"))},
+		{"send window hours out of range", "send_window.hours", set("send_window", window("mon-fri", "08:00-25:00", "UTC"))},
+		{"send window hours not a range", "send_window.hours", set("send_window", window("mon-fri", "08:00", "UTC"))},
+		{"send window that never opens", "send_window", set("send_window", window("mon-fri", "10:00-10:00", "UTC"))},
+		{"send window that closes before it opens", "send_window", set("send_window", window("mon-fri", "18:00-08:00", "UTC"))},
+		{"send window skipping a date that is not one", "send_window.skip_dates[0]",
+			set("send_window", map[string]any{"days": "mon-fri", "hours": "08:00-18:00", "time_zone": "UTC", "skip_dates": []string{"Christmas"}})},
+		{"send window with a typo'd key", "send_window.timezone", set("send_window", map[string]any{"days": "mon-fri", "hours": "08:00-18:00", "timezone": "UTC"})},
+		{"send window with its policy inside", "send_window.policy", set("send_window", map[string]any{"days": "mon-fri", "hours": "08:00-18:00", "policy": "previous"})},
+		{"unknown window policy", "window_policy", mut(func(u map[string]any) {
+			u["send_window"], u["window_policy"] = window("mon-fri", "08:00-18:00", "UTC"), "soonest"
+		})},
+		{"window policy with no window", "window_policy", set("window_policy", "previous")},
+		{"subscriber's send window with no zone anywhere", "subscribers[0].time_zone", subSet(0, "send_window", window("mon-fri", "08:00-18:00", ""))},
+		{"subscriber's send window with bad hours", "subscribers[1].send_window.hours", subSet(1, "send_window", window("mon-fri", "8-18", "UTC"))},
+		{"subscriber's window policy unknown", "subscribers[1].window_policy", subSet(1, "window_policy", "later")},
 	}
+}
+
+// window is a send window as a document gives it ("" zone: none).
+func window(days, hours, zone string) map[string]any {
+	w := map[string]any{"days": days, "hours": hours}
+	if zone != "" {
+		w["time_zone"] = zone
+	}
+	return w
 }
 
 // TemplateID is a well-formed SendGrid dynamic template id.
