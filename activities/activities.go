@@ -4,6 +4,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -179,6 +180,10 @@ type NotifyInput struct {
 	// ErrTypeReminderFinished with the pending state, as before, and
 	// ends as the mirror says (reconcile --verify starts it again).
 	FollowsMoves bool `json:",omitempty"`
+	// GoesOutAt is when a reminder with a send window was to go out (zero
+	// without one): its scheduling lag counts from it, not from the due
+	// time a window put off.
+	GoesOutAt time.Time `json:",omitzero"`
 }
 
 // MovedTo is where a reminder's row moved while its workflow did not hear:
@@ -345,7 +350,7 @@ func (a *Activities) beginNotify(ctx context.Context, in NotifyInput) *notifyAtt
 		n.detail["reason"] = in.Reason
 	}
 	if in.purpose() == reminder.PurposeReminder && !n.retry {
-		a.Metrics.SchedulingLag(info.StartedTime.Sub(in.DueAt))
+		a.Metrics.SchedulingLag(info.StartedTime.Sub(cmp.Or(in.GoesOutAt, in.DueAt)))
 	}
 	return n
 }

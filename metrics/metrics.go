@@ -31,7 +31,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		schedulingLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shipnotify_scheduling_lag_seconds",
-			Help:    "Notify activity start minus the reminder's due time: the scheduling SLO.",
+			Help:    "Notify activity start minus when the reminder was to go out (its due time, or its send window's opening): the scheduling SLO.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
 		}),
 		deliveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

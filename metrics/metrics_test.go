@@ -25,6 +25,7 @@ import (
 	"github.com/shipnotify/shipnotify/metrics"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/sendwindow"
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
@@ -363,4 +364,28 @@ func TestRetriesAreCounted(t *testing.T) {
 	require.Equal(t, 1.0, labelled(outcomes, map[string]string{"outcome": "sent"}).GetCounter().GetValue())
 	lag := family(t, reg, "shipnotify_scheduling_lag_seconds").GetMetric()[0].GetHistogram()
 	require.Equal(t, uint64(1), lag.GetSampleCount(), "the lag is the first attempt's, once")
+}
+
+// A reminder past its due time but waiting for its send window to open is
+// not overdue: the gauge counts from when it is to go out.
+func TestAReminderWaitingForItsWindowIsNotOverdue(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	store := mirror.New(db.Pool)
+	now := time.Now()
+	// Open only on the day after tomorrow (UTC), all day.
+	opens := now.UTC().Add(48 * time.Hour)
+	u := reminder.Update{ShipmentID: "SHP-1", UpdateID: "u-1", Kind: "delivery_window",
+		Message: reminder.Message{Subject: "s", Text: "t"},
+		SendWindow: &reminder.WindowRequest{Window: sendwindow.Window{Days: 1 << opens.Weekday(), From: 0, To: sendwindow.EndOfDay},
+			TimeZone: "UTC"},
+		Subscribers: []reminder.Subscriber{{ID: "a", Channel: reminder.Email, Email: "a@b.example", DueAt: now.Add(-2 * time.Minute)}}}
+	rems, err := u.Plan(reminder.PlanOptions{Now: now})
+	require.NoError(t, err)
+	require.True(t, rems[0].GoesOutAt().After(now), "it goes out on the day its window opens")
+	_, err = store.ScheduleUpdate(t.Context(), u, []mirror.NewReminder{{Reminder: rems[0], WorkflowID: "reminder/SHP-1/u-1/a"}})
+	require.NoError(t, err)
+	overdue, err := store.OldestOverdue(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, overdue, "two minutes past due, but its window has not opened")
 }

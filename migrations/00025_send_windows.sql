@@ -9,8 +9,10 @@
 -- due_at) is when any reminder goes out. Nullable, so adding them writes
 -- no row, and rows written by a release before this one read right.
 --
--- "What do we owe next Tuesday?" counts by when reminders go out: the
--- index is on that, for the pending reminders a tenant owes. It is built
+-- "What do we owe next Tuesday?" counts by when reminders go out, and the
+-- oldest-overdue gauge asks which pending reminder should have gone out
+-- longest ago (a reminder waiting for its window is not late): the index
+-- is on that, for the pending reminders. It is built
 -- CONCURRENTLY (writers go on), so this file runs outside a transaction;
 -- a failed build is dropped and built again on the next run (00008).
 -- List returns both columns, so the covering index its due window reads
@@ -20,7 +22,7 @@
 -- +goose Up
 ALTER TABLE reminders ADD COLUMN IF NOT EXISTS send_window jsonb, ADD COLUMN IF NOT EXISTS goes_out_at timestamptz;
 DROP INDEX CONCURRENTLY IF EXISTS reminders_pending_goes_out_idx;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_pending_goes_out_idx ON reminders (tenant, (coalesce(goes_out_at, due_at)))
+CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_pending_goes_out_idx ON reminders ((coalesce(goes_out_at, due_at)))
     WHERE state IN ('scheduled', 'awaiting_approval');
 DROP INDEX CONCURRENTLY IF EXISTS reminders_due_at_list_idx_next;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_due_at_list_idx_next ON reminders (due_at, id)

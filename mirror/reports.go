@@ -32,7 +32,7 @@ type Gauges struct {
 // reminders_awaiting_outcome_idx (migration 00007).
 const (
 	CountByStateQuery      = `SELECT state, sum(n)::bigint FROM reminder_tallies GROUP BY state HAVING sum(n) <> 0`
-	OldestOverdueQuery     = `SELECT now() - min(due_at) FROM reminders WHERE state = 'scheduled' AND due_at < now()`
+	OldestOverdueQuery     = `SELECT now() - min(coalesce(goes_out_at, due_at)) FROM reminders WHERE state = 'scheduled' AND coalesce(goes_out_at, due_at) < now()`
 	OldestUnconfirmedQuery = `SELECT now() - min(awaiting_outcome_since) FROM reminders WHERE awaiting_outcome_since IS NOT NULL`
 )
 
@@ -41,8 +41,10 @@ const (
 const GaugesStatementTimeout = 5 * time.Second
 
 // Gauges reads reminders by state (the triggers' tallies, a few dozen
-// rows), the oldest overdue undelivered reminder (the first entry of an
-// index range on (state, due_at)) and the oldest email awaiting its
+// rows), the oldest overdue undelivered reminder, counted from when it was
+// to go out (a reminder waiting for its send window is not overdue; the
+// first entry of the partial index on the pending reminders' goes-out
+// time, migration 00025) and the oldest email awaiting its
 // outcome (the first entry of a partial index), in one read-only
 // transaction on one connection, each statement bounded by
 // GaugesStatementTimeout. Callers read it periodically, not per scrape

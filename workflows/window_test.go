@@ -58,6 +58,7 @@ func TestAReminderDueAtNightGoesOutWhenItsWindowOpens(t *testing.T) {
 			require.Len(t, h.notifies, 1)
 			require.True(t, tc.goes.Equal(h.notifies[0].At), "sent at %s, want %s", h.notifies[0].At, tc.goes)
 			require.True(t, due.Equal(h.notifies[0].In.DueAt), "the send names the reminder's own due time")
+			require.True(t, tc.goes.Equal(h.notifies[0].In.GoesOutAt), "and when it was to go out, which its lateness counts from")
 			require.Equal(t, reminder.DeliveryKey("SHP-1/window-1/ops", "ops", due), res.DeliveryKey,
 				"the key is the due time's, whatever the window")
 		})
