@@ -121,7 +121,8 @@ func GoesOutAt(due time.Time, w *SendWindow) time.Time {
 	if err != nil {
 		return due
 	}
-	return at
+	// In the due time's location, so the two read alike side by side.
+	return at.In(due.Location())
 }
 
 // InitialState is the state a new reminder starts in.
