@@ -424,7 +424,7 @@ func (a *API) liveStatus(ctx context.Context, row mirror.Row, info *workflowpb.W
 		live.WaitingUntil = ptr(s.WaitingUntil)
 	}
 	if !s.GoesOutAt.IsZero() {
-		live.GoesOutAt = ptr(s.GoesOutAt)
+		live.GoesOutAt = ptr(goesOutAt(s.GoesOutAt, s.DueAt))
 	}
 	if d := s.Approval.Decision; d != nil {
 		live.Approval.Decision = &LiveDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At, Key: d.Key}

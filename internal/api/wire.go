@@ -194,19 +194,30 @@ func ResultOf(r starter.Result) Result {
 // OutcomeOf is what an operation did to one reminder, as the API shows it.
 func OutcomeOf(o starter.Outcome) Outcome {
 	return Outcome{
-		ReminderID: o.ReminderID, Status: o.Status, State: o.State, DueAt: o.DueAt, GoesOutAt: o.GoesOutAt,
+		ReminderID: o.ReminderID, Status: o.Status, State: o.State, DueAt: o.DueAt, GoesOutAt: goesOutAtPtr(o.GoesOutAt, o.DueAt),
 		DeliveryKey: o.DeliveryKey, Error: o.Error, DecidedBy: o.DecidedBy, DecidedAt: o.DecidedAt,
 	}
 }
 
 // goesOutAt is when a reminder due at due goes out, given at: at, or due
 // for a value made without it (the mirror and the starter always set it;
-// the wire never says a reminder goes out in year 1).
+// the wire never says a reminder goes out in year 1). It is spelt with
+// due's offset: a time worked out in a send window's zone would otherwise
+// read differently in a fresh answer and in a repeated one, which the
+// mirror gives.
 func goesOutAt(at, due time.Time) time.Time {
 	if at.IsZero() {
 		return due
 	}
-	return at
+	return at.In(due.Location())
+}
+
+// goesOutAtPtr is goesOutAt for an optional time, nil for nil.
+func goesOutAtPtr(at, due *time.Time) *time.Time {
+	if at == nil || due == nil {
+		return at
+	}
+	return ptr(goesOutAt(*at, *due))
 }
 
 // mapAll maps a slice, nil for nil (as the store gave it: the callers
