@@ -66,7 +66,7 @@ func windowUpdate(shipment string, subs ...any) map[string]any {
 // window as resolved, the zone the update's or the subscriber's. The
 // running workflow says the same, and a reschedule answers where the new
 // due time goes out.
-func TestAReminderDueAtNightGoesOutWhenItsWindowOpens(t *testing.T) {
+func TestTheAPISaysWhenAWindowedReminderGoesOut(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	shipment := testenv.ID(t, "SHP")
