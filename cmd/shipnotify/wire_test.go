@@ -16,7 +16,9 @@ import (
 // too: the API's wire format (api.Reminder, api.Event, api.Suppression),
 // mapped from the mirror's types. These are the bytes main printed before
 // the mirror's types lost their JSON tags (issue 36), each optional field
-// both present and absent; a change to them is a change to the contract.
+// both present and absent; a change to them is a change to the contract
+// (goes_out_at joined it with send windows, issue 39: a reminder without
+// one goes out at its due time).
 func TestTheCLIsJSONIsAsItWas(t *testing.T) {
 	t.Parallel()
 	rows, events, sups := wireFixtures()
@@ -38,8 +40,8 @@ func TestTheCLIsJSONIsAsItWas(t *testing.T) {
 	require.Equal(t, showJSON, b.String())
 }
 
-const listJSON = `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z"}
-{"reminder_id":"S-1/w-1/hook","shipment_id":"S-1","update_id":"w-1","subscriber_id":"hook","channel":"webhook","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T10:00:00.123456789Z","state":"scheduled","delivery_key":"k2","workflow_id":"wf2","created_at":"2026-12-08T10:00:00.123456789Z","updated_at":"2026-12-08T10:00:00.123456789Z"}
+const listJSON = `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","goes_out_at":"2026-12-08T10:00:00.123456789Z","state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z"}
+{"reminder_id":"S-1/w-1/hook","shipment_id":"S-1","update_id":"w-1","subscriber_id":"hook","channel":"webhook","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T10:00:00.123456789Z","goes_out_at":"2026-12-08T10:00:00.123456789Z","state":"scheduled","delivery_key":"k2","workflow_id":"wf2","created_at":"2026-12-08T10:00:00.123456789Z","updated_at":"2026-12-08T10:00:00.123456789Z"}
 `
 
 const suppressionsJSON = `{"tenant":"acme","address_sha256":"ab12","reason":"unsubscribe","reminder_id":"acme/S-1/w-1/ops","event_id":"sg-1","suppressed_at":"2026-12-08T10:00:00.123456789Z","lifted_at":"2026-12-08T11:00:00.123456789Z","lifted_by":"alice: asked"}
@@ -56,6 +58,7 @@ const showJSON = `{
     "channel": "email",
     "due_at": "2026-12-08T10:00:00.123456789Z",
     "requested_due_at": "2026-12-08T09:00:00.123456789Z",
+    "goes_out_at": "2026-12-08T10:00:00.123456789Z",
     "state": "delivered",
     "delivery_key": "k",
     "workflow_id": "wf",
@@ -98,6 +101,7 @@ const showJSON = `{
     "channel": "webhook",
     "due_at": "2026-12-08T10:00:00.123456789Z",
     "requested_due_at": "2026-12-08T10:00:00.123456789Z",
+    "goes_out_at": "2026-12-08T10:00:00.123456789Z",
     "state": "scheduled",
     "delivery_key": "k2",
     "workflow_id": "wf2",

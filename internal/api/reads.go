@@ -63,7 +63,8 @@ func parseCursor(s string) (cursor, bool) {
 	return c, true
 }
 
-var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "cursor", "limit", "tenant", "updated_since"}
+var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "goes_out_from", "goes_out_to",
+	"cursor", "limit", "tenant", "updated_since"}
 
 // changeParams are the parameters the change feed takes beside
 // updated_since: the others select by what a reminder is, not by when it
@@ -71,7 +72,9 @@ var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "
 var changeParams = []string{"updated_since", "limit", "tenant"}
 
 // listReminders answers GET /v1/reminders: by shipment (and update), by
-// state, due between two times, a page at a time. Unknown or repeated
+// state, due between two times, going out between two times (what is owed
+// on a day: a send window moves when a reminder goes out, never when it is
+// due), a page at a time. Unknown or repeated
 // parameters are refused, so a misspelt filter never returns everything.
 func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -110,6 +113,15 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	if !f.DueFrom.IsZero() && !f.DueTo.IsZero() && !f.DueTo.After(f.DueFrom) {
 		return invalidParameter("due_to", "must be after due_from")
+	}
+	if f.GoesOutFrom, p = parseWhen("goes_out_from", q.Get("goes_out_from")); p != nil {
+		return p
+	}
+	if f.GoesOutTo, p = parseWhen("goes_out_to", q.Get("goes_out_to")); p != nil {
+		return p
+	}
+	if !f.GoesOutFrom.IsZero() && !f.GoesOutTo.IsZero() && !f.GoesOutTo.After(f.GoesOutFrom) {
+		return invalidParameter("goes_out_to", "must be after goes_out_from")
 	}
 	if f.Limit, p = parseLimit(q.Get("limit")); p != nil {
 		return p
@@ -292,12 +304,15 @@ type WorkflowView struct {
 
 // LiveStatus is workflows.Status in the API's spelling.
 type LiveStatus struct {
-	State           reminder.State `json:"state"`
-	DueAt           time.Time      `json:"due_at"`
-	DeliveryKey     string         `json:"delivery_key"`
-	Approval        LiveApproval   `json:"approval"`
-	CancelRequested bool           `json:"cancel_requested"`
-	Reschedules     int            `json:"reschedules"`
+	State reminder.State `json:"state"`
+	DueAt time.Time      `json:"due_at"`
+	// GoesOutAt is when the workflow will send it in its send window,
+	// once it has worked that out (absent without a window).
+	GoesOutAt       *time.Time   `json:"goes_out_at,omitempty"`
+	DeliveryKey     string       `json:"delivery_key"`
+	Approval        LiveApproval `json:"approval"`
+	CancelRequested bool         `json:"cancel_requested"`
+	Reschedules     int          `json:"reschedules"`
 	// Transitions are the latest steps; TransitionCount counts them all
 	// (the events keep every one).
 	Transitions     []LiveTransition `json:"transitions"`
@@ -407,6 +422,9 @@ func (a *API) liveStatus(ctx context.Context, row mirror.Row, info *workflowpb.W
 	}
 	if !s.WaitingUntil.IsZero() {
 		live.WaitingUntil = ptr(s.WaitingUntil)
+	}
+	if !s.GoesOutAt.IsZero() {
+		live.GoesOutAt = ptr(goesOutAt(s.GoesOutAt, s.DueAt))
 	}
 	if d := s.Approval.Decision; d != nil {
 		live.Approval.Decision = &LiveDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At, Key: d.Key}

@@ -170,13 +170,18 @@ func TestBadUpdatesAreRefusedAndWriteNothing(t *testing.T) {
 		}
 	}
 	require.Zero(t, e.mirrorCount(t), "nothing written to the mirror")
+	e.requireNoWorkflowStarted(t)
+}
 
-	// Nothing written to Temporal: visibility shows no workflow on the
-	// task queue but a probe started now (which proves the query sees it).
+// requireNoWorkflowStarted requires that nothing was written to Temporal:
+// visibility shows no workflow on the stack's task queue but a probe
+// started now (which proves the query sees it).
+func (e *testEnv) requireNoWorkflowStarted(t *testing.T) {
+	t.Helper()
 	probe := testenv.ID(t, "probe")
 	_, err := e.Temporal.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: probe, TaskQueue: e.TaskQueue}, "VisibilityProbe")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Temporal.TerminateWorkflow(t.Context(), probe, "", "test over") })
+	t.Cleanup(func() { _ = e.Temporal.TerminateWorkflow(context.Background(), probe, "", "test over") })
 	var ids []string
 	require.Eventually(t, func() bool {
 		ids = nil

@@ -22,13 +22,18 @@ import (
 type Reminder struct {
 	ID string `json:"reminder_id"`
 	// Tenant owns the reminder; "" (left out) is the default tenant.
-	Tenant            string                   `json:"tenant,omitempty"`
-	ShipmentID        string                   `json:"shipment_id"`
-	UpdateID          string                   `json:"update_id"`
-	SubscriberID      string                   `json:"subscriber_id"`
-	Channel           reminder.Channel         `json:"channel"`
-	DueAt             time.Time                `json:"due_at"`
-	RequestedDueAt    time.Time                `json:"requested_due_at"`
+	Tenant         string           `json:"tenant,omitempty"`
+	ShipmentID     string           `json:"shipment_id"`
+	UpdateID       string           `json:"update_id"`
+	SubscriberID   string           `json:"subscriber_id"`
+	Channel        reminder.Channel `json:"channel"`
+	DueAt          time.Time        `json:"due_at"`
+	RequestedDueAt time.Time        `json:"requested_due_at"`
+	// GoesOutAt is when it goes out: DueAt, or the opening of SendWindow
+	// that DueAt takes. "What do we owe on a day" counts by it.
+	GoesOutAt time.Time `json:"goes_out_at"`
+	// SendWindow is the window it was scheduled with (absent: none).
+	SendWindow        *SendWindow              `json:"send_window,omitempty"`
 	State             reminder.State           `json:"state"`
 	DeliveryKey       string                   `json:"delivery_key"`
 	WorkflowID        string                   `json:"workflow_id"`
@@ -42,6 +47,24 @@ type Reminder struct {
 	DeliveredAt       *time.Time               `json:"delivered_at,omitempty"`
 	// LastChange is set in a page of the change feed only.
 	LastChange *LastChange `json:"last_change,omitempty"`
+}
+
+// SendWindow is a reminder's send window as it was resolved when the
+// reminder was scheduled: the subscriber's, the update's or the tenant's
+// default, in the zone that applied, with the dates it skips (its own and
+// the tenant's holidays then) and the policy for a due time outside it.
+// It is spelt as the update document spells a window, so a caller can
+// read back what it sent.
+type SendWindow struct {
+	// Days are the open days, "mon,tue,wed,thu,fri".
+	Days string `json:"days"`
+	// Hours are the local opening and closing times, both included,
+	// "08:00-18:00".
+	Hours     string   `json:"hours"`
+	TimeZone  string   `json:"time_zone"`
+	SkipDates []string `json:"skip_dates,omitempty"`
+	// Policy is next or previous.
+	Policy string `json:"policy"`
 }
 
 // LastChange is a reminder's latest status event; ID is the one its post
@@ -78,25 +101,30 @@ type Suppression struct {
 
 // Result is what POST /v1/updates did for one subscriber.
 type Result struct {
-	ReminderID   string         `json:"reminder_id"`
-	WorkflowID   string         `json:"workflow_id"`
-	SubscriberID string         `json:"subscriber_id"`
-	DeliveryKey  string         `json:"delivery_key"`
-	DueAt        time.Time      `json:"due_at"`
-	Status       starter.Status `json:"status"`
-	State        reminder.State `json:"state"`
+	ReminderID   string    `json:"reminder_id"`
+	WorkflowID   string    `json:"workflow_id"`
+	SubscriberID string    `json:"subscriber_id"`
+	DeliveryKey  string    `json:"delivery_key"`
+	DueAt        time.Time `json:"due_at"`
+	// GoesOutAt is when it goes out: DueAt, or its send window's opening.
+	GoesOutAt time.Time      `json:"goes_out_at"`
+	Status    starter.Status `json:"status"`
+	State     reminder.State `json:"state"`
 }
 
 // Outcome is what an operation did to one reminder.
 type Outcome struct {
-	ReminderID  string         `json:"reminder_id"`
-	Status      string         `json:"status"`
-	State       reminder.State `json:"state,omitempty"`
-	DueAt       *time.Time     `json:"due_at,omitempty"`
-	DeliveryKey string         `json:"delivery_key,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	DecidedBy   string         `json:"decided_by,omitempty"`
-	DecidedAt   *time.Time     `json:"decided_at,omitempty"`
+	ReminderID string         `json:"reminder_id"`
+	Status     string         `json:"status"`
+	State      reminder.State `json:"state,omitempty"`
+	DueAt      *time.Time     `json:"due_at,omitempty"`
+	// GoesOutAt is when a reminder with a send window goes out at DueAt
+	// (absent without a window: it goes out at DueAt).
+	GoesOutAt   *time.Time `json:"goes_out_at,omitempty"`
+	DeliveryKey string     `json:"delivery_key,omitempty"`
+	Error       string     `json:"error,omitempty"`
+	DecidedBy   string     `json:"decided_by,omitempty"`
+	DecidedAt   *time.Time `json:"decided_at,omitempty"`
 }
 
 // ReminderOf is a mirror row as the API shows it, its last change's id
@@ -104,13 +132,28 @@ type Outcome struct {
 func ReminderOf(r mirror.Row, ids *opaque.Keys) Reminder {
 	out := Reminder{
 		ID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID, SubscriberID: r.SubscriberID,
-		Channel: r.Channel, DueAt: r.DueAt, RequestedDueAt: r.RequestedDueAt, State: r.State,
+		Channel: r.Channel, DueAt: r.DueAt, RequestedDueAt: r.RequestedDueAt, GoesOutAt: goesOutAt(r.GoesOutAt, r.DueAt),
+		SendWindow: SendWindowOf(r.Window), State: r.State,
 		DeliveryKey: r.DeliveryKey, WorkflowID: r.WorkflowID, WorkflowStartedAt: r.WorkflowStartedAt,
 		SentAt: r.SentAt, CancelRequestedAt: r.CancelRequestedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ProviderOutcome: r.ProviderOutcome, ProviderOutcomeAt: r.ProviderOutcomeAt, DeliveredAt: r.DeliveredAt,
 	}
 	if c := r.LastChange; c != nil {
 		out.LastChange = &LastChange{ID: ids.EventID(c.Event), Type: c.Type, At: c.At, Sequence: c.Sequence}
+	}
+	return out
+}
+
+// SendWindowOf is a resolved send window as the API shows it (nil for
+// none).
+func SendWindowOf(w *reminder.SendWindow) *SendWindow {
+	if w == nil {
+		return nil
+	}
+	out := &SendWindow{Days: w.Window.Days.String(), Hours: w.Window.From.String() + "-" + w.Window.To.String(),
+		TimeZone: w.TimeZone, Policy: string(w.Policy)}
+	for _, d := range w.Window.Skip {
+		out.SkipDates = append(out.SkipDates, d.String())
 	}
 	return out
 }
@@ -144,16 +187,37 @@ func SuppressionOf(s mirror.Suppression, tenant string) Suppression {
 func ResultOf(r starter.Result) Result {
 	return Result{
 		ReminderID: r.ReminderID, WorkflowID: r.WorkflowID, SubscriberID: r.SubscriberID,
-		DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, Status: r.Status, State: r.State,
+		DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, GoesOutAt: goesOutAt(r.GoesOutAt, r.DueAt), Status: r.Status, State: r.State,
 	}
 }
 
 // OutcomeOf is what an operation did to one reminder, as the API shows it.
 func OutcomeOf(o starter.Outcome) Outcome {
 	return Outcome{
-		ReminderID: o.ReminderID, Status: o.Status, State: o.State, DueAt: o.DueAt,
+		ReminderID: o.ReminderID, Status: o.Status, State: o.State, DueAt: o.DueAt, GoesOutAt: goesOutAtPtr(o.GoesOutAt, o.DueAt),
 		DeliveryKey: o.DeliveryKey, Error: o.Error, DecidedBy: o.DecidedBy, DecidedAt: o.DecidedAt,
 	}
+}
+
+// goesOutAt is when a reminder due at due goes out, given at: at, or due
+// for a value made without it (the mirror and the starter always set it;
+// the wire never says a reminder goes out in year 1). It is spelt with
+// due's offset: a time worked out in a send window's zone would otherwise
+// read differently in a fresh answer and in a repeated one, which the
+// mirror gives.
+func goesOutAt(at, due time.Time) time.Time {
+	if at.IsZero() {
+		return due
+	}
+	return at.In(due.Location())
+}
+
+// goesOutAtPtr is goesOutAt for an optional time, nil for nil.
+func goesOutAtPtr(at, due *time.Time) *time.Time {
+	if at == nil || due == nil {
+		return at
+	}
+	return ptr(goesOutAt(*at, *due))
 }
 
 // mapAll maps a slice, nil for nil (as the store gave it: the callers

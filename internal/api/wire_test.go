@@ -15,6 +15,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/opaque"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/sendwindow"
 	"github.com/shipnotify/shipnotify/starter"
 )
 
@@ -128,17 +129,22 @@ func TestTheStoresTypesCarryNoWireTags(t *testing.T) {
 // The API's answers are the bytes they were when the store's types were
 // the wire format (issue 36): these are what json.Marshal made of the
 // mirror's and starter's types on main before then, each optional member
-// both present and absent.
+// both present and absent, with the members added since in their places
+// (goes_out_at and send_window, issue 39: a reminder without a window goes
+// out at its due time).
 func TestTheWireIsAsItWas(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 8, 10, 0, 0, 123456789, time.UTC)
 	p := func(d time.Duration) *time.Time { v := at.Add(d); return &v }
+	window := reminder.SendWindow{Window: sendwindow.Window{Days: sendwindow.Weekdays, From: 8 * 60, To: 18 * 60,
+		Skip: []sendwindow.Date{{Year: 2026, Month: 12, Day: 25}}}, TimeZone: "Asia/Singapore", Policy: sendwindow.Next}
 	full := mirror.Row{ID: "acme/S-1/w-1/ops", Tenant: "acme", ShipmentID: "S-1", UpdateID: "w-1", SubscriberID: "ops",
 		Channel: reminder.Email, DueAt: at, RequestedDueAt: at.Add(-time.Hour), State: reminder.Delivered, DeliveryKey: "k",
 		WorkflowID: "wf", WorkflowStartedAt: p(time.Second), SentAt: p(2 * time.Second), CancelRequestedAt: p(3 * time.Second),
 		CreatedAt: at.Add(-2 * time.Hour), UpdatedAt: at.Add(time.Minute), ProviderOutcome: reminder.OutcomeDelivered,
 		ProviderOutcomeAt: p(4 * time.Second), DeliveredAt: p(5 * time.Second),
-		LastChange: &mirror.LastChange{Event: 1, Type: reminder.StatusTypes[0], At: at, Sequence: 3}}
+		LastChange: &mirror.LastChange{Event: 1, Type: reminder.StatusTypes[0], At: at, Sequence: 3},
+		GoesOutAt:  at.Add(22 * time.Hour), Window: &window}
 	sparse := mirror.Row{ID: "S-1/w-1/ops", ShipmentID: "S-1", UpdateID: "w-1", SubscriberID: "ops", Channel: reminder.Webhook,
 		DueAt: at, RequestedDueAt: at, State: reminder.Scheduled, DeliveryKey: "k", WorkflowID: "wf", CreatedAt: at, UpdatedAt: at}
 	ev := mirror.Event{ID: 7, Type: "sent", At: at, Detail: map[string]any{"attempts": 1.0, "delivery_key": "k"}}
@@ -146,9 +152,9 @@ func TestTheWireIsAsItWas(t *testing.T) {
 		SuppressedAt: at, LiftedAt: p(time.Hour), LiftedBy: "alice"}
 	sup0 := mirror.Suppression{AddressSHA256: "ab", Reason: "one_click", ReminderID: "r", SuppressedAt: at}
 	res := starter.Result{ReminderID: "r", WorkflowID: "wf", SubscriberID: "s", DeliveryKey: "k", DueAt: at,
-		Status: starter.Scheduled, State: reminder.Scheduled}
-	out := starter.Outcome{ReminderID: "r", Status: "approved", State: reminder.Scheduled, DueAt: p(0), DeliveryKey: "k",
-		Error: "x", DecidedBy: "bob", DecidedAt: p(time.Minute)}
+		GoesOutAt: at, Status: starter.Scheduled, State: reminder.Scheduled}
+	out := starter.Outcome{ReminderID: "r", Status: "approved", State: reminder.Scheduled, DueAt: p(0), GoesOutAt: p(22 * time.Hour),
+		DeliveryKey: "k", Error: "x", DecidedBy: "bob", DecidedAt: p(time.Minute)}
 	out0 := starter.Outcome{ReminderID: "r", Status: "failed"}
 	dev := opaque.Development()
 
@@ -156,13 +162,13 @@ func TestTheWireIsAsItWas(t *testing.T) {
 		got  any
 		want string
 	}{
-		{api.ReminderOf(full, dev), `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z","last_change":{"id":"evt_hcDI9wOWVJf4iEmsmu-5SA","type":"scheduled","at":"2026-12-08T10:00:00.123456789Z","sequence":3}}`},
-		{api.ReminderOf(sparse, dev), `{"reminder_id":"S-1/w-1/ops","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"webhook","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T10:00:00.123456789Z","state":"scheduled","delivery_key":"k","workflow_id":"wf","created_at":"2026-12-08T10:00:00.123456789Z","updated_at":"2026-12-08T10:00:00.123456789Z"}`},
+		{api.ReminderOf(full, dev), `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","goes_out_at":"2026-12-09T08:00:00.123456789Z","send_window":{"days":"mon,tue,wed,thu,fri","hours":"08:00-18:00","time_zone":"Asia/Singapore","skip_dates":["2026-12-25"],"policy":"next"},"state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z","last_change":{"id":"evt_hcDI9wOWVJf4iEmsmu-5SA","type":"scheduled","at":"2026-12-08T10:00:00.123456789Z","sequence":3}}`},
+		{api.ReminderOf(sparse, dev), `{"reminder_id":"S-1/w-1/ops","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"webhook","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T10:00:00.123456789Z","goes_out_at":"2026-12-08T10:00:00.123456789Z","state":"scheduled","delivery_key":"k","workflow_id":"wf","created_at":"2026-12-08T10:00:00.123456789Z","updated_at":"2026-12-08T10:00:00.123456789Z"}`},
 		{api.EventOf(ev, dev), `{"id":"evt_LV7-7SbkaQxlhDLTBDQUig","type":"sent","at":"2026-12-08T10:00:00.123456789Z","detail":{"attempts":1,"delivery_key":"k"}}`},
 		{api.SuppressionOf(sup, "acme"), `{"tenant":"acme","address_sha256":"ab","reason":"unsubscribe","reminder_id":"r","event_id":"e","suppressed_at":"2026-12-08T10:00:00.123456789Z","lifted_at":"2026-12-08T11:00:00.123456789Z","lifted_by":"alice"}`},
 		{api.SuppressionOf(sup0, "default"), `{"tenant":"default","address_sha256":"ab","reason":"one_click","reminder_id":"r","suppressed_at":"2026-12-08T10:00:00.123456789Z"}`},
-		{api.ResultOf(res), `{"reminder_id":"r","workflow_id":"wf","subscriber_id":"s","delivery_key":"k","due_at":"2026-12-08T10:00:00.123456789Z","status":"scheduled","state":"scheduled"}`},
-		{api.OutcomeOf(out), `{"reminder_id":"r","status":"approved","state":"scheduled","due_at":"2026-12-08T10:00:00.123456789Z","delivery_key":"k","error":"x","decided_by":"bob","decided_at":"2026-12-08T10:01:00.123456789Z"}`},
+		{api.ResultOf(res), `{"reminder_id":"r","workflow_id":"wf","subscriber_id":"s","delivery_key":"k","due_at":"2026-12-08T10:00:00.123456789Z","goes_out_at":"2026-12-08T10:00:00.123456789Z","status":"scheduled","state":"scheduled"}`},
+		{api.OutcomeOf(out), `{"reminder_id":"r","status":"approved","state":"scheduled","due_at":"2026-12-08T10:00:00.123456789Z","goes_out_at":"2026-12-09T08:00:00.123456789Z","delivery_key":"k","error":"x","decided_by":"bob","decided_at":"2026-12-08T10:01:00.123456789Z"}`},
 		{api.OutcomeOf(out0), `{"reminder_id":"r","status":"failed"}`},
 		{api.Page{Reminders: []api.Reminder{}}, `{"reminders":[]}`},
 		{api.SuppressionPage{Suppressions: []api.Suppression{}, NextCursor: "c"}, `{"suppressions":[],"next_cursor":"c"}`},
