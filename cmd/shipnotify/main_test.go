@@ -116,16 +116,17 @@ func TestScheduleListShow(t *testing.T) {
 
 	code, stdout, _ = c.run(t, "", "list", "--shipment", shipment)
 	require.Equal(t, 0, code)
-	listed := map[string][]string{} // reminder id: channel, due, state, outcome, key
+	listed := map[string][]string{} // reminder id: channel, due, goes out, state, outcome, key
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n")[1:] {
 		f := strings.Fields(l)
-		require.Len(t, f, 6, l)
+		require.Len(t, f, 7, l)
 		listed[f[0]] = f[1:]
 	}
-	require.Equal(t, []string{"email", "undeliverable", "bounce"}, []string{listed[results[0].ReminderID][0], listed[results[0].ReminderID][2], listed[results[0].ReminderID][3]}, stdout)
-	require.Equal(t, []string{"sent", "-"}, listed[results[1].ReminderID][2:4], stdout)
-	require.Equal(t, []string{"delivered", "-"}, listed[results[2].ReminderID][2:4], "a webhook has no provider outcome: %s", stdout)
+	require.Equal(t, []string{"email", "undeliverable", "bounce"}, []string{listed[results[0].ReminderID][0], listed[results[0].ReminderID][3], listed[results[0].ReminderID][4]}, stdout)
+	require.Equal(t, []string{"sent", "-"}, listed[results[1].ReminderID][3:5], stdout)
+	require.Equal(t, []string{"delivered", "-"}, listed[results[2].ReminderID][3:5], "a webhook has no provider outcome: %s", stdout)
 	require.Contains(t, stdout, "OUTCOME")
+	require.Equal(t, listed[results[0].ReminderID][1], listed[results[0].ReminderID][2], "no send window: it goes out when due")
 
 	// A limit that cuts the list says so, and prints the next page's
 	// command; that page ends the list, and says nothing more.
