@@ -106,11 +106,13 @@ func withoutRefusals(err error) error {
 	return err
 }
 
-// printResults writes one JSON line per reminder a start reached.
+// printResults writes one JSON line per reminder a start reached, every
+// time in UTC (a send window's opening is worked out in its zone).
 func printResults(e cli.Env, results []starter.Result) {
 	enc := json.NewEncoder(e.Stdout)
 	for _, r := range results {
 		if r.ReminderID != "" {
+			r.DueAt, r.GoesOutAt = r.DueAt.UTC(), r.GoesOutAt.UTC()
 			_ = enc.Encode(r)
 		}
 	}

@@ -55,6 +55,7 @@ func TestTheCLIShowsWhenAReminderGoesOutInItsWindow(t *testing.T) {
 
 	code, stdout, stderr := c.run(t, updateJSON(t, u), "schedule")
 	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"goes_out_at":"`+opens.Format(time.RFC3339)+`"`, "in UTC, as due_at, though worked out in Singapore")
 	results := map[string]starter.Result{}
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		var r starter.Result
