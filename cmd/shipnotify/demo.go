@@ -149,11 +149,18 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	night, err := scheduleNightDesk(ctx, st, start)
+	if err != nil {
+		return err
+	}
+	defer cancelNightDesk(ctx, st, out)
 	out.printf("Stand-ins: mail sink %s, webhook receiver %s, tracker %s\n", mails.URL(), hooks.URL(), tracker.receiver.URL())
 	out.printf("Scheduled shipment update %s/%s for %s:\n", u.ShipmentID, u.UpdateID, cli.Count(int64(len(results)), "subscriber", "subscribers"))
 	for _, r := range results {
 		out.printf("  %-40s due %s  %s\n", r.ReminderID, r.DueAt.Local().Format("15:04:05"), r.Status)
 	}
+	out.printf("And one a send window holds, due at night where its subscriber is:\n  %-40s %s\n", night.r.ReminderID,
+		night.w.GoingOut(night.r.DueAt, night.r.GoesOutAt))
 	q := url.QueryEscape(fmt.Sprintf(`ShipmentId="%s" AND UpdateId="%s"`, u.ShipmentID, u.UpdateID))
 	out.printf("\nTemporal Web UI: %s/namespaces/%s/workflows?query=%s\n", *uiURL, cfg.Temporal.Namespace, q)
 	out.printf("Waiting for deliveries…\n")
@@ -189,6 +196,8 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	out.printf("\nThe mail sink's mailbox (every mail as sent, its HTML rendered): %s/mailbox\n", mails.URL())
 	out.printf("\nInspect them, from another shell in this checkout:\n  eval \"$(scripts/dev.sh env | sed 's/^/export /')\"\n  %s list --shipment %s\n  %s show %s\n",
 		exe, u.ShipmentID, exe, results[len(results)-1].ReminderID)
+	out.printf("  %s show %s\n  %s list --goes-out-from %s --goes-out-to %s   # what goes out then\n", exe, night.r.ReminderID,
+		exe, night.r.GoesOutAt.UTC().Format(time.RFC3339), night.r.GoesOutAt.Add(time.Minute).UTC().Format(time.RFC3339))
 	if front != nil {
 		out.printf("\nApproval console: %s/console/ (log in with the key %s)\n", front.url, front.approverKey)
 		out.printf("Schedule an update that needs approval through the API, then approve it in the console:\n  %s\n",

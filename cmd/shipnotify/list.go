@@ -20,19 +20,24 @@ import (
 )
 
 func init() {
-	register("list", "list reminders from the mirror: by shipment, by state, due between two times", runList)
+	register("list", "list reminders from the mirror: by shipment, by state, due or going out between two times", runList)
 }
 
 func runList(ctx context.Context, e cli.Env, args []string) error {
-	fs := cli.NewFlags(e, "list", "list [--tenant T] [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T] [--limit N] [--after ID] [--json]")
+	fs := cli.NewFlags(e, "list", "list [--tenant T] [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T]\n"+
+		"       [--goes-out-from T] [--goes-out-to T] [--limit N] [--after ID] [--json]")
 	var f mirror.Filter
-	var state, from, to, tenantName, after string
+	var state, from, to, outFrom, outTo, tenantName, after string
 	fs.StringVar(&tenantName, "tenant", "", "only this tenant's (default: every tenant's)")
 	fs.StringVar(&f.ShipmentID, "shipment", "", "only this shipment id")
 	fs.StringVar(&f.UpdateID, "update", "", "only this update id")
 	fs.StringVar(&state, "state", "", "only this state: "+mirror.FilterStatesText())
 	fs.StringVar(&from, "due-from", "", "due at or after this time (RFC 3339, or a date like 2026-12-08 for its UTC midnight)")
 	fs.StringVar(&to, "due-to", "", "due before this time (same forms as --due-from)")
+	// What is owed on a day counts by when reminders go out: a reminder
+	// with a send window goes out at its opening, not at its due time.
+	fs.StringVar(&outFrom, "goes-out-from", "", "going out at or after this time: its send window's opening, else its due time (same forms as --due-from)")
+	fs.StringVar(&outTo, "goes-out-to", "", "going out before this time (same forms as --due-from)")
 	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all); when there are more, the next page's command is printed")
 	fs.StringVar(&after, "after", "", "continue after this reminder id, in the list's order (due time, then id): the next page")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
@@ -44,6 +49,9 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	if f.DueFrom, f.DueTo, err = parseDueWindow(from, to); err != nil {
+		return err
+	}
+	if f.GoesOutFrom, f.GoesOutTo, err = parseSpan("--goes-out-from", "--goes-out-to", outFrom, outTo); err != nil {
 		return err
 	}
 	if f.Limit < 0 {
@@ -90,10 +98,12 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 			return nil
 		}
 		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tSTATE\tOUTCOME\tDELIVERY KEY")
+		// GOES OUT is the due time but for a reminder a send window holds
+		// (or, under window_policy previous, sends before it is due).
+		fmt.Fprintln(tw, "REMINDER\tCHANNEL\tDUE\tGOES OUT\tSTATE\tOUTCOME\tDELIVERY KEY")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339), r.State,
-				cmp.Or(string(r.ProviderOutcome), "-"), r.DeliveryKey[:16]+"…")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Channel, r.DueAt.UTC().Format(time.RFC3339),
+				r.GoesOutAt.UTC().Format(time.RFC3339), r.State, cmp.Or(string(r.ProviderOutcome), "-"), r.DeliveryKey[:16]+"…")
 		}
 		return tw.Flush()
 	})
@@ -137,16 +147,23 @@ func parseState(s string) (reminder.State, error) {
 
 // parseDueWindow is --due-from and --due-to, as list and export take them.
 func parseDueWindow(from, to string) (dueFrom, dueTo time.Time, err error) {
-	if dueFrom, err = parseWhen("--due-from", from); err != nil {
+	return parseSpan("--due-from", "--due-to", from, to)
+}
+
+// parseSpan is a half-open span of time given by two flags, fromFlag and
+// toFlag, either of them empty: --due-from and --due-to, --goes-out-from
+// and --goes-out-to.
+func parseSpan(fromFlag, toFlag, from, to string) (start, end time.Time, err error) {
+	if start, err = parseWhen(fromFlag, from); err != nil {
 		return
 	}
-	if dueTo, err = parseWhen("--due-to", to); err != nil {
+	if end, err = parseWhen(toFlag, to); err != nil {
 		return
 	}
-	if !dueFrom.IsZero() && !dueTo.IsZero() && !dueTo.After(dueFrom) {
-		return time.Time{}, time.Time{}, cli.Usagef("--due-to must be after --due-from")
+	if !start.IsZero() && !end.IsZero() && !end.After(start) {
+		return time.Time{}, time.Time{}, cli.Usagef("%s must be after %s", toFlag, fromFlag)
 	}
-	return dueFrom, dueTo, nil
+	return start, end, nil
 }
 
 func parseWhen(flag, s string) (time.Time, error) {

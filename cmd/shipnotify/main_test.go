@@ -116,16 +116,17 @@ func TestScheduleListShow(t *testing.T) {
 
 	code, stdout, _ = c.run(t, "", "list", "--shipment", shipment)
 	require.Equal(t, 0, code)
-	listed := map[string][]string{} // reminder id: channel, due, state, outcome, key
+	listed := map[string][]string{} // reminder id: channel, due, goes out, state, outcome, key
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n")[1:] {
 		f := strings.Fields(l)
-		require.Len(t, f, 6, l)
+		require.Len(t, f, 7, l)
 		listed[f[0]] = f[1:]
 	}
-	require.Equal(t, []string{"email", "undeliverable", "bounce"}, []string{listed[results[0].ReminderID][0], listed[results[0].ReminderID][2], listed[results[0].ReminderID][3]}, stdout)
-	require.Equal(t, []string{"sent", "-"}, listed[results[1].ReminderID][2:4], stdout)
-	require.Equal(t, []string{"delivered", "-"}, listed[results[2].ReminderID][2:4], "a webhook has no provider outcome: %s", stdout)
+	require.Equal(t, []string{"email", "undeliverable", "bounce"}, []string{listed[results[0].ReminderID][0], listed[results[0].ReminderID][3], listed[results[0].ReminderID][4]}, stdout)
+	require.Equal(t, []string{"sent", "-"}, listed[results[1].ReminderID][3:5], stdout)
+	require.Equal(t, []string{"delivered", "-"}, listed[results[2].ReminderID][3:5], "a webhook has no provider outcome: %s", stdout)
 	require.Contains(t, stdout, "OUTCOME")
+	require.Equal(t, listed[results[0].ReminderID][1], listed[results[0].ReminderID][2], "no send window: it goes out when due")
 
 	// A limit that cuts the list says so, and prints the next page's
 	// command; that page ends the list, and says nothing more.
@@ -354,12 +355,24 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	require.Contains(t, stdout, "[shipnotify] Reminder SHP-1001")
 	// The tracker hears back: each reminder scheduled and sent, four
 	// delivered, one undeliverable and its escalation, every one signed.
-	require.Equal(t, 5, strings.Count(stdout, "reminder.scheduled "), stdout)
+	// The night desk's reminder too is scheduled, and waits.
+	require.Equal(t, 6, strings.Count(stdout, "reminder.scheduled "), stdout)
 	require.Equal(t, 5, strings.Count(stdout, "reminder.sent "), stdout)
 	require.Equal(t, 4, strings.Count(stdout, "reminder.delivered "), stdout)
 	require.Equal(t, 1, strings.Count(stdout, "reminder.undeliverable "), stdout)
 	require.Equal(t, 1, strings.Count(stdout, "reminder.escalated "), stdout)
-	require.Contains(t, stdout, "The tracker's endpoint got 16 status events")
+	require.Contains(t, stdout, "The tracker's endpoint got 17 status events")
+	// One subscriber's send window holds its reminder, due at 03:00 in
+	// Singapore, to the window's opening: the demo says so, shows how to
+	// look at it, and cancels it when it stops, leaving none sleeping.
+	require.Regexp(t, `And one a send window holds, due at night where its subscriber is:\n  SHP-1002/window-\S+/night-desk +`+
+		`due (Mon|Tue|Wed|Thu|Fri|Sat|Sun) 03:00, goes out (Mon|Tue|Wed|Thu|Fri) 08:00 in the subscriber's window `+
+		`\(mon,tue,wed,thu,fri 08:00-18:00 Asia/Singapore\)\n`, stdout)
+	require.Regexp(t, `\n  \S*shipnotify\S* show SHP-1002/window-\S+/night-desk\n  \S*shipnotify\S* list --goes-out-from \S+Z --goes-out-to \S+Z`, stdout)
+	require.Contains(t, stdout, "Cancelled 1 reminder waiting for the night desk's window, so the demo leaves none sleeping.\n")
+	var state string
+	require.NoError(t, db.Pool.QueryRow(t.Context(), `SELECT state FROM reminders WHERE shipment_id = 'SHP-1002'`).Scan(&state))
+	require.Equal(t, "cancelled", state)
 	require.Regexp(t, `curl -sS -H 'Authorization: Bearer snk_[^']+' 'http://127\.0\.0\.1:\d+/v1/reminders\?updated_since=0'`, stdout)
 	require.Contains(t, stdout, "http://localhost:8233/namespaces/default/workflows?query=")
 	require.Regexp(t, `Approval console: http://127\.0\.0\.1:\d+/console/ \(log in with the key snk_`, stdout)

@@ -72,6 +72,10 @@ func printOutcomes(e cli.Env, outs []starter.Outcome, err error) error {
 		if o.ReminderID == "" {
 			continue
 		}
+		if o.GoesOutAt != nil {
+			// Worked out in the send window's zone: in UTC, as due_at.
+			o.GoesOutAt = new(o.GoesOutAt.UTC())
+		}
 		_ = enc.Encode(o)
 		switch o.Status {
 		case starter.StatusRefused, starter.StatusFailed, starter.StatusCompensationFailed:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/shipnotify/shipnotify/internal/cli"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -53,7 +54,27 @@ func runSchedule(ctx context.Context, e cli.Env, args []string) error {
 	}
 	results, err := st.SchedulePlanned(ctx, u, rems)
 	printResults(e, results)
+	printGoingOut(e, results, rems)
 	return startError(err, "scheduling the same update again")
+}
+
+// printGoingOut tells the person who scheduled, on stderr (stdout is the
+// results' JSON), of each reminder a send window holds past its due time
+// or sends before it: when it goes out, and why, by the clock of the
+// subscriber's zone. A reminder that goes out when due is not mentioned.
+func printGoingOut(e cli.Env, results []starter.Result, rems []reminder.Reminder) {
+	windows := map[string]*reminder.SendWindow{}
+	for _, r := range rems {
+		windows[r.ID] = r.Window
+	}
+	for _, r := range results {
+		w := windows[r.ReminderID]
+		if w == nil || r.GoesOutAt.IsZero() || r.GoesOutAt.Equal(r.DueAt) {
+			continue
+		}
+		fmt.Fprintf(e.Stderr, "%s: %s goes out at %s, not at its due time: %s\n", e.Program, r.ReminderID,
+			r.GoesOutAt.UTC().Format(time.RFC3339), w.GoingOut(r.DueAt, r.GoesOutAt))
+	}
 }
 
 // startError is the error of a command that started reminders (schedule,
@@ -85,11 +106,13 @@ func withoutRefusals(err error) error {
 	return err
 }
 
-// printResults writes one JSON line per reminder a start reached.
+// printResults writes one JSON line per reminder a start reached, every
+// time in UTC (a send window's opening is worked out in its zone).
 func printResults(e cli.Env, results []starter.Result) {
 	enc := json.NewEncoder(e.Stdout)
 	for _, r := range results {
 		if r.ReminderID != "" {
+			r.DueAt, r.GoesOutAt = r.DueAt.UTC(), r.GoesOutAt.UTC()
 			_ = enc.Encode(r)
 		}
 	}

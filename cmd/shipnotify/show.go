@@ -47,6 +47,10 @@ type showOutput struct {
 	Workflow workflowStatus `json:"workflow"`
 	// Live is the running workflow's own account (its status query).
 	Live *workflows.Status `json:"live,omitempty"`
+	// goesOutAt and window are the mirror's, for the text: the wire
+	// format (Reminder) says them as the API does.
+	goesOutAt time.Time
+	window    *reminder.SendWindow
 }
 
 func runShow(ctx context.Context, e cli.Env, args []string) error {
@@ -131,7 +135,7 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 // showOf is show's output before the workflow is asked, its events' ids
 // sealed with ids, as the API and the status events show them.
 func showOf(row mirror.Row, events []mirror.Event, ids *opaque.Keys) showOutput {
-	return showOutput{Reminder: api.ReminderOf(row, ids), Events: api.EventsOf(events, ids)}
+	return showOutput{Reminder: api.ReminderOf(row, ids), Events: api.EventsOf(events, ids), goesOutAt: row.GoesOutAt, window: row.Window}
 }
 
 func writeShowJSON(w io.Writer, out showOutput) error {
@@ -158,6 +162,12 @@ func printShow(e cli.Env, out showOutput) error {
 	fmt.Fprintf(tw, "Shipment / update\t%s / %s\n", r.ShipmentID, r.UpdateID)
 	fmt.Fprintf(tw, "Subscriber\t%s (%s)\n", r.SubscriberID, r.Channel)
 	fmt.Fprintf(tw, "Due\t%s\n", r.DueAt.UTC().Format(time.RFC3339Nano))
+	if w := out.window; w != nil {
+		// When its send window lets it go, and why, by the clock of the
+		// window's zone (the subscriber's).
+		fmt.Fprintf(tw, "Goes out\t%s\n", out.goesOutAt.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(tw, "Send window\t%s\n", w.GoingOut(r.DueAt, out.goesOutAt))
+	}
 	fmt.Fprintf(tw, "State\t%s\n", r.State)
 	fmt.Fprintf(tw, "Sent\t%s\n", orDash(r.SentAt))
 	// The provider's clock, as it reported it; a webhook has no provider
@@ -186,6 +196,9 @@ func printShow(e cli.Env, out showOutput) error {
 		}
 		fmt.Fprintf(tw, "  State\t%s\n", l.State)
 		fmt.Fprintf(tw, "  Due\t%s\n", l.DueAt.UTC().Format(time.RFC3339Nano))
+		if !l.GoesOutAt.IsZero() {
+			fmt.Fprintf(tw, "  Goes out\t%s\n", l.GoesOutAt.UTC().Format(time.RFC3339Nano))
+		}
 		fmt.Fprintf(tw, "  Delivery key\t%s\n", l.DeliveryKey)
 		if l.Approval.Required {
 			decision := "none yet"

@@ -206,6 +206,6 @@ func TestTheReminderPageAndTheOverview(t *testing.T) {
 	require.Contains(t, page.Body, `<tr class="state-bar" data-state="awaiting_approval" data-n="2">`)
 	dueDay := results[0].DueAt.UTC().Format(time.DateOnly)
 	require.Contains(t, page.Body, `data-day="`+dueDay+`" data-n="2"`)
-	require.Contains(t, page.Text(), "When the 2 yet to be sent fall due")
+	require.Contains(t, page.Text(), "When the 2 yet to be sent go out")
 	require.NotContains(t, page.Body, "<script>", "the chart needs no script of its own")
 }

@@ -9,10 +9,12 @@ import (
 )
 
 // The due chart covers what is pending, from today to the day the last
-// pending reminder falls due (in the reader's zone), in days up to
+// pending reminder goes out (in the reader's zone), in days up to
 // maxDayBars of them, then in weeks up to maxWeekBars, then in months up
-// to maxMonthBars (what falls due later is counted apart). It shows at
-// least minDays days.
+// to maxMonthBars (what goes out later is counted apart). It shows at
+// least minDays days. It counts reminders by when they go out (their send
+// window's opening, else their due time: mirror.PendingDueCounts), as
+// what is owed on a day is what goes out that day.
 const (
 	minDays      = 7
 	maxDayBars   = 31
@@ -47,13 +49,14 @@ type overviewData struct {
 	Bars []dueBar
 	Unit string
 	// Pending counts the reminders yet to be sent; Overdue those of them
-	// due before today, Later those due after the chart's last span.
+	// that were to go out before today, Later those going out after the
+	// chart's last span.
 	Pending, Overdue, Later, Most int
 	From, Until                   time.Time
 }
 
 // overview shows the tenant's reminders at a glance: how many are in each
-// state, and when those yet to be sent fall due, from today to the last of
+// state, and when those yet to be sent go out, from today to the last of
 // them, in the reader's days: bars drawn as SVG with HTML labels (readable
 // at a phone's width), and the numbers in a table beside them. It needs no
 // script.

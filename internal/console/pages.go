@@ -27,8 +27,13 @@ type listed struct {
 	Waited string
 	// Awaiting: it awaits approval, so the row offers the decision.
 	Awaiting bool
-	// Overdue: its due time has passed.
-	Overdue                     bool
+	// Overdue: the time it goes out (its due time, or its send window's
+	// opening) has passed. A reminder a window holds is not overdue.
+	Overdue bool
+	// Held: a send window moves when it goes out (GoesOutAt) from its due
+	// time; GoingOut says so, with the window ("" without one).
+	Held                        bool
+	GoingOut                    string
 	Subject, Preview, Recipient string
 	Approval                    mirror.ApprovalContext
 }
@@ -196,9 +201,13 @@ func (c *console) list(w http.ResponseWriter, r *http.Request, a Approver) {
 }
 
 func (c *console) listed(row mirror.Row, ac mirror.ApprovalContext, now time.Time) listed {
-	return listed{Row: row, Waited: since(now.Sub(row.CreatedAt)), Awaiting: row.State == reminder.AwaitingApproval,
-		Overdue: row.State.Pending() && !row.DueAt.After(now), Subject: preview(ac.Subject, 200),
+	l := listed{Row: row, Waited: since(now.Sub(row.CreatedAt)), Awaiting: row.State == reminder.AwaitingApproval,
+		Overdue: row.State.Pending() && !row.GoesOutAt.After(now), Subject: preview(ac.Subject, 200),
 		Preview: preview(ac.Text, previewRunes), Recipient: maskRecipient(row.Channel, ac.Recipient), Approval: ac}
+	if row.Window != nil {
+		l.Held, l.GoingOut = !row.GoesOutAt.Equal(row.DueAt), row.Window.GoingOut(row.DueAt, row.GoesOutAt)
+	}
+	return l
 }
 
 // maxGroups bounds the updates a page offers to decide whole.

@@ -152,10 +152,10 @@ func TestWhatAnApproverReads(t *testing.T) {
 	erin.client.Jar.SetCookies(base, []*http.Cookie{{Name: "shipnotify_tz", Value: "UTC"}})
 	page = erin.get("/console/overview")
 	require.Equal(t, http.StatusOK, page.Status, page.Body)
-	require.Contains(t, page.Text(), "When the 1 yet to be sent fall due")
+	require.Contains(t, page.Text(), "When the 1 yet to be sent go out")
 	require.Contains(t, page.Text(), "Per week")
 	require.Contains(t, page.Body, `data-n="1"`, "the reminder due in 60 days is on the chart")
-	require.NotContains(t, page.Text(), "fall due later")
+	require.NotContains(t, page.Text(), "goes out later")
 
 	// A wrong key: ask the administrator.
 	anon := newBrowser(t, f.url)
