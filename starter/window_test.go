@@ -2,7 +2,6 @@ package starter_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -14,27 +13,6 @@ import (
 	"github.com/shipnotify/shipnotify/sendwindow"
 	"github.com/shipnotify/shipnotify/starter"
 )
-
-// middayZone is an Etc/GMT zone in which now is about noon, so a window
-// of minutes around now never crosses a local midnight.
-func middayZone(now time.Time) (string, *time.Location) {
-	east := (12 - now.UTC().Hour() + 24) % 24 // hours ahead of UTC
-	if east > 14 {
-		east -= 24
-	}
-	name := "Etc/GMT"
-	switch {
-	case east > 0:
-		name = fmt.Sprintf("Etc/GMT-%d", east) // POSIX signs: GMT-5 is 5 hours ahead
-	case east < 0:
-		name = fmt.Sprintf("Etc/GMT+%d", -east)
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		panic(err)
-	}
-	return name, loc
-}
 
 // clockOf is t's local time of day as a window's clock, to the minute.
 func clockOf(t time.Time) sendwindow.Clock {
@@ -54,7 +32,7 @@ func TestAReminderOutsideItsWindowGoesOutAtTheOpeningItTakes(t *testing.T) {
 			t.Parallel()
 			s := testenv.NewStack(t)
 			ctx := context.Background()
-			zone, loc := middayZone(time.Now())
+			zone, loc := testenv.MiddayZone(time.Now())
 			now := time.Now().In(loc)
 			// At least 10 s ahead, so the window is shut when it is scheduled.
 			edge := now.Add(10 * time.Second).Truncate(time.Minute).Add(time.Minute)

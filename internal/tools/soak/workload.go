@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/reminder"
 	"github.com/shipnotify/shipnotify/sendwindow"
 	"github.com/shipnotify/shipnotify/starter"
@@ -282,21 +283,7 @@ func (w *Workload) newDoc() *doc {
 // an hour; with the previous one it opened half an hour ago and closes 30
 // to 90 s from now, before some of the reminders due.
 func (w *Workload) sendWindow(now time.Time) *reminder.SendWindow {
-	east := (12 - now.UTC().Hour() + 24) % 24
-	if east > 12 {
-		east -= 24
-	}
-	zone := "Etc/GMT"
-	switch {
-	case east > 0:
-		zone = fmt.Sprintf("Etc/GMT-%d", east) // POSIX signs: GMT-5 is 5 hours ahead
-	case east < 0:
-		zone = fmt.Sprintf("Etc/GMT+%d", -east)
-	}
-	loc, err := reminder.LoadTimeZone(zone)
-	if err != nil {
-		panic(err)
-	}
+	zone, loc := testenv.MiddayZone(now)
 	clock := func(t time.Time) sendwindow.Clock {
 		t = t.In(loc)
 		return sendwindow.Clock(t.Hour()*60 + t.Minute())
