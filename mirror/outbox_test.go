@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
@@ -245,8 +246,31 @@ func TestAReminderStatusEventsAreNumberedInCommitOrder(t *testing.T) {
 func TestTheChangeFeedNeverPassesAChangeStillToCommit(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	store := mirror.New(db.Pool)
 	ctx := context.Background()
+	// The store writes on one connection, and the slow transaction below
+	// runs on one whose tally slot (pg_backend_pid() % 16, migration 00006)
+	// is another: sharing it, the late cancel would wait for the slow
+	// transaction's tally row, which waits for this test to commit it.
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	store := mirror.New(pool)
+	var storePID int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&storePID))
+	var slowConn *pgxpool.Conn
+	for slowConn == nil {
+		c, err := db.Pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer c.Release()
+		var pid int
+		require.NoError(t, c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		if pid%16 != storePID%16 {
+			slowConn = c
+		}
+	}
 	stored := insert(t, store, update("SHP-feed", time.Now().Add(time.Hour), time.Now().Add(time.Hour)), time.Now()).Reminders
 	early, late := stored[0].Requested.ID, stored[1].Requested.ID
 	page := func(after mirror.Position) ([]string, mirror.Position) {
@@ -275,7 +299,7 @@ func TestTheChangeFeedNeverPassesAChangeStillToCommit(t *testing.T) {
 	require.Equal(t, []string{early + " scheduled", late + " scheduled"}, scheduled)
 
 	// The early change takes its transaction id first and commits last.
-	slow, err := db.Pool.Begin(ctx)
+	slow, err := slowConn.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = slow.Rollback(ctx) }()
 	_, err = slow.Exec(ctx, `UPDATE reminders SET state = 'cancelled', updated_at = now() WHERE id = $1`, early)
