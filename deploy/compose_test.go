@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,6 +33,7 @@ import (
 	"github.com/shipnotify/shipnotify/internal/api"
 	"github.com/shipnotify/shipnotify/internal/config"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
+	"github.com/shipnotify/shipnotify/reminder"
 	shipworker "github.com/shipnotify/shipnotify/worker"
 )
 
@@ -650,5 +652,46 @@ func TestDockerfilePinsItsBaseImages(t *testing.T) {
 			continue
 		}
 		require.Regexp(t, `^golang:`+regexp.QuoteMeta(string(goVersion[1]))+`-`, from, "%s: an exact version, go.mod's", from)
+	}
+}
+
+// The tenants' send windows reach the services that schedule (serve and
+// schedule) only when asked: unset, their SHIPNOTIFY_SEND_WINDOWS_FILE is
+// empty (no defaults) and no other service sets it; with
+// SHIPNOTIFY_SEND_WINDOWS_DIR, it is the file send-windows of that
+// directory, mounted read-only, and the example there (holidays from an
+// .ics file beside it) reads as serve reads it when it starts.
+func TestComposeMountsSendWindowsOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	const variable = "SHIPNOTIFY_SEND_WINDOWS_FILE"
+	schedulers := []string{"schedule", "serve"}
+	p := compose(t)
+	for _, s := range p.Services {
+		if slices.Contains(schedulers, s.Name) {
+			require.Empty(t, envOf(t, s, variable), "%s reads no send windows unless asked", s.Name)
+		} else {
+			require.NotContains(t, s.Environment, variable, "%s schedules nothing", s.Name)
+		}
+	}
+
+	example, err := filepath.Abs("send-windows")
+	require.NoError(t, err)
+	p = compose(t, "SHIPNOTIFY_SEND_WINDOWS_DIR", "./deploy/send-windows")
+	for _, name := range schedulers {
+		s := service(t, p, name)
+		file := envOf(t, s, variable)
+		require.Equal(t, "send-windows", path.Base(file), name)
+		var source string
+		for _, v := range s.Volumes {
+			if v.Target == path.Dir(file) {
+				require.True(t, v.ReadOnly, "%s mounts the send windows read-only", name)
+				source = v.Source
+			}
+		}
+		require.Equal(t, example, source, "%s mounts the directory SHIPNOTIFY_SEND_WINDOWS_DIR names, relative to the file", name)
+		windows, err := config.ReadSendWindows(filepath.Join(source, path.Base(file)), reminder.DefaultTenantName, time.Now())
+		require.NoError(t, err, "the example reads as %s reads it", name)
+		require.NotNil(t, windows[""].Window, "the default tenant's window")
+		require.NotEmpty(t, windows["acme"].Holidays, "acme's holidays, from the .ics file beside the windows file")
 	}
 }

@@ -1,5 +1,6 @@
 // Package deploy holds what operators deploy beside the binary: the Helm
-// chart (helm/shipnotify), the Grafana dashboard and Prometheus alert rules;
+// chart (helm/shipnotify), the Grafana dashboard, Prometheus alert rules and
+// an example of the tenants' send windows (send-windows);
 // its tests also check the repository's docker-compose.yml.
 package deploy
 

@@ -659,3 +659,62 @@ func TestHelmChartRateCapIsSendsPerSecond(t *testing.T) {
 	require.ErrorContains(t, err, "worker.sendsPerSecond")
 	require.ErrorContains(t, err, "worker.activitiesPerSecond")
 }
+
+// The tenants' send windows are opt-in: serve.sendWindows.configMap mounts
+// the ConfigMap it names into serve alone, read-only and whole (a holidays
+// file is read beside the windows file), and points
+// SHIPNOTIFY_SEND_WINDOWS_FILE at its key send-windows; a missing ConfigMap
+// holds the pod back rather than letting it run without the windows. The
+// defaults set no such variable and mount no ConfigMap.
+func TestHelmChartMountsSendWindowsOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	const variable, dir = "SHIPNOTIFY_SEND_WINDOWS_FILE", "/etc/shipnotify/send-windows"
+	hasVariable := func(c corev1.Container) bool {
+		return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == variable })
+	}
+	for comp, spec := range pods(t, manifests(t)) {
+		for _, c := range spec.Containers {
+			require.False(t, hasVariable(c), "%s/%s sets %s by default", comp, c.Name, variable)
+			for _, m := range c.VolumeMounts {
+				require.NotEqual(t, dir, m.MountPath, "%s/%s mounts send windows by default", comp, c.Name)
+			}
+		}
+		for _, vol := range spec.Volumes {
+			require.Nil(t, vol.ConfigMap, "%s mounts the ConfigMap %s by default", comp, vol.Name)
+		}
+	}
+
+	all := pods(t, manifests(t, "--set", "serve.sendWindows.configMap=shipnotify-send-windows"))
+	for comp, spec := range all {
+		if comp == "serve" {
+			continue
+		}
+		for _, c := range spec.Containers {
+			require.False(t, hasVariable(c), "%s/%s schedules nothing: only serve reads the send windows", comp, c.Name)
+		}
+	}
+	serve := all["serve"]
+	require.NotNil(t, serve)
+	file := envValue(t, serve.Containers[0], variable)
+	require.Equal(t, dir+"/send-windows", file, "the file is the ConfigMap's key send-windows")
+	var mount *corev1.VolumeMount
+	for i, m := range serve.Containers[0].VolumeMounts {
+		if m.MountPath == dir {
+			mount = &serve.Containers[0].VolumeMounts[i]
+		}
+	}
+	require.NotNil(t, mount, "serve mounts %s", dir)
+	require.True(t, mount.ReadOnly)
+	require.Empty(t, mount.SubPath, "the whole directory: the holidays files sit beside the windows file")
+	var vol *corev1.Volume
+	for i, v := range serve.Volumes {
+		if v.Name == mount.Name {
+			vol = &serve.Volumes[i]
+		}
+	}
+	require.NotNil(t, vol, "serve has the volume %s it mounts", mount.Name)
+	require.NotNil(t, vol.ConfigMap, "the send windows are a ConfigMap: they hold no secret")
+	require.Equal(t, "shipnotify-send-windows", vol.ConfigMap.Name)
+	require.Empty(t, vol.ConfigMap.Items, "every key, so every .ics file the windows file names")
+	require.False(t, vol.ConfigMap.Optional != nil && *vol.ConfigMap.Optional, "a missing ConfigMap holds serve back")
+}

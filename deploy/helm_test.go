@@ -312,7 +312,8 @@ func TestHelmChartLints(t *testing.T) {
 }
 
 // Every object the chart renders, with its defaults, with the production
-// example and with each autoscaling mode and Temporal credential, is a
+// example, with each autoscaling mode and Temporal credential and with the
+// tenants' send windows, is a
 // valid object of its API type, and the set is what the chart promises.
 func TestHelmChartRendersValidObjects(t *testing.T) {
 	t.Parallel()
@@ -331,6 +332,9 @@ func TestHelmChartRendersValidObjects(t *testing.T) {
 		"keda": {[]string{"--set", "worker.autoscaling.mode=keda"},
 			map[string]int{"Deployment": 2, "Job": 2, "Service": 3, "PodDisruptionBudget": 2, "NetworkPolicy": 4,
 				"ServiceAccount": 1, "ScaledObject": 1}},
+		"send windows": {[]string{"--set", "serve.sendWindows.configMap=shipnotify-send-windows"},
+			map[string]int{"Deployment": 2, "Job": 2, "Service": 3, "PodDisruptionBudget": 2, "NetworkPolicy": 4,
+				"ServiceAccount": 1}},
 		"keda with an API key, no setup, no policies": {[]string{"--set", "worker.autoscaling.mode=keda",
 			"--set", "temporal.apiKey.existingSecret=temporal-cloud", "--set", "temporal.setup.enabled=false",
 			"--set", "networkPolicy.enabled=false", "--set", "serviceAccount.create=false"},
@@ -355,6 +359,7 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		"worker.terminationMarginSeconds=1": "/worker/terminationMarginSeconds",
 		"mirror.runtime.existingSecret=":    "/mirror/runtime/existingSecret",
 		"workers.replicas=3":                "workers",
+		"serve.sendWindows.configMap=Bad_":  "/serve/sendWindows/configMap",
 	} {
 		_, err := render(t, "--set", set)
 		require.ErrorContains(t, err, field, set)
