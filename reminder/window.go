@@ -165,14 +165,13 @@ func parseWindow(raw json.RawMessage, prefix string) (*WindowRequest, error) {
 	return &w, nil
 }
 
-// MarshalJSON writes a requested window as the document spelled it.
+// MarshalJSON writes a requested window as the document spells one.
 func (w WindowRequest) MarshalJSON() ([]byte, error) {
-	j, err := SendWindow{Window: w.Window, TimeZone: w.TimeZone}.MarshalJSON()
-	return j, err
+	return SendWindow{Window: w.Window, TimeZone: w.TimeZone}.MarshalJSON()
 }
 
-// sendWindow resolves the window of subscriber s's reminder due at due
-// (field names the subscriber): the subscriber's own, else the update's,
+// sendWindow resolves the window of subscriber s's reminder (field names
+// the subscriber): the subscriber's own, else the update's,
 // else the tenant's default; nil when none applies. Its zone is the
 // subscriber's, else the window's, else the default's; its skipped dates
 // are the window's and the tenant's holidays.
