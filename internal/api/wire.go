@@ -201,15 +201,14 @@ func OutcomeOf(o starter.Outcome) Outcome {
 
 // goesOutAt is when a reminder due at due goes out, given at: at, or due
 // for a value made without it (the mirror and the starter always set it;
-// the wire never says a reminder goes out in year 1). It is spelt with
-// due's offset: a time worked out in a send window's zone would otherwise
-// read differently in a fresh answer and in a repeated one, which the
-// mirror gives.
+// the wire never says a reminder goes out in year 1). reminder.GoesOutAt
+// spells it with due's offset already, so a fresh answer and a repeated
+// one read alike.
 func goesOutAt(at, due time.Time) time.Time {
 	if at.IsZero() {
 		return due
 	}
-	return at.In(due.Location())
+	return at
 }
 
 // goesOutAtPtr is goesOutAt for an optional time, nil for nil.
