@@ -1,15 +1,17 @@
 // Package letters writes the emails shipnotify sends in its own words: a
-// reminder without a dynamic template, the cancellation notice and the
-// escalation. Each is a text part and an HTML part that say the same
-// (plain-text parity), from embedded templates: the HTML has its CSS
-// inline, a color-scheme for dark mode, a width a phone can read and no
-// remote images. Times are stated in the reader's zone, the zone named, in
-// the reader's language where a translation exists (Languages).
+// reminder without a dynamic template, the cancellation notice, the digest
+// of several reminders and the escalation. Each is a text part and an HTML
+// part that say the same (plain-text parity), from embedded templates: the
+// HTML has its CSS inline, a color-scheme for dark mode, a width a phone
+// can read and no remote images. Times are stated in the reader's zone,
+// the zone named, in the reader's language where a translation exists
+// (Languages).
 package letters
 
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
 	htmltemplate "html/template"
 	"io/fs"
@@ -61,13 +63,14 @@ type Escalation struct {
 const (
 	kindReminder     = "reminder"
 	kindCancellation = "cancellation"
+	kindDigest       = "digest"
 	kindEscalation   = "escalation"
 )
 
 // translated are the kinds every language of Languages writes (a test
 // holds each to it); the escalation is the operator's, in English only
 // (Escalate).
-var translated = []string{kindReminder, kindCancellation}
+var translated = []string{kindReminder, kindCancellation, kindDigest}
 
 type templates struct {
 	html *htmltemplate.Template
@@ -80,7 +83,7 @@ var sets = func() map[language.Tag]map[string]templates {
 	out := map[language.Tag]map[string]templates{}
 	for _, lang := range Languages {
 		out[lang] = map[string]templates{}
-		for _, kind := range []string{kindReminder, kindCancellation, kindEscalation} {
+		for _, kind := range []string{kindReminder, kindCancellation, kindDigest, kindEscalation} {
 			dir := "templates/" + lang.String() + "/"
 			if _, err := fs.Stat(files, dir+kind+".html"); err != nil {
 				continue // written in English only
@@ -102,6 +105,8 @@ var sets = func() map[language.Tag]map[string]templates {
 // view is what a template reads: the facts, and the times as the reader's
 // clock states them.
 type view struct {
+	// S is the letter's shipment; a digest's carries only the reader's
+	// Name, its shipments being Items.
 	S Shipment
 	E Escalation
 	// Lang is the letter's language, for the HTML's lang attribute.
@@ -112,6 +117,9 @@ type view struct {
 	Zone string
 	// Paragraphs is the tracker's text, by paragraph and line.
 	Paragraphs [][]string
+	// Items are a digest's reminders, each viewed as its own letter
+	// would be, in the order given.
+	Items []view
 }
 
 // Reminder is a reminder's letter in the subscriber's language and zone.
@@ -123,6 +131,29 @@ func Reminder(s Shipment, a Audience) (Letter, error) {
 // cancelled and that nothing more will come of the message.
 func Cancellation(s Shipment, a Audience) (Letter, error) {
 	return render(kindCancellation, a, viewOf(s, NewClock(a)))
+}
+
+// errEmptyDigest refuses a digest of nothing: a letter that lists no
+// reminder has nothing to say, and sending one is the caller's bug.
+var errEmptyDigest = errors.New("error writing the digest letter: it lists no reminders")
+
+// Digest is one letter for several reminders to one inbox: each
+// shipment with its own subject, text and times, in the reader's
+// language and zone. Items keep the order given.
+//
+// Each item's Name is not read: name greets the reader ("" greets no one
+// by name), once for the letter. One item takes that item's subject, so a
+// digest of one reads like its reminder; none is an error.
+func Digest(name string, items []Shipment, a Audience) (Letter, error) {
+	if len(items) == 0 {
+		return Letter{}, errEmptyDigest
+	}
+	c := NewClock(a)
+	v := view{S: Shipment{Name: name}, Zone: c.ZoneLabel()}
+	for _, s := range items {
+		v.Items = append(v.Items, viewOf(s, c))
+	}
+	return render(kindDigest, a, v)
 }
 
 // Escalate is the escalation contact's letter: in English, times in UTC,

@@ -51,6 +51,10 @@ func every(t *testing.T) map[string]letters.Letter {
 		add("reminder without name or window "+locale, l, err)
 		l, err = letters.Cancellation(s, a)
 		add("cancellation without name or window "+locale, l, err)
+		l, err = letters.Digest("Rita Ops", digestItems(), a)
+		add("digest "+locale, l, err)
+		l, err = letters.Digest("", []letters.Shipment{s}, a)
+		add("digest of one without name or window "+locale, l, err)
 	}
 	for _, reason := range []string{"approval_timeout", "delivery_failed", "undeliverable", "delivery_deferred", "other_reason"} {
 		l, err := letters.Escalate(escalation(reason))
