@@ -184,6 +184,10 @@ type NotifyInput struct {
 	// without one): its scheduling lag counts from it, not from the due
 	// time a window put off.
 	GoesOutAt time.Time `json:",omitzero"`
+	// Digest: the reminder is a digest's member. Its attempt takes the
+	// digest's lock before it claims, and one that claims its own key
+	// claims every member's and sends them as one message.
+	Digest bool `json:",omitempty"`
 }
 
 // MovedTo is where a reminder's row moved while its workflow did not hear:
@@ -284,8 +288,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		return res, err
 	}
 
-	// 1. Claim the key.
-	claim, err := a.claimKey(ctx, n)
+	// 1. Claim the key (a digest member's leads its digest: it claims
+	// the other members' keys too).
+	claim, members, err := a.claimKey(ctx, n)
 	if err != nil {
 		return res, err
 	}
@@ -301,9 +306,15 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 		return res, err
 	}
 
-	// 3. Send.
+	// 3. Seal the digest, if the attempt leads one, and send.
 	t := n.target(claim)
-	providerID, took, err := a.call(ctx, in, t, n.key)
+	var dg mirror.Digest
+	if members > 0 {
+		if dg, err = a.sealDigest(ctx, n); err != nil {
+			return res, err
+		}
+	}
+	providerID, took, err := a.call(ctx, in, t, n.key, dg)
 	n.took = took
 
 	// 4. Record what came of it.
@@ -410,16 +421,21 @@ func (n *notifyAttempt) hearFirst(ctx context.Context) error {
 // says whether the attempt holds the key (mirror.Claimed) or why not, for
 // notClaimed; an error means nothing was claimed, and a reminder missing
 // from the mirror fails for good.
-func (a *Activities) claimKey(ctx context.Context, n *notifyAttempt) (mirror.ClaimResult, error) {
-	claim, err := a.Mirror.ClaimDelivery(ctx, mirror.Claim{
+func (a *Activities) claimKey(ctx context.Context, n *notifyAttempt) (claim mirror.ClaimResult, members int, err error) {
+	c := mirror.Claim{
 		Key: n.key, ReminderID: n.in.ReminderID, Purpose: n.in.purpose(), Owner: n.owner, LeaseFor: leaseFor(ctx),
 		EvidenceWait: a.EvidenceWait,
-	})
+	}
+	if n.in.Digest && n.in.purpose() == reminder.PurposeReminder {
+		claim, members, err = a.Mirror.ClaimDigest(ctx, c)
+	} else {
+		claim, err = a.Mirror.ClaimDelivery(ctx, c)
+	}
 	if errors.Is(err, mirror.ErrNotFound) {
-		return claim, notInTheMirror(err)
+		return claim, 0, notInTheMirror(err)
 	}
 	if err != nil {
-		return claim, err
+		return claim, 0, err
 	}
 	if n.in.purpose() != reminder.PurposeEscalation {
 		n.channel = string(claim.Target.Reminder.Channel)
@@ -427,7 +443,24 @@ func (a *Activities) claimKey(ctx context.Context, n *notifyAttempt) (mirror.Cla
 	if n.retry {
 		a.Metrics.Retry(n.channel)
 	}
-	return claim, nil
+	return claim, members, nil
+}
+
+// sealDigest seals the digest the attempt leads, after its wait for the
+// rate cap's slot and its look for its own cancel: the members cancelled
+// or moved meanwhile are left out. A digest left with the leader alone is
+// none: the reminder goes out alone. On an error nothing was sent, and the
+// claims are released.
+func (a *Activities) sealDigest(ctx context.Context, n *notifyAttempt) (mirror.Digest, error) {
+	dg, err := a.Mirror.SealDigest(ctx, n.key, n.owner)
+	if err != nil {
+		a.release(ctx, n.key, n.owner, n.logger)
+		return mirror.Digest{}, err
+	}
+	if dg.Key != "" {
+		n.logger.Info("sending a digest", "digest_key", dg.Key, "members", len(dg.Members))
+	}
+	return dg, nil
 }
 
 // clearToSend runs between the claim and the call: it waits for the call's
@@ -546,7 +579,7 @@ func (a *Activities) notClaimed(ctx context.Context, in NotifyInput, claim mirro
 
 // call makes the provider call. Once begun it is not cut short by a
 // cancel: its answer decides whether anything was sent.
-func (a *Activities) call(ctx context.Context, in NotifyInput, t mirror.Target, key string) (providerID string, took time.Duration, err error) {
+func (a *Activities) call(ctx context.Context, in NotifyInput, t mirror.Target, key string, dg mirror.Digest) (providerID string, took time.Duration, err error) {
 	if t.EndpointDisabled && t.Reminder.Channel == reminder.Webhook && in.purpose() != reminder.PurposeEscalation {
 		return "", 0, &delivery.Error{Channel: "webhook receiver", Status: 410, Permanent: true, Detail: "endpoint disabled after an earlier 410 Gone"}
 	}
@@ -559,7 +592,11 @@ func (a *Activities) call(ctx context.Context, in NotifyInput, t mirror.Target, 
 	sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), sendBy)
 	defer cancel()
 	began := time.Now()
-	providerID, err = a.send(sendCtx, in, t, key)
+	if dg.Key != "" {
+		providerID, err = a.sendDigest(sendCtx, t, dg)
+	} else {
+		providerID, err = a.send(sendCtx, in, t, key)
+	}
 	return providerID, time.Since(began), err
 }
 
@@ -911,8 +948,8 @@ func (a *Activities) recordSent(ctx context.Context, key, providerID string, det
 		// A webhook's 2xx is its delivery, and an email SendGrid reported
 		// before this record is delivered by it: the SLO's observation is
 		// here, whichever attempt recorded (serve observes the rest).
-		if delivered != nil {
-			a.Metrics.Delivered(string(delivered.Channel), delivered.DeliveredAt.Sub(delivered.DueAt))
+		for _, d := range delivered {
+			a.Metrics.Delivered(string(d.Channel), d.DeliveredAt.Sub(d.DueAt))
 		}
 		return nil
 	}
@@ -924,7 +961,7 @@ func (a *Activities) recordSent(ctx context.Context, key, providerID string, det
 // record writes a completed send, retrying a short while so a brief
 // database outage does not turn into a second send. It runs on a context
 // that outlives the attempt's cancellation, under its own timeout.
-func (a *Activities) record(ctx context.Context, key, providerID string, detail map[string]any) (*mirror.DeliveredReminder, error) {
+func (a *Activities) record(ctx context.Context, key, providerID string, detail map[string]any) ([]mirror.DeliveredReminder, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	tries := a.RecordRetries

@@ -11,7 +11,7 @@ import (
 
 // ClaimStep begins an attempt of in and runs its claim step.
 func (a *Activities) ClaimStep(ctx context.Context, in NotifyInput) (mirror.ClaimVerdict, error) {
-	claim, err := a.claimKey(ctx, a.beginNotify(ctx, in))
+	claim, _, err := a.claimKey(ctx, a.beginNotify(ctx, in))
 	return claim.Verdict, err
 }
 
@@ -20,7 +20,7 @@ func (a *Activities) ClaimStep(ctx context.Context, in NotifyInput) (mirror.Clai
 // between the claim and the call.
 func (a *Activities) ClearToSendStep(ctx context.Context, in NotifyInput) error {
 	n := a.beginNotify(ctx, in)
-	if _, err := a.claimKey(context.WithoutCancel(ctx), n); err != nil {
+	if _, _, err := a.claimKey(context.WithoutCancel(ctx), n); err != nil {
 		return err
 	}
 	return a.clearToSend(ctx, n)
@@ -30,7 +30,7 @@ func (a *Activities) ClearToSendStep(ctx context.Context, in NotifyInput) error 
 // records the provider's acceptance under providerID.
 func (a *Activities) RecordAcceptedStep(ctx context.Context, in NotifyInput, providerID string) error {
 	n := a.beginNotify(ctx, in)
-	claim, err := a.claimKey(context.WithoutCancel(ctx), n)
+	claim, _, err := a.claimKey(context.WithoutCancel(ctx), n)
 	if err != nil {
 		return err
 	}

@@ -221,4 +221,4 @@ func TestWebhookDeliveriesJoinTheDeliverySLO(t *testing.T) {
 	require.Equal(t, metrics.DeliverySLOBuckets, wb)
 }
 
-func ignoreDelivered(_ *mirror.DeliveredReminder, err error) error { return err }
+func ignoreDelivered(_ []mirror.DeliveredReminder, err error) error { return err }

@@ -239,64 +239,86 @@ const (
 // for it (recorded sent, nothing sent again), or, once the evidence wait
 // passes without one, claimed to be sent again under the same key.
 func (s *Store) ClaimDelivery(ctx context.Context, c Claim) (ClaimResult, error) {
+	row, err := scanClaim(s.pool.QueryRow(ctx, claimDelivery, c.args()), c)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	return s.settleClaim(ctx, c, row)
+}
+
+// claimRow is what the claim statement read: the result so far, and what
+// settleClaim makes of it.
+type claimRow struct {
+	res                             ClaimResult
+	attempts                        *int
+	maybeSent                       *time.Time
+	refused, suppressed, tookLapsed bool
+}
+
+// scanClaim reads the claim statement's row (on the pool, or on the
+// transaction of a digest's claim).
+func scanClaim(row pgx.Row, c Claim) (claimRow, error) {
 	var (
-		res         ClaimResult
-		t           = &res.Target
+		cr          claimRow
+		t           = &cr.res.Target
 		r           = &t.Reminder
 		channel     string
 		state       string
 		windowStart *time.Time
-		attempts    *int
-		maybeSent   *time.Time
-		refused     bool
-		suppressed  bool
-		tookLapsed  bool
 	)
 	r.ID = c.ReminderID
-	err := s.pool.QueryRow(ctx, claimDelivery, c.args()).Scan(
+	err := row.Scan(
 		&r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel,
 		&r.Email, &r.WebhookURL, &r.WebhookSecret, &r.Address,
 		&r.DueAt, &state, &t.DeliveryKey, &t.Kind, &windowStart, &t.Message.Subject, &t.Message.Text,
 		&t.EscalationEmail, &t.Message.TemplateID, &t.Message.TemplateData,
-		&r.Name, &r.TimeZone, &r.Locale, &t.EndpointDisabled, &attempts, &maybeSent, &refused, &suppressed, &tookLapsed)
+		&r.Name, &r.TimeZone, &r.Locale, &t.EndpointDisabled, &cr.attempts, &cr.maybeSent, &cr.refused, &cr.suppressed, &cr.tookLapsed)
 	if errors.Is(err, pgx.ErrNoRows) || isForeignKeyViolation(err) {
-		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
+		return claimRow{}, fmt.Errorf("error claiming delivery: %w: %s", ErrNotFound, c.ReminderID)
 	}
 	if err != nil {
-		return ClaimResult{}, fmt.Errorf("error claiming delivery: %w", err)
+		return claimRow{}, fmt.Errorf("error claiming delivery: %w", err)
 	}
 	r.Channel, t.State = reminder.Channel(channel), reminder.State(state)
-	if r.WebhookSecret, err = s.openSecret(r.WebhookSecret, r.ID); err != nil {
-		return ClaimResult{}, err
-	}
 	if windowStart != nil {
 		t.WindowStart = *windowStart
 	}
-	if suppressed && c.Purpose == reminder.PurposeCancellation {
+	return cr, nil
+}
+
+// settleClaim makes the claim's verdict of what its statement read.
+func (s *Store) settleClaim(ctx context.Context, c Claim, cr claimRow) (ClaimResult, error) {
+	res := cr.res
+	t := &res.Target
+	var err error
+	if t.Reminder.WebhookSecret, err = s.openSecret(t.Reminder.WebhookSecret, c.ReminderID); err != nil {
+		return ClaimResult{}, err
+	}
+	if cr.suppressed && c.Purpose == reminder.PurposeCancellation {
 		res.Verdict = NoticeSuppressed
 		return res, nil
 	}
-	if suppressed {
+	if cr.suppressed {
 		if t.State, err = s.suppress(ctx, c.ReminderID); err != nil {
 			return ClaimResult{}, err
 		}
 	}
-	if refused {
+	if cr.refused {
 		res.Verdict = Refused
 		if t.State.Pending() && c.Purpose == reminder.PurposeReminder && t.DeliveryKey != c.Key {
 			res.Verdict = Moved
 		}
 		return res, nil
 	}
-	if attempts != nil {
-		res.Verdict, res.Attempts = Claimed, *attempts
-		if maybeSent != nil {
-			res.MaybeSentBefore = *maybeSent
+	if cr.attempts != nil {
+		res.Verdict, res.Attempts = Claimed, *cr.attempts
+		if cr.maybeSent != nil {
+			res.MaybeSentBefore = *cr.maybeSent
 		}
-		if tookLapsed {
+		if cr.tookLapsed {
 			// Its own statement, so a claim never waits on the audit
 			// trail unless it has something to say there.
-			if err := s.noteLapsedTakeover(ctx, c, *attempts-1); err != nil {
+			if err := s.noteLapsedTakeover(ctx, c, *cr.attempts-1); err != nil {
 				return ClaimResult{}, err
 			}
 		}
@@ -356,14 +378,26 @@ func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (Cl
 	return res, nil
 }
 
+// ownersClaims are the claims an attempt holds ($1 its key, $2 its
+// owner): its key's, and, when it leads a digest, its members' (an
+// attempt's owner is its own, so the claims digest_of marks under it are
+// its digest's).
+const ownersClaims = `(delivery_key = $1 OR digest_of IS NOT NULL) AND claimed_by = $2`
+
 // ReleaseDelivery gives up a claim whose owner knows nothing was sent (the
 // provider answered with a refusal for now, the connection was never made,
 // or the attempt was cancelled before the call), so the next attempt takes
 // it over at once instead of waiting out the lease.
 func (s *Store) ReleaseDelivery(ctx context.Context, key, owner string) error {
 	_, err := s.pool.Exec(ctx, `
-UPDATE deliveries SET status = 'released', lease_until = now()
- WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $2`, key, owner)
+WITH released AS (
+    UPDATE deliveries SET status = 'released', lease_until = now()
+     WHERE `+ownersClaims+` AND status = 'sending'
+    RETURNING reminder_id, digest_key
+)
+-- A digest that never went out no longer holds its members.
+UPDATE reminders r SET digest_key = NULL
+  FROM released d WHERE r.id = d.reminder_id AND r.digest_key = d.digest_key`, key, owner)
 	if err != nil {
 		return fmt.Errorf("error releasing delivery claim: %w", err)
 	}
@@ -397,7 +431,7 @@ SELECT reminder_id, 'send_unconfirmed',
 // released as "nothing was sent") until the provider's evidence settles it
 // or the evidence wait passes, counted from now. The trail says so.
 func (s *Store) MarkMaybeSent(ctx context.Context, key, owner, reason string) error {
-	return s.markMaybeSent(ctx, `delivery_key = $1 AND claimed_by = $3`, `now()`, `$2`, key, reason, owner)
+	return s.markMaybeSent(ctx, `(delivery_key = $1 OR digest_of IS NOT NULL) AND claimed_by = $3`, `now()`, `$2`, key, reason, owner)
 }
 
 // AbandonClaims records the claims of a reminder's own delivery that their
@@ -428,11 +462,14 @@ func (s *Store) markLapsed(ctx context.Context, key string) error {
 // delivered: a webhook (its 2xx), or an email SendGrid reported delivered
 // before the send was recorded.
 var recordSent = `
-WITH d AS (
+WITH digest AS (
+    SELECT digest_key FROM deliveries WHERE delivery_key = $1 AND digest_key IS NOT NULL
+), d AS (
     UPDATE deliveries
        SET status = 'sent', provider_message_id = nullif($2, ''), finished_at = now()
-     WHERE delivery_key = $1 AND status IN ('sending', 'maybe_sent')
-    RETURNING reminder_id, purpose, attempts, maybe_sent_at
+     WHERE (delivery_key = $1 OR digest_key = (SELECT digest_key FROM digest))
+       AND status IN ('sending', 'maybe_sent')
+    RETURNING delivery_key, reminder_id, purpose, attempts, maybe_sent_at, digest_key
 ), r AS (
     UPDATE reminders
        SET state = reminder_state_after_send(channel, delivered_at, undeliverable_at),
@@ -443,43 +480,46 @@ WITH d AS (
            updated_at = now()
      WHERE id IN (SELECT reminder_id FROM d WHERE purpose = 'reminder')
        AND state IN ` + sqlIntoSent + `
-    RETURNING id, state, channel, due_at, delivered_at
+    RETURNING id, state, channel, due_at, delivered_at, delivery_key
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT reminder_id,
            CASE WHEN purpose <> 'reminder' THEN purpose || '_sent'
-                WHEN EXISTS (SELECT 1 FROM r) THEN 'sent' ELSE 'sent_late' END,
-           jsonb_build_object('delivery_key', $1::text, 'provider_message_id', nullif($2, ''), 'attempts', attempts)
+                WHEN reminder_id IN (SELECT id FROM r) THEN 'sent' ELSE 'sent_late' END,
+           jsonb_build_object('delivery_key', delivery_key, 'provider_message_id', nullif($2, ''), 'attempts', attempts)
            -- A send after an unconfirmed one: the key may have gone out twice.
            || CASE WHEN maybe_sent_at IS NULL THEN '{}'::jsonb
                    ELSE jsonb_build_object('maybe_sent_before', maybe_sent_at) END
+           || CASE WHEN digest_key IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('digest_key', digest_key, 'digest_size', (SELECT count(*) FROM d)) END
            || $3
       FROM d
     UNION ALL
     -- A webhook's 2xx is its delivery; an email may have been reported
     -- delivered (or bounced) before its send was recorded.
-    SELECT id, state, jsonb_build_object('delivery_key', $1::text, 'by',
+    SELECT id, state, jsonb_build_object('delivery_key', delivery_key, 'by',
            CASE channel WHEN 'webhook' THEN 'the receiver answered 2xx' ELSE 'the provider reported it before the send was recorded' END)
       FROM r WHERE state <> 'sent'
 )
 SELECT id, channel, due_at, delivered_at FROM r WHERE state = 'delivered'`
 
 // RecordSent records that the provider accepted the delivery; detail is
-// added to its event. It returns the reminder if the record made it
-// delivered (nil otherwise), for the delivery SLO.
-func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, detail map[string]any) (*DeliveredReminder, error) {
-	var d DeliveredReminder
-	var channel string
-	err := s.pool.QueryRow(ctx, recordSent, key, providerMessageID, jsonDetail(detail)).
-		Scan(&d.ReminderID, &channel, &d.DueAt, &d.DeliveredAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, nil
-	case err != nil:
+// added to its event. A digest's member key records every member of its
+// digest, under the one provider message id. It returns the reminders the
+// record made delivered (a webhook's), for the delivery SLO.
+func (s *Store) RecordSent(ctx context.Context, key, providerMessageID string, detail map[string]any) ([]DeliveredReminder, error) {
+	rows, _ := s.pool.Query(ctx, recordSent, key, providerMessageID, jsonDetail(detail))
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeliveredReminder, error) {
+		var d DeliveredReminder
+		var channel string
+		err := row.Scan(&d.ReminderID, &channel, &d.DueAt, &d.DeliveredAt)
+		d.Channel = reminder.Channel(channel)
+		return d, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("error recording delivery sent: %w", err)
 	}
-	d.Channel = reminder.Channel(channel)
-	return &d, nil
+	return out, nil
 }
 
 // WasDelivered reports whether the reminder's own notification reached its
@@ -543,6 +583,9 @@ SELECT EXISTS (SELECT 1 FROM r)`
 // its notice goes (WasDelivered). Otherwise it is a plain cancel (Cancel).
 // It returns the state the row is in after.
 func (s *Store) CancelDuringSend(ctx context.Context, reminderID, eventType string, detail map[string]any) (reminder.State, error) {
+	if err := s.withdrawFromDigest(ctx, reminderID); err != nil {
+		return "", err
+	}
 	if err := s.AbandonClaims(ctx, reminderID); err != nil {
 		return "", err
 	}
@@ -601,12 +644,13 @@ func (s *Store) RecordDeliveryFailed(ctx context.Context, key, owner, reason str
 	_, err := s.pool.Exec(ctx, `
 WITH d AS (
     UPDATE deliveries SET status = 'failed', finished_at = now()
-     WHERE delivery_key = $1 AND status = 'sending' AND claimed_by = $3
-    RETURNING reminder_id, purpose, attempts
+     WHERE (delivery_key = $1 OR digest_of IS NOT NULL) AND status = 'sending' AND claimed_by = $3
+    RETURNING delivery_key, reminder_id, purpose, attempts, digest_key
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
 SELECT reminder_id, 'delivery_failed',
-       jsonb_build_object('delivery_key', $1::text, 'purpose', purpose, 'reason', $2::text, 'attempts', attempts)
+       jsonb_build_object('delivery_key', delivery_key, 'purpose', purpose, 'reason', $2::text, 'attempts', attempts)
+       || CASE WHEN digest_key IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('digest_key', digest_key) END
   FROM d`, key, reason, owner)
 	if err != nil {
 		return fmt.Errorf("error recording delivery failure: %w", err)

@@ -153,21 +153,26 @@ func (s *Store) Reschedule(ctx context.Context, reminderID string, due time.Time
 	if err != nil {
 		return fmt.Errorf("error rescheduling reminder: %w", err)
 	}
+	var inDigest bool
 	err = s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET due_at = $2, delivery_key = $3, goes_out_at = $5, updated_at = now()
-     WHERE id = $1 AND state IN `+sqlPending+` AND delivery_key <> $3
+     WHERE id = $1 AND state IN `+sqlPending+` AND delivery_key <> $3 AND digest_key IS NULL
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT id, 'rescheduled', $4 FROM r
-)
-SELECT (SELECT state FROM reminders WHERE id = $1), EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail), goesOut).Scan(&state, &moved)
+), `+leaveDigest+`
+SELECT (SELECT state FROM reminders WHERE id = $1), EXISTS (SELECT 1 FROM r),
+       coalesce((SELECT digest_key IS NOT NULL AND delivery_key <> $3 FROM reminders WHERE id = $1), false)`,
+		reminderID, due, key, jsonDetail(detail), goesOut).Scan(&state, &moved, &inDigest)
 	switch {
 	case err != nil:
 		return fmt.Errorf("error rescheduling reminder: %w", err)
 	case state == nil:
 		return fmt.Errorf("error rescheduling reminder: %w: %s", ErrNotFound, reminderID)
+	case !moved && inDigest && reminder.State(*state).Pending():
+		return fmt.Errorf("error rescheduling reminder: %w", ErrInDigest)
 	case moved || reminder.State(*state).Pending():
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,6 +110,10 @@ func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent,
 		return res, nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		events, err := digestEvents(ctx, tx, events)
+		if err != nil {
+			return err
+		}
 		known, err := knownKeys(ctx, tx, events)
 		if err != nil {
 			return err
@@ -162,6 +167,45 @@ func (s *Store) ApplyProviderEvents(ctx context.Context, events []ProviderEvent,
 		return AppliedEvents{}, fmt.Errorf("error applying provider events: %w", err)
 	}
 	return res, nil
+}
+
+// digestEvents applies an event for a digest's key to each member's own
+// key: one event per member, its id the event's and the member's key (so a
+// repeat of the event is a repeat for every member). Other events pass as
+// they are.
+func digestEvents(ctx context.Context, tx pgx.Tx, events []ProviderEvent) ([]ProviderEvent, error) {
+	var keys []string
+	for _, e := range events {
+		if strings.HasPrefix(e.DeliveryKey, reminder.DigestKeyPrefix) {
+			keys = append(keys, e.DeliveryKey)
+		}
+	}
+	if len(keys) == 0 {
+		return events, nil
+	}
+	rows, _ := tx.Query(ctx, `SELECT digest_key, delivery_key FROM deliveries WHERE digest_key = ANY($1) ORDER BY delivery_key`, keys)
+	members := map[string][]string{}
+	var digest, key string
+	if _, err := pgx.ForEachRow(rows, []any{&digest, &key}, func() error {
+		members[digest] = append(members[digest], key)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("error reading a digest's members: %w", err)
+	}
+	out := make([]ProviderEvent, 0, len(events))
+	for _, e := range events {
+		ms, ok := members[e.DeliveryKey]
+		if !ok {
+			out = append(out, e)
+			continue
+		}
+		for _, m := range ms {
+			me := e
+			me.ID, me.DeliveryKey = e.ID+"/"+m, m
+			out = append(out, me)
+		}
+	}
+	return out, nil
 }
 
 // knownKeys finds the deliveries the events name.

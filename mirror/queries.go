@@ -55,6 +55,11 @@ type Row struct {
 	// its send window (nil: none), that DueAt takes.
 	GoesOutAt time.Time
 	Window    *reminder.SendWindow
+	// Digest is the interval it is gathered over with its address's other
+	// reminders (0: it goes out alone); DigestKey, once a digest's send is
+	// sealed with it, that digest's key.
+	Digest    time.Duration
+	DigestKey string
 }
 
 // rowColumns are Row's columns. List's due window reads them all from the
@@ -62,7 +67,8 @@ type Row struct {
 // its INCLUDE too (a migration), or that read goes back to the heap.
 const rowColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, requested_due_at, state,
        delivery_key, workflow_id, workflow_started_at, sent_at, cancel_requested_at, created_at, updated_at,
-       provider_outcome, provider_outcome_at, delivered_at, tenant, goes_out_at, send_window`
+       provider_outcome, provider_outcome_at, delivered_at, tenant, goes_out_at, send_window,
+       digest_every, digest_key`
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
 	var r Row
@@ -77,9 +83,17 @@ func scanRowAnd(row pgx.Row, r *Row, more ...any) error {
 	var outcome *string
 	var window []byte
 	var goesOut *time.Time
+	var digest *time.Duration
+	var digestKey *string
 	err := row.Scan(append([]any{&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.RequestedDueAt, &state,
 		&r.DeliveryKey, &r.WorkflowID, &r.WorkflowStartedAt, &r.SentAt, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt,
-		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt, &r.Tenant, &goesOut, &window}, more...)...)
+		&outcome, &r.ProviderOutcomeAt, &r.DeliveredAt, &r.Tenant, &goesOut, &window, &digest, &digestKey}, more...)...)
+	if digest != nil {
+		r.Digest = *digest
+	}
+	if digestKey != nil {
+		r.DigestKey = *digestKey
+	}
 	r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 	if outcome != nil {
 		r.ProviderOutcome = reminder.ProviderOutcome(*outcome)

@@ -80,17 +80,18 @@ WITH ins AS (
     INSERT INTO reminders (id, shipment_id, update_id, subscriber_id, channel, email,
                            webhook_url, webhook_secret, address, due_at, requested_due_at, delivery_key, workflow_id,
                            state, approval_timeout, approval_expire_after, tenant,
-                           subscriber_name, time_zone, locale, send_window, goes_out_at)
+                           subscriber_name, time_zone, locale, send_window, goes_out_at, digest_every)
     SELECT r.id, $1, $2, r.subscriber_id, r.channel, r.email, r.webhook_url, r.webhook_secret, r.address,
            r.due_at, r.due_at, r.delivery_key, r.workflow_id, r.state,
            make_interval(secs => r.approval_timeout), make_interval(secs => r.approval_expire_after), $16,
-           r.subscriber_name, r.time_zone, r.locale, r.send_window::jsonb, r.goes_out_at
+           r.subscriber_name, r.time_zone, r.locale, r.send_window::jsonb, r.goes_out_at,
+           make_interval(secs => r.digest_every)
       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                   $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::float8[], $14::float8[],
-                  $15::text[], $17::text[], $18::text[], $19::text[], $21::text[], $22::timestamptz[])
+                  $15::text[], $17::text[], $18::text[], $19::text[], $21::text[], $22::timestamptz[], $23::float8[])
            AS r(id, subscriber_id, channel, email, webhook_url, webhook_secret, due_at, delivery_key,
                 workflow_id, state, approval_timeout, approval_expire_after, address,
-                subscriber_name, time_zone, locale, send_window, goes_out_at)
+                subscriber_name, time_zone, locale, send_window, goes_out_at, digest_every)
     RETURNING id, due_at, delivery_key, state, goes_out_at
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
@@ -108,7 +109,7 @@ const selectStoredReminders = `
 SELECT id, subscriber_id, channel, coalesce(email, ''), coalesce(webhook_url, ''), coalesce(webhook_secret, ''),
        coalesce(address, ''), requested_due_at, approval_timeout, approval_expire_after,
        workflow_id, state, due_at, delivery_key, workflow_started_at IS NOT NULL, created_at,
-       coalesce(subscriber_name, ''), coalesce(time_zone, ''), coalesce(locale, ''), send_window
+       coalesce(subscriber_name, ''), coalesce(time_zone, ''), coalesce(locale, ''), send_window, digest_every
   FROM reminders WHERE tenant = $1 AND shipment_id = $2 AND update_id = $3
  ORDER BY subscriber_id`
 
@@ -176,15 +177,20 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 	dues, keys, wfids := make([]time.Time, n), make([]string, n), make([]string, n)
 	states, timeouts, expires := make([]string, n), make([]*float64, n), make([]*float64, n)
 	names, zones, locales := make([]*string, n), make([]*string, n), make([]*string, n)
-	windows, goesOut := make([]*string, n), make([]*time.Time, n)
+	windows, goesOut, digests := make([]*string, n), make([]*time.Time, n), make([]*float64, n)
 	for i, r := range rems {
 		if r.Window != nil {
 			b, err := json.Marshal(r.Window)
 			if err != nil {
 				return nil, fmt.Errorf("error encoding a send window: %w", err)
 			}
-			at := r.GoesOutAt()
-			windows[i], goesOut[i] = new(string(b)), &at
+			windows[i] = new(string(b))
+		}
+		if r.Digest > 0 {
+			digests[i] = new(r.Digest.Seconds())
+		}
+		if r.Window != nil || r.Digest > 0 {
+			goesOut[i] = new(r.GoesOutAt())
 		}
 		ids[i], subs[i], channels[i] = r.ID, r.SubscriberID, string(r.Channel)
 		secret, err := s.sealSecret(r.WebhookSecret, r.ID)
@@ -201,7 +207,7 @@ func (s *Store) reminderColumns(u reminder.Update, rems []NewReminder) ([]any, e
 		}
 	}
 	return []any{u.ShipmentID, u.UpdateID, ids, subs, channels, emails, urls, secrets, dues, keys, wfids,
-		states, timeouts, expires, addresses, u.Tenant, names, zones, locales, u.ScheduledBy, windows, goesOut}, nil
+		states, timeouts, expires, addresses, u.Tenant, names, zones, locales, u.ScheduledBy, windows, goesOut, digests}, nil
 }
 
 func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, updateID string) (reminder.Update, []StoredReminder, error) {
@@ -224,9 +230,13 @@ func (s *Store) readStored(ctx context.Context, tx pgx.Tx, tenant, shipmentID, u
 		var channel, state string
 		var timeout, expire *time.Duration
 		var window []byte
+		var digest *time.Duration
 		err := row.Scan(&q.ID, &q.SubscriberID, &channel, &q.Email, &q.WebhookURL, &q.WebhookSecret,
 			&q.Address, &q.DueAt, &timeout, &expire, &r.WorkflowID, &state, &r.DueAt, &r.DeliveryKey, &r.WorkflowStarted, &r.CreatedAt,
-			&q.Name, &q.TimeZone, &q.Locale, &window)
+			&q.Name, &q.TimeZone, &q.Locale, &window, &digest)
+		if digest != nil {
+			q.Digest = *digest
+		}
 		q.Channel, r.State = reminder.Channel(channel), reminder.State(state)
 		q.Approval = approvalOf(timeout, expire)
 		if err == nil {
@@ -289,15 +299,19 @@ SELECT `+newReminderColumns+`
 
 // newReminderColumns are what a reminder's workflow starts from.
 const newReminderColumns = `id, shipment_id, update_id, subscriber_id, channel, due_at, workflow_id,
-       approval_timeout, approval_expire_after, tenant, created_at, send_window`
+       approval_timeout, approval_expire_after, tenant, created_at, send_window, digest_every`
 
 func scanNewReminder(row pgx.CollectableRow) (NewReminder, error) {
 	var r NewReminder
 	var channel string
 	var timeout, expire *time.Duration
 	var window []byte
+	var digest *time.Duration
 	err := row.Scan(&r.ID, &r.ShipmentID, &r.UpdateID, &r.SubscriberID, &channel, &r.DueAt, &r.WorkflowID, &timeout, &expire, &r.Tenant,
-		&r.CreatedAt, &window)
+		&r.CreatedAt, &window, &digest)
+	if digest != nil {
+		r.Digest = *digest
+	}
 	r.Channel = reminder.Channel(channel)
 	r.Approval = approvalOf(timeout, expire)
 	if err == nil {
@@ -319,12 +333,13 @@ func windowOf(raw []byte) (*reminder.SendWindow, error) {
 }
 
 // goesOutAt is the goes_out_at a write of due time due puts in reminder
-// id's row: when its send window opens for due, NULL (due itself) for a
-// reminder with none. A row's window never changes once written, so it is
-// read apart from the write.
+// id's row: when its send window opens for due, at its digest's boundary,
+// NULL (due itself) for a reminder with neither. A row's window and digest
+// never change once written, so they are read apart from the write.
 func (s *Store) goesOutAt(ctx context.Context, id string, due time.Time) (*time.Time, error) {
 	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT send_window FROM reminders WHERE id = $1`, id).Scan(&raw)
+	var digest *time.Duration
+	err := s.pool.QueryRow(ctx, `SELECT send_window, digest_every FROM reminders WHERE id = $1`, id).Scan(&raw, &digest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -332,11 +347,14 @@ func (s *Store) goesOutAt(ctx context.Context, id string, due time.Time) (*time.
 		return nil, fmt.Errorf("error reading a send window: %w", err)
 	}
 	w, err := windowOf(raw)
-	if err != nil || w == nil {
+	if err != nil || w == nil && digest == nil {
 		return nil, err
 	}
-	at := reminder.GoesOutAt(due, w)
-	return &at, nil
+	var every time.Duration
+	if digest != nil {
+		every = *digest
+	}
+	return new(reminder.GoesOutAt(due, w, every)), nil
 }
 
 // StartedRow is a reminder's row as marking its workflow started found it.
@@ -390,12 +408,12 @@ func (s *Store) RescheduleUnstarted(ctx context.Context, reminderID string, due 
 	err = s.pool.QueryRow(ctx, `
 WITH r AS (
     UPDATE reminders SET due_at = $2, delivery_key = $3, goes_out_at = $5, updated_at = now()
-     WHERE id = $1 AND state IN `+sqlPending+` AND workflow_started_at IS NULL
+     WHERE id = $1 AND state IN `+sqlPending+` AND workflow_started_at IS NULL AND digest_key IS NULL
     RETURNING id
 ), ev AS (
     INSERT INTO reminder_events (reminder_id, type, detail)
     SELECT id, 'rescheduled', $4 FROM r
-)
+), `+leaveDigest+`
 SELECT EXISTS (SELECT 1 FROM r)`, reminderID, due, key, jsonDetail(detail), goesOut).Scan(&moved)
 	if err != nil {
 		return false, fmt.Errorf("error rescheduling reminder: %w", err)

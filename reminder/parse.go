@@ -31,6 +31,8 @@ type updateJSON struct {
 	// SendWindow and WindowPolicy are every subscriber's unless it names its own.
 	SendWindow   json.RawMessage `json:"send_window"`
 	WindowPolicy string          `json:"window_policy"`
+	// Digest is every subscriber's digest interval unless it names its own.
+	Digest string `json:"digest"`
 }
 
 type approvalJSON struct {
@@ -58,6 +60,7 @@ type subscriberJSON struct {
 	Locale           string          `json:"locale"`
 	SendWindow       json.RawMessage `json:"send_window"`
 	WindowPolicy     string          `json:"window_policy"`
+	Digest           string          `json:"digest"`
 }
 
 // ParseUpdate reads one update document. It rejects malformed JSON, unknown
@@ -282,6 +285,9 @@ func (w updateJSON) toUpdate() (Update, error) {
 			return Update{}, fieldErr("window_policy", "%s", err)
 		}
 	}
+	if u.Digest, err = parseDigest("digest", w.Digest); err != nil {
+		return Update{}, err
+	}
 	for i, raw := range w.Subscribers {
 		field := fmt.Sprintf("subscribers[%d]", i)
 		var s subscriberJSON
@@ -292,6 +298,9 @@ func (w updateJSON) toUpdate() (Update, error) {
 			Address: s.Address, RequiresApproval: s.RequiresApproval, Name: s.Name, TimeZone: s.TimeZone, Locale: s.Locale,
 			WindowPolicy: s.WindowPolicy}
 		if sub.SendWindow, err = parseWindow(s.SendWindow, field+".send_window"); err != nil {
+			return Update{}, err
+		}
+		if sub.Digest, err = parseDigest(field+".digest", s.Digest); err != nil {
 			return Update{}, err
 		}
 		if s.WindowPolicy != "" {

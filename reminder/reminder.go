@@ -101,19 +101,27 @@ type Reminder struct {
 	Approval Approval
 	// Window is the send window it goes out in (nil: at its due time).
 	Window *SendWindow
+	// Digest is the interval its address's reminders are gathered over
+	// into one message (0: it goes out alone).
+	Digest time.Duration
 }
 
 // GoesOutAt is when the reminder goes out: its due time, or the opening of
-// its send window the due time takes.
+// its send window the due time takes, at its digest's next boundary.
 func (r Reminder) GoesOutAt() time.Time {
-	return GoesOutAt(r.DueAt, r.Window)
+	return GoesOutAt(r.DueAt, r.Window, r.Digest)
 }
 
 // GoesOutAt is when a reminder due at due goes out in window w (nil: at
-// due). A window that cannot say (its zone unknown to this build's zone
-// database) goes out at due: a reminder is never held back by a window
-// it cannot read.
-func GoesOutAt(due time.Time, w *SendWindow) time.Time {
+// due), at the next boundary of its digest interval (0: none). A window
+// that cannot say (its zone unknown to this build's zone database) goes
+// out at due: a reminder is never held back by a window it cannot read.
+func GoesOutAt(due time.Time, w *SendWindow, digest time.Duration) time.Time {
+	return DigestAt(windowOpens(due, w), digest)
+}
+
+// windowOpens is when a reminder due at due goes out in window w.
+func windowOpens(due time.Time, w *SendWindow) time.Time {
 	if w == nil {
 		return due
 	}

@@ -70,6 +70,10 @@ type Update struct {
 	// likewise.
 	SendWindow   *WindowRequest
 	WindowPolicy string
+	// Digest is the interval every subscriber's reminders to one address
+	// are gathered over into one message (nil: none; the subscriber's own
+	// replaces it, "off" included).
+	Digest *time.Duration
 }
 
 // Approval is an update's approval policy.
@@ -159,6 +163,8 @@ type Subscriber struct {
 	// SendWindow and WindowPolicy, when set, replace the update's.
 	SendWindow   *WindowRequest
 	WindowPolicy string
+	// Digest, when set, replaces the update's (0: off).
+	Digest *time.Duration
 }
 
 // FieldError names the input field that is wrong and why. It never repeats
@@ -355,6 +361,9 @@ func (u Update) plan(field string, s Subscriber, approval Approval, opts PlanOpt
 	if r.Window, err = u.sendWindow(field, s, opts.Windows); err != nil {
 		return Reminder{}, err
 	}
+	if r.Digest, err = u.digest(field, s); err != nil {
+		return Reminder{}, err
+	}
 	if r.Window != nil {
 		if _, err := r.Window.GoesOut(due); err != nil {
 			where := "send_window"
@@ -366,6 +375,23 @@ func (u Update) plan(field string, s Subscriber, approval Approval, opts PlanOpt
 		}
 	}
 	return r, nil
+}
+
+// digest is the subscriber's digest interval: its own, else the update's
+// (0: none). Only email and webhook gather several reminders into one
+// message.
+func (u Update) digest(field string, s Subscriber) (time.Duration, error) {
+	d, where := u.Digest, "digest"
+	if s.Digest != nil {
+		d, where = s.Digest, field+".digest"
+	}
+	if d == nil || *d == 0 {
+		return 0, nil
+	}
+	if s.Channel != Email && s.Channel != Webhook {
+		return 0, fieldErr(where, "only an email or webhook subscriber can have a digest")
+	}
+	return *d, nil
 }
 
 // approvalPolicy is the update's approval settings with defaults filled in.

@@ -381,7 +381,7 @@ func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due t
 	out := Outcome{ReminderID: row.ID, State: row.State}
 	if due.Equal(row.DueAt) {
 		out.Status, out.DueAt, out.DeliveryKey = StatusUnchanged, &row.DueAt, row.DeliveryKey
-		out.goesOut(row.Window)
+		out.goesOut(row.Window, row.Digest)
 		return out, true, nil
 	}
 	key := reminder.DeliveryKey(row.ID, row.SubscriberID, due)
@@ -391,14 +391,15 @@ func (s *Starter) rescheduleUnstarted(ctx context.Context, row mirror.Row, due t
 		return out, false, err
 	}
 	out.Status, out.DueAt, out.DeliveryKey = StatusRescheduled, &due, key
-	out.goesOut(row.Window)
+	out.goesOut(row.Window, row.Digest)
 	return out, true, nil
 }
 
-// goesOut sets GoesOutAt for a reminder with send window w at DueAt.
-func (o *Outcome) goesOut(w *reminder.SendWindow) {
-	if w != nil && o.DueAt != nil {
-		o.GoesOutAt = new(reminder.GoesOutAt(*o.DueAt, w))
+// goesOut sets GoesOutAt for a reminder with send window w or a digest
+// every digest at DueAt.
+func (o *Outcome) goesOut(w *reminder.SendWindow, digest time.Duration) {
+	if (w != nil || digest > 0) && o.DueAt != nil {
+		o.GoesOutAt = new(reminder.GoesOutAt(*o.DueAt, w, digest))
 	}
 }
 
@@ -440,7 +441,7 @@ func (s *Starter) rescheduleOne(ctx context.Context, row mirror.Row, due time.Ti
 		return out, err
 	}
 	out.Status, out.DueAt, out.DeliveryKey = StatusRescheduled, &res.DueAt, res.DeliveryKey
-	out.goesOut(row.Window)
+	out.goesOut(row.Window, row.Digest)
 	if res.Unchanged {
 		out.Status = StatusUnchanged
 	}

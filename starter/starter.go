@@ -365,7 +365,7 @@ func (s *Starter) startStored(ctx context.Context, rems []reminder.Reminder, sto
 		}
 		results[i] = Result{
 			ReminderID: r.Requested.ID, WorkflowID: r.WorkflowID, SubscriberID: want.SubscriberID,
-			DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, GoesOutAt: reminder.GoesOutAt(r.DueAt, r.Requested.Window),
+			DeliveryKey: r.DeliveryKey, DueAt: r.DueAt, GoesOutAt: r.Requested.GoesOutAt(),
 			Status: status, State: r.State,
 		}
 	}
@@ -445,7 +445,7 @@ func (s *Starter) startRows(ctx context.Context, rows []mirror.NewReminder, reus
 			case m.State.Pending() && !m.DueAt.Equal(r.DueAt):
 				moved = append(moved, moveTo{row: r, due: m.DueAt})
 				results[i].DueAt, results[i].DeliveryKey = m.DueAt, m.DeliveryKey
-				results[i].GoesOutAt = reminder.GoesOutAt(m.DueAt, r.Window)
+				results[i].GoesOutAt = reminder.GoesOutAt(m.DueAt, r.Window, r.Digest)
 			}
 		}
 	}
@@ -492,6 +492,7 @@ func (s *Starter) start(ctx context.Context, r mirror.NewReminder, reuse enums.W
 	in := workflows.ReminderInput{
 		ReminderID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID,
 		SubscriberID: r.SubscriberID, DueAt: r.DueAt, Approval: r.Approval, Level: workflows.CurrentLevel, Window: r.Window,
+		Digest: r.Digest,
 	}
 	if s.Unleveled {
 		in.Level = 0

@@ -59,8 +59,14 @@ func cancelledOutcome(state reminder.State) string {
 	return "already_" + string(state)
 }
 
-// endCancelled ends a reminder cancelled before it was sent: nothing is sent.
+// endCancelled ends a reminder cancelled before it was sent: nothing is
+// sent. A digest member's is settled as a cancel during a send: another
+// member's attempt may hold its key (or have sent it), so the mirror, not
+// the workflow, knows whether it was sent.
 func (r *run) endCancelled(ctx workflow.Context) error {
+	if r.in.Digest > 0 {
+		return r.endCancelledDuringSend(ctx, nil)
+	}
 	if err := workflow.Await(ctx, func() bool { return r.busy == 0 }); err != nil {
 		return err
 	}
@@ -83,6 +89,10 @@ func (r *run) cancelledFromOutside(ctx workflow.Context, cause error) error {
 	switch {
 	case r.state == reminder.Sent && r.cancelOutcome == "":
 		r.cancelOutcome = r.compensate(dctx)
+	case !r.state.Terminal() && r.in.Digest > 0 && r.cancelOutcome == "":
+		// Another member's attempt may hold its key, as endCancelled says.
+		r.abandonApprovalEscalation()
+		r.cancelOutcome = r.compensateDuringSend(dctx)
 	case !r.state.Terminal():
 		r.setState(dctx, reminder.Cancelled, "cancelled",
 			map[string]any{"by": r.cancel.By, "key": r.cancel.Key, "reason": r.cancel.Reason, "via": "workflow cancellation"})

@@ -24,22 +24,22 @@ type dueState struct {
 }
 
 // goesOutAt is when the reminder goes out at its current due time: the due
-// time, or the opening of its send window that the due time takes. The
-// window's arithmetic reads the zone database, which a later release may
-// hold newer, so it runs as a side effect, once per due time: its answer
-// is in the history, and a replay reads it there. A reminder with no
-// window records nothing.
+// time, or the opening of its send window that the due time takes, at its
+// digest's next boundary. The window's arithmetic reads the zone database,
+// which a later release may hold newer, so it runs as a side effect, once
+// per due time: its answer is in the history, and a replay reads it there.
+// A reminder with neither window nor digest records nothing.
 func (r *run) goesOutAt(ctx workflow.Context) time.Time {
-	if r.in.Window == nil {
+	if r.in.Window == nil && r.in.Digest == 0 {
 		return r.due
 	}
 	if !r.goesOutFor.IsZero() && r.goesOutFor.Equal(r.due) {
 		return r.goesOut
 	}
-	due, window := r.due, *r.in.Window
+	due, window, digest := r.due, r.in.Window, r.in.Digest
 	var at time.Time
 	err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		return reminder.GoesOutAt(due, &window)
+		return reminder.GoesOutAt(due, window, digest)
 	}).Get(&at)
 	if err != nil || at.IsZero() {
 		at = due

@@ -211,7 +211,7 @@ func (r *run) status() (Status, error) {
 		Reschedules: r.reschedules, Transitions: r.transitions, TransitionCount: r.count,
 		Approval: ApprovalStatus{Required: r.in.Approval.Required, Escalated: r.escalated, Decision: r.decision},
 	}
-	if r.in.Window != nil && r.goesOutFor.Equal(r.due) {
+	if (r.in.Window != nil || r.in.Digest > 0) && r.goesOutFor.Equal(r.due) {
 		s.GoesOutAt = r.goesOut
 	}
 	if r.in.Approval.Required {

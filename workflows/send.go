@@ -48,8 +48,9 @@ func (r *run) deliver(ctx workflow.Context) error {
 	r.showSending(ctx)
 	// FollowsMoves changes no command: the activity's input is not matched
 	// on replay, and its refusal of a moved row is read by followTheMirror.
-	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due, FollowsMoves: true}
-	if r.in.Window != nil && r.goesOutFor.Equal(r.due) {
+	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due, FollowsMoves: true,
+		Digest: r.in.Digest > 0}
+	if (r.in.Window != nil || r.in.Digest > 0) && r.goesOutFor.Equal(r.due) {
 		in.GoesOutAt = r.goesOut
 	}
 	began := workflow.Now(ctx)

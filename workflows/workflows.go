@@ -125,6 +125,12 @@ type ReminderInput struct {
 	// time, and left out of the payload, so an input without one is as it
 	// was before windows).
 	Window *reminder.SendWindow `json:",omitempty"`
+	// Digest is the interval its address's reminders are gathered over
+	// into one message (0: it goes out alone, and is left out of the
+	// payload). A member goes out at the interval's boundary, and its
+	// cancel is settled as one during a send: another member's attempt
+	// may hold its key.
+	Digest time.Duration `json:",omitempty"`
 	// Level is the workflow behaviour the reminder was started at
 	// (CurrentLevel): it fixes the versions of the changes made up to it,
 	// so the reminder asks GetVersion for none of them. 0: started before

@@ -328,7 +328,7 @@ type event struct {
 }
 
 var (
-	deliveryKeyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	deliveryKeyPattern = regexp.MustCompile(`^(digest_)?[0-9a-f]{64}$`)
 	eventIDPattern     = regexp.MustCompile(`^[A-Za-z0-9_=+/.:-]{1,128}$`)
 	eventTypePattern   = regexp.MustCompile(`^[a-z_]{1,32}$`)
 	// A message id as SendGrid's 202 gave it (X-Message-Id): the part of
@@ -376,7 +376,7 @@ func parseBatch(body []byte, now time.Time) ([]mirror.ProviderEvent, map[reminde
 			return nil, nil, field("delivery_key"), invalid("an event without a delivery key (custom_args.delivery_key): is this SendGrid account sending mail that shipnotify did not?")
 		}
 		if !deliveryKeyPattern.MatchString(e.DeliveryKey) {
-			return nil, nil, field("delivery_key"), invalid("a delivery key is 64 lowercase hex digits")
+			return nil, nil, field("delivery_key"), invalid("a delivery key is 64 lowercase hex digits, after digest_ for a digest")
 		}
 		if !eventIDPattern.MatchString(e.ID) {
 			return nil, nil, field("sg_event_id"), invalid("an event without a usable id (sg_event_id)")

@@ -173,7 +173,7 @@ func Check(s Snapshot) Result {
 				add(RuleOldKey, row.ID, "key %s received at %s; its final key is %s", r.Key, r.Received.Format(time.RFC3339Nano), row.DeliveryKey)
 			}
 		}
-		if want := reminder.GoesOutAt(row.DueAt, row.Window); !row.GoesOutAt.Equal(want) {
+		if want := reminder.GoesOutAt(row.DueAt, row.Window, 0); !row.GoesOutAt.Equal(want) {
 			add(RuleSendWindow, row.ID, "due %s in %s: the mirror says it goes out at %s, the window at %s", row.DueAt.Format(time.RFC3339Nano),
 				row.Window, row.GoesOutAt.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
 		}

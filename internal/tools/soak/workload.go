@@ -266,7 +266,7 @@ func (w *Workload) newDoc() *doc {
 		if d.Approval && w.rng.IntN(2) == 0 {
 			sub["requires_approval"] = true
 		}
-		if goes := reminder.GoesOutAt(due, sw); goes.After(d.Due) {
+		if goes := reminder.GoesOutAt(due, sw, 0); goes.After(d.Due) {
 			d.Due = goes
 		}
 		subs = append(subs, sub)

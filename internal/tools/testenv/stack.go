@@ -100,6 +100,9 @@ type StackOptions struct {
 	// stack's workers then wait EventsEvidenceWait for it. Without it they
 	// wait for none (no event would come).
 	Events bool
+	// Bounce are the addresses whose mail the sink reports bounced (with
+	// Events).
+	Bounce []string
 	// Metrics is what the stack's workers record (the delivery SLO of a
 	// send the provider's event reached first, among others); nil records
 	// nothing.
@@ -160,7 +163,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	}
 	if o.Events {
 		s.EvidenceWait = EventsEvidenceWait
-		s.startEventWebhook(t)
+		s.startEventWebhook(t, o.Bounce)
 	}
 	s.Activities.EvidenceWait = s.EvidenceWait
 	s.Starter = &starter.Starter{
@@ -213,7 +216,7 @@ func (s *Stack) Update(t testing.TB, due time.Time, channels ...reminder.Channel
 
 // startEventWebhook serves the Event Webhook's handler and runs the
 // escalator as serve does, and has the mail sink post its events there.
-func (s *Stack) startEventWebhook(t testing.TB) {
+func (s *Stack) startEventWebhook(t testing.TB, bounce []string) {
 	t.Helper()
 	key, err := sink.NewEventKey()
 	if err != nil {
@@ -233,5 +236,5 @@ func (s *Stack) startEventWebhook(t testing.TB) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	s.Mail.EmitEvents(sink.EventOptions{URL: srv.URL, Key: key})
+	s.Mail.EmitEvents(sink.EventOptions{URL: srv.URL, Key: key, Bounce: bounce})
 }

@@ -196,6 +196,14 @@ func BadUpdates(now time.Time) []BadUpdate {
 		{"subscriber's send window with no zone anywhere", "subscribers[0].time_zone", subSet(0, "send_window", window("mon-fri", "08:00-18:00", ""))},
 		{"subscriber's send window with bad hours", "subscribers[1].send_window.hours", subSet(1, "send_window", window("mon-fri", "8-18", "UTC"))},
 		{"subscriber's window policy unknown", "subscribers[1].window_policy", subSet(1, "window_policy", "later")},
+
+		// Digests.
+		{"digest that is no interval", "digest", set("digest", "hourly")},
+		{"digest shorter than a minute", "digest", set("digest", "30s")},
+		{"digest longer than a day", "digest", set("digest", "2d")},
+		{"digest of part of a minute", "digest", set("digest", "90s")},
+		{"digest that is a number", "digest", set("digest", 30)},
+		{"subscriber's digest that is no interval", "subscribers[1].digest", subSet(1, "digest", "-5m")},
 	}
 }
 
