@@ -14,7 +14,8 @@
 --
 -- The members of a digest are found by the partial index on the pending
 -- reminders with a digest, by address and goes-out time; the index on
--- deliveries.digest_key maps a provider's event to the members. Both are
+-- deliveries.digest_key maps a provider's event to the members, and the one
+-- on reminders.digest_key lists a digest's members. They are
 -- built CONCURRENTLY (writers go on), so this file runs outside a
 -- transaction. List returns both reminders columns, so the covering index
 -- its due window reads is rebuilt with them (as 00025 did).
@@ -28,6 +29,8 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_digest_members_idx
     WHERE digest_every IS NOT NULL AND state IN ('scheduled', 'awaiting_approval');
 DROP INDEX CONCURRENTLY IF EXISTS deliveries_digest_key_idx;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_digest_key_idx ON deliveries (digest_key) WHERE digest_key IS NOT NULL;
+DROP INDEX CONCURRENTLY IF EXISTS reminders_digest_key_idx;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_digest_key_idx ON reminders (digest_key) WHERE digest_key IS NOT NULL;
 DROP INDEX CONCURRENTLY IF EXISTS reminders_due_at_list_idx_next;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_due_at_list_idx_next ON reminders (due_at, id)
     INCLUDE (shipment_id, update_id, subscriber_id, channel, requested_due_at, state, delivery_key,
@@ -38,6 +41,7 @@ DROP INDEX CONCURRENTLY IF EXISTS reminders_due_at_list_idx;
 ALTER INDEX reminders_due_at_list_idx_next RENAME TO reminders_due_at_list_idx;
 
 -- +goose Down
+DROP INDEX CONCURRENTLY IF EXISTS reminders_digest_key_idx;
 DROP INDEX CONCURRENTLY IF EXISTS reminders_due_at_list_idx_next;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS reminders_due_at_list_idx_next ON reminders (due_at, id)
     INCLUDE (shipment_id, update_id, subscriber_id, channel, requested_due_at, state, delivery_key,

@@ -185,6 +185,8 @@ type Filter struct {
 	// owed on a day counts by these.
 	GoesOutFrom time.Time
 	GoesOutTo   time.Time
+	// DigestKey selects the members of one digest, by its key.
+	DigestKey string
 	// AfterDueAt and AfterID, when AfterID is set, continue a listing past
 	// the row at (AfterDueAt, AfterID) in List's (due_at, id) order: keyset
 	// pagination. A page starts where the last one ended however deep it
@@ -248,6 +250,9 @@ func (f Filter) sql() (string, []any) {
 	}
 	if !f.DueTo.IsZero() {
 		add("due_at < ?", f.DueTo)
+	}
+	if f.DigestKey != "" {
+		add("digest_key = ?", f.DigestKey)
 	}
 	if !f.GoesOutFrom.IsZero() {
 		add("coalesce(goes_out_at, due_at) >= ?", f.GoesOutFrom)
