@@ -4,7 +4,7 @@ SHELL := bash
 BIN := .dev/bin/shipnotify
 BENCH_BIN := .dev/bin/shipnotify-bench
 
-.PHONY: demo test test-engine test-ui soak bench bench-engine bench-events down up build
+.PHONY: demo test test-engine test-ui soak bench bench-engine bench-events bench-digest down up build
 
 ## demo: run the product end to end on its embedded defaults; Ctrl-C stops it. DEMO_ARGS passes flags
 ## (shipnotify demo --help); the SHIPNOTIFY_DEV_* ports of scripts/dev.sh are honoured
@@ -46,6 +46,11 @@ test-ui:
 ## the targets at the end, out/bench.json kept); BENCH_ARGS passes flags
 bench:
 	@scripts/bench.sh $(BENCH_ARGS)
+
+## bench-digest: forty subscribers of one inbox due together, with and without a digest, with an instant provider and
+## one that answers in 6 s: provider calls, billable engine actions, activity attempts, history events (about 5 minutes)
+bench-digest:
+	@scripts/dev.sh run -- go test -run '^$$' -bench FortySubscribersOfOneInbox -benchtime 1x ./internal/tools/bench
 
 ## bench-engine: the same on the PostgreSQL-backed server make test-engine builds (about 3 h; out/bench-engine.json)
 bench-engine:

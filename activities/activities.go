@@ -294,6 +294,11 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (res NotifyResu
 	if err != nil {
 		return res, err
 	}
+	if claim.Verdict == mirror.HeldElsewhere && claim.HeldByDigest && a.awaitDigest(ctx, n, claim.Until) {
+		if claim, members, err = a.claimKey(ctx, n); err != nil {
+			return res, err
+		}
+	}
 	if done, err := a.notClaimed(ctx, in, claim, &res, n.detail, n.logger); done {
 		return res, err
 	}
@@ -444,6 +449,42 @@ func (a *Activities) claimKey(ctx context.Context, n *notifyAttempt) (claim mirr
 		a.Metrics.Retry(n.channel)
 	}
 	return claim, members, nil
+}
+
+// digestPoll is how often a member whose key a digest's leader holds
+// looks whether the digest's send has settled it.
+const digestPoll = 250 * time.Millisecond
+
+// awaitDigest waits, in place, for the digest's leader that holds the
+// attempt's key to settle it (sent, failed, released), until the leader's
+// lease lapses or the attempt has only its record's time left: a member
+// whose own send came while the digest was on its way then reads how it
+// went in one attempt, instead of retrying on a backoff while the provider
+// answers (each retry an activity attempt, and an action). It reports
+// whether the key settled. It sends nothing, so it neither heartbeats nor
+// hears a cancel: one that comes meanwhile is settled by the digest's
+// outcome, after at most this wait.
+func (a *Activities) awaitDigest(ctx context.Context, n *notifyAttempt, until time.Time) bool {
+	by := attemptDeadline(ctx).Add(-recordTimeout)
+	if until.Before(by) {
+		by = until
+	}
+	for time.Now().Before(by) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(digestPoll):
+		}
+		status, err := a.Mirror.DeliveryStatus(ctx, n.key)
+		if err != nil {
+			n.logger.Warn("could not read the digest's progress", "error", err)
+			return false
+		}
+		if status != "sending" {
+			return true
+		}
+	}
+	return false
 }
 
 // sealDigest seals the digest the attempt leads, after its wait for the

@@ -108,6 +108,9 @@ type ClaimResult struct {
 	// Until, when Unconfirmed, is when the wait for evidence ends; when
 	// HeldElsewhere, when the holder's lease lapses.
 	Until time.Time
+	// HeldByDigest, when HeldElsewhere: the holder is a digest's leader,
+	// sending this key with its own (an attempt at most away).
+	HeldByDigest bool
 }
 
 // The claim and the read of what to send share one round trip. A reminder's
@@ -331,7 +334,7 @@ func (s *Store) settleClaim(ctx context.Context, c Claim, cr claimRow) (ClaimRes
 // lease lapsed, how long its wait for evidence has left, and the provider's
 // message id from the first event for it, if one came.
 var notClaimed = `
-SELECT d.status, coalesce(d.provider_message_id, ''), d.attempts, d.lease_until < now(),
+SELECT d.status, coalesce(d.provider_message_id, ''), d.attempts, d.lease_until < now(), d.digest_of IS NOT NULL,
        greatest(extract(epoch FROM d.lease_until - now()), 0)::float8,
        greatest(extract(epoch FROM ` + sentUntil("d") + ` + ` + evidenceWait("@evidence_wait_secs") + ` - now()), 0)::float8,
        ` + evidenceExists + `,
@@ -344,11 +347,11 @@ SELECT d.status, coalesce(d.provider_message_id, ''), d.attempts, d.lease_until 
 func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (ClaimResult, error) {
 	var (
 		status, providerID, evidenceID string
-		lapsed, evidence               bool
+		lapsed, digest, evidence       bool
 		lease, left                    float64
 	)
 	err := s.pool.QueryRow(ctx, notClaimed, c.args()).
-		Scan(&status, &providerID, &res.Attempts, &lapsed, &lease, &left, &evidence, &evidenceID)
+		Scan(&status, &providerID, &res.Attempts, &lapsed, &digest, &lease, &left, &evidence, &evidenceID)
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("error reading delivery claim: %w", err)
 	}
@@ -374,6 +377,7 @@ func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (Cl
 		// and taken by another attempt a moment ago.
 		res.Verdict = HeldElsewhere
 		res.Until = time.Now().Add(seconds(lease))
+		res.HeldByDigest = digest
 	}
 	return res, nil
 }
@@ -383,6 +387,19 @@ func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (Cl
 // attempt's owner is its own, so the claims digest_of marks under it are
 // its digest's).
 const ownersClaims = `(delivery_key = $1 OR digest_of IS NOT NULL) AND claimed_by = $2`
+
+// DeliveryStatus is the status of a key's delivery ("" when none).
+func (s *Store) DeliveryStatus(ctx context.Context, key string) (string, error) {
+	var status string
+	err := s.pool.QueryRow(ctx, `SELECT status FROM deliveries WHERE delivery_key = $1`, key).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("error reading a delivery: %w", err)
+	}
+	return status, nil
+}
 
 // ReleaseDelivery gives up a claim whose owner knows nothing was sent (the
 // provider answered with a refusal for now, the connection was never made,

@@ -78,3 +78,23 @@ func TestASubscribersDigestReplacesTheUpdates(t *testing.T) {
 	_, err = doc(`{"id":"p","channel":"pager","address":"+4915112345678","due_at":"2026-12-01T09:10:00Z","digest":"off"}`).Plan(opts)
 	require.NoError(t, err, "a pager subscriber may turn the update's digest off")
 }
+
+// A tenant's default digest applies to its email and webhook subscribers
+// whose update and subscriber name none, and passes other channels by.
+func TestATenantsDefaultDigestAppliesWhenNoneIsNamed(t *testing.T) {
+	t.Parallel()
+	u, err := reminder.ParseUpdate(strings.NewReader(`{"shipment_id":"S","update_id":"U","kind":"k",
+		"message":{"subject":"s","text":"t"},"subscribers":[
+		{"id":"a","channel":"email","email":"a@b.example","due_at":"2026-12-01T09:10:00Z"},
+		{"id":"b","channel":"email","email":"b@b.example","due_at":"2026-12-01T09:10:00Z","digest":"off"},
+		{"id":"p","channel":"pager","address":"+4915112345678","due_at":"2026-12-01T09:10:00Z"}]}`))
+	require.NoError(t, err)
+	u.Tenant = "acme"
+	rems, err := u.Plan(reminder.PlanOptions{Now: now,
+		Channels: map[reminder.Channel]reminder.CheckAddress{"pager": func(string) error { return nil }},
+		Windows:  reminder.WindowDefaults{"acme": {Digest: time.Hour}}})
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, rems[0].Digest)
+	require.Zero(t, rems[1].Digest, "the subscriber turned it off")
+	require.Zero(t, rems[2].Digest, "a pager has no digest")
+}

@@ -361,7 +361,7 @@ func (u Update) plan(field string, s Subscriber, approval Approval, opts PlanOpt
 	if r.Window, err = u.sendWindow(field, s, opts.Windows); err != nil {
 		return Reminder{}, err
 	}
-	if r.Digest, err = u.digest(field, s); err != nil {
+	if r.Digest, err = u.digest(field, s, opts.Windows); err != nil {
 		return Reminder{}, err
 	}
 	if r.Window != nil {
@@ -377,15 +377,22 @@ func (u Update) plan(field string, s Subscriber, approval Approval, opts PlanOpt
 	return r, nil
 }
 
-// digest is the subscriber's digest interval: its own, else the update's
-// (0: none). Only email and webhook gather several reminders into one
-// message.
-func (u Update) digest(field string, s Subscriber) (time.Duration, error) {
+// digest is the subscriber's digest interval: its own, else the update's,
+// else its tenant's default (0: none). Only email and webhook gather
+// several reminders into one message; a tenant's default passes the other
+// channels by.
+func (u Update) digest(field string, s Subscriber, defaults WindowDefaults) (time.Duration, error) {
 	d, where := u.Digest, "digest"
 	if s.Digest != nil {
 		d, where = s.Digest, field+".digest"
 	}
-	if d == nil || *d == 0 {
+	if d == nil {
+		if def := defaults[u.Tenant].Digest; def > 0 && (s.Channel == Email || s.Channel == Webhook) {
+			return def, nil
+		}
+		return 0, nil
+	}
+	if *d == 0 {
 		return 0, nil
 	}
 	if s.Channel != Email && s.Channel != Webhook {

@@ -26,6 +26,9 @@ type Default struct {
 	// Holidays are dates every window of the tenant skips, sorted and
 	// distinct.
 	Holidays []Date
+	// Digest is the tenant's digest interval for email and webhook
+	// subscribers whose update and subscriber name none (0: none).
+	Digest time.Duration
 }
 
 // Defaults are the tenants' defaults, keyed by the tenant's name as the
@@ -34,7 +37,7 @@ type Defaults map[string]Default
 
 // defaultsKeys are the settings a defaults line may give, in the order
 // errors list them.
-var defaultsKeys = []string{"tenant", "days", "hours", "time_zone", "policy", "holidays"}
+var defaultsKeys = []string{"tenant", "days", "hours", "time_zone", "policy", "holidays", "digest"}
 
 // tenantPattern is the shape of a tenant's name: an id. Its twin is
 // reminder's idPattern (reminder.IsID), which this package cannot import
@@ -59,9 +62,11 @@ const holidayYears = 2
 //
 //	# tenant=NAME [days=mon-fri hours=08:00-18:00] [time_zone=Europe/Berlin]
 //	#             [policy=next|previous] [holidays=PATH.ics|2026-12-25,2026-12-26]
+//	#             [digest=30m]
 //	tenant=acme days=mon-fri hours=08:00-18:00 time_zone=Europe/Berlin holidays=de.ics
 //
-// days and hours make the default window and come together. holidays is
+// days and hours make the default window and come together. digest is the
+// tenant's digest interval (whole minutes, 1m to 24h). holidays is
 // a list of dates, or the path (without spaces, ending in .ics) of an
 // iCalendar file that readFile reads, expanded from today for Horizon
 // and two years more (see ParseICal). Errors are "line N: field:
@@ -138,6 +143,13 @@ func parseDefault(fields []string, readFile func(string) ([]byte, error), today 
 	}
 	if d.Policy, err = ParsePolicy(set["policy"]); err != nil {
 		return "", Default{}, fmt.Errorf("policy: %w", err)
+	}
+	if v, ok := set["digest"]; ok {
+		every, err := time.ParseDuration(v)
+		if err != nil || every < time.Minute || every > 24*time.Hour || every%time.Minute != 0 {
+			return "", Default{}, errors.New(`digest: want whole minutes from 1m to 24h (like "30m")`)
+		}
+		d.Digest = every
 	}
 	if h, ok := set["holidays"]; ok {
 		if d.Holidays, err = parseHolidays(h, readFile, today); err != nil {

@@ -24,7 +24,7 @@ func TestParseDefaultsReadsAGoodFile(t *testing.T) {
 	file := `# Send-window defaults, one tenant a line.
 
 tenant=acme days=mon-fri hours=08:00-18:00 time_zone=Europe/Berlin holidays=testdata/holidays-de-2027.ics
-  tenant=globex   policy=previous time_zone=America/New_York   # no window: only a zone and a policy
+  tenant=globex   policy=previous time_zone=America/New_York digest=30m  # no window: a zone, a policy, a digest
 tenant=initech hours=00:00-24:00 days=sat-sun holidays=2027-12-25,2027-01-01,2027-12-25
 tenant=default
 `
@@ -44,7 +44,7 @@ tenant=default
 	require.Contains(t, acme.Holidays, Date{2029, 12, 26})
 	require.Equal(t, Date{2030, 1, 1}, acme.Holidays[len(acme.Holidays)-1], "Horizon and two years from 2027-01-01 ends in early 2030")
 
-	require.Equal(t, Default{TimeZone: "America/New_York", Policy: Previous}, got["globex"])
+	require.Equal(t, Default{TimeZone: "America/New_York", Policy: Previous, Digest: 30 * time.Minute}, got["globex"])
 	require.Equal(t, Default{Window: &Window{Days: 1<<time.Saturday | 1<<time.Sunday, From: 0, To: EndOfDay}, Policy: Next,
 		Holidays: []Date{{2027, 1, 1}, {2027, 12, 25}}}, got["initech"])
 	require.Equal(t, Default{Policy: Next}, got["default"])
@@ -70,7 +70,7 @@ func TestParseDefaultsErrorsNameLineAndField(t *testing.T) {
 	for _, c := range []struct {
 		name, line, want string
 	}{
-		{"a bare word", "tenant=acme s3cret", "setting 2: want one of tenant, days, hours, time_zone, policy, holidays as key=value"},
+		{"a bare word", "tenant=acme s3cret", "setting 2: want one of tenant, days, hours, time_zone, policy, holidays, digest as key=value"},
 		{"an unknown key", "tenant=acme s3cret=x", "setting 2: want one of"},
 		{"a secret with base64 padding", "tenant=acme c3MzY3JldA==", "setting 2: want one of"},
 		{"a key twice", "tenant=acme days=mon days=s3cret", "days: is given twice"},
@@ -89,6 +89,9 @@ func TestParseDefaultsErrorsNameLineAndField(t *testing.T) {
 		{"the machine's zone", "tenant=acme time_zone=Local", "time_zone: is not an IANA time zone name"},
 		{"an unknown zone", "tenant=acme time_zone=Europe/S3cret", "time_zone: is not a time zone the IANA database knows"},
 		{"a bad policy", "tenant=acme policy=s3cret", "policy: is not a window policy"},
+		{"a digest that is no interval", "tenant=acme digest=s3cret", "digest: want whole minutes from 1m to 24h"},
+		{"a digest under a minute", "tenant=acme digest=30s", "digest: want whole minutes from 1m to 24h"},
+		{"a digest of part of a minute", "tenant=acme digest=90s", "digest: want whole minutes from 1m to 24h"},
 		{"a bad holiday", "tenant=acme holidays=2027-12-25,s3cret", "holidays: date 2 is not a date"},
 		{"a missing holiday file", "tenant=acme holidays=s3cret.ics", "holidays: error reading the iCalendar file: it does not exist"},
 		{"a bad holiday file", "tenant=acme holidays=testdata/s3cret-bad.ics", "holidays: in the iCalendar file, line 2: DTSTART: is missing"},

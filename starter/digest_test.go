@@ -116,6 +116,15 @@ SELECT count(*), count(DISTINCT provider_message_id), count(DISTINCT digest_key)
 		require.Equal(t, m.CustomArgs["delivery_key"], got.DigestKey)
 		require.Equal(t, digestEvery, got.Digest)
 	}
+	// A member whose send found its key in the leader's hands read how the
+	// digest went in that one attempt (awaitDigest), not in retries.
+	for _, r := range results {
+		for _, ev := range testenv.History(t, s.Temporal, r.WorkflowID).GetEvents() {
+			if started := ev.GetActivityTaskStartedEventAttributes(); started != nil {
+				require.EqualValues(t, 1, started.GetAttempt(), "%s's notify took one attempt", r.ReminderID)
+			}
+		}
+	}
 	testenv.RecordHistory(t, s.Temporal, results[0].WorkflowID, testenv.AtCurrentLevel("sent-in-a-digest"))
 }
 

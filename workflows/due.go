@@ -28,10 +28,12 @@ type dueState struct {
 // digest's next boundary. The window's arithmetic reads the zone database,
 // which a later release may hold newer, so it runs as a side effect, once
 // per due time: its answer is in the history, and a replay reads it there.
-// A reminder with neither window nor digest records nothing.
+// A reminder with no window records nothing.
 func (r *run) goesOutAt(ctx workflow.Context) time.Time {
-	if r.in.Window == nil && r.in.Digest == 0 {
-		return r.due
+	if r.in.Window == nil {
+		// A digest's boundary alone is arithmetic on the instant, the
+		// same in every release: no side effect, no marker.
+		return reminder.DigestAt(r.due, r.in.Digest)
 	}
 	if !r.goesOutFor.IsZero() && r.goesOutFor.Equal(r.due) {
 		return r.goesOut
@@ -46,6 +48,20 @@ func (r *run) goesOutAt(ctx workflow.Context) time.Time {
 	}
 	r.goesOut, r.goesOutFor = at, due
 	return at
+}
+
+// knownGoesOut is when the reminder goes out at its current due time, if
+// that is known without a side effect (for the status query, which may
+// not record one): a digest's boundary, or a window's opening worked out
+// for this due time already. ok is false for a reminder with neither.
+func (r *run) knownGoesOut() (at time.Time, ok bool) {
+	switch {
+	case r.in.Window == nil && r.in.Digest > 0:
+		return reminder.DigestAt(r.due, r.in.Digest), true
+	case r.in.Window != nil && r.goesOutFor.Equal(r.due):
+		return r.goesOut, true
+	}
+	return time.Time{}, false
 }
 
 // awaitDue sleeps until the due time, which a reschedule may move. done is

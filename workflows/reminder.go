@@ -211,8 +211,8 @@ func (r *run) status() (Status, error) {
 		Reschedules: r.reschedules, Transitions: r.transitions, TransitionCount: r.count,
 		Approval: ApprovalStatus{Required: r.in.Approval.Required, Escalated: r.escalated, Decision: r.decision},
 	}
-	if (r.in.Window != nil || r.in.Digest > 0) && r.goesOutFor.Equal(r.due) {
-		s.GoesOutAt = r.goesOut
+	if at, ok := r.knownGoesOut(); ok {
+		s.GoesOutAt = at
 	}
 	if r.in.Approval.Required {
 		s.Approval.TimeoutAt = r.requestedAt.Add(r.in.Approval.Timeout)

@@ -50,8 +50,8 @@ func (r *run) deliver(ctx workflow.Context) error {
 	// on replay, and its refusal of a moved row is read by followTheMirror.
 	in := activities.NotifyInput{ReminderID: r.in.ReminderID, SubscriberID: r.in.SubscriberID, DueAt: r.due, FollowsMoves: true,
 		Digest: r.in.Digest > 0}
-	if (r.in.Window != nil || r.in.Digest > 0) && r.goesOutFor.Equal(r.due) {
-		in.GoesOutAt = r.goesOut
+	if at, ok := r.knownGoesOut(); ok {
+		in.GoesOutAt = at
 	}
 	began := workflow.Now(ctx)
 	if r.version(ctx, changeLocalFirstAttempt) == localFirstAttempt {
