@@ -64,7 +64,7 @@ func parseCursor(s string) (cursor, bool) {
 }
 
 var listParams = []string{"shipment", "update", "state", "due_from", "due_to", "goes_out_from", "goes_out_to",
-	"cursor", "limit", "tenant", "updated_since"}
+	"digest_key", "cursor", "limit", "tenant", "updated_since"}
 
 // changeParams are the parameters the change feed takes beside
 // updated_since: the others select by what a reminder is, not by when it
@@ -74,8 +74,9 @@ var changeParams = []string{"updated_since", "limit", "tenant"}
 // listReminders answers GET /v1/reminders: by shipment (and update), by
 // state, due between two times, going out between two times (what is owed
 // on a day: a send window moves when a reminder goes out, never when it is
-// due), a page at a time. Unknown or repeated
-// parameters are refused, so a misspelt filter never returns everything.
+// due), by the digest they went out in, a page at a time. Unknown or
+// repeated parameters are refused, so a misspelt filter never returns
+// everything.
 func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -123,6 +124,12 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 	if !f.GoesOutFrom.IsZero() && !f.GoesOutTo.IsZero() && !f.GoesOutTo.After(f.GoesOutFrom) {
 		return invalidParameter("goes_out_to", "must be after goes_out_from")
 	}
+	if k := q.Get("digest_key"); k != "" {
+		if !isDigestKey(k) {
+			return invalidParameter("digest_key", "not a digest's key ("+reminder.DigestKeyPrefix+" and 64 lowercase hex digits)")
+		}
+		f.DigestKey = k
+	}
 	if f.Limit, p = parseLimit(q.Get("limit")); p != nil {
 		return p
 	}
@@ -148,6 +155,23 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
+}
+
+// isDigestKey says whether k is of the form reminder.DigestKey makes: a
+// reminder's own delivery key (64 hex digits, no prefix) is refused rather
+// than answered with an empty page, so a caller who passes the wrong key
+// hears so.
+func isDigestKey(k string) bool {
+	hex, ok := strings.CutPrefix(k, reminder.DigestKeyPrefix)
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, c := range hex {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // onePage fetches one row more than a page of size holds: the extra row

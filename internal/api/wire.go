@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/opaque"
@@ -33,7 +34,16 @@ type Reminder struct {
 	// that DueAt takes. "What do we owe on a day" counts by it.
 	GoesOutAt time.Time `json:"goes_out_at"`
 	// SendWindow is the window it was scheduled with (absent: none).
-	SendWindow        *SendWindow              `json:"send_window,omitempty"`
+	SendWindow *SendWindow `json:"send_window,omitempty"`
+	// Digest is the interval its address's reminders are gathered over
+	// into one message, as the update document spells one ("30m", "2h";
+	// absent: it goes out alone).
+	Digest string `json:"digest,omitempty"`
+	// DigestKey is the delivery key of the one message the reminder went
+	// out in with its digest's other members: set when the digest's send
+	// sealed it, absent before (and for a member left out, cancelled in
+	// time). GET /v1/reminders?digest_key= lists those members.
+	DigestKey         string                   `json:"digest_key,omitempty"`
 	State             reminder.State           `json:"state"`
 	DeliveryKey       string                   `json:"delivery_key"`
 	WorkflowID        string                   `json:"workflow_id"`
@@ -133,7 +143,7 @@ func ReminderOf(r mirror.Row, ids *opaque.Keys) Reminder {
 	out := Reminder{
 		ID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID, SubscriberID: r.SubscriberID,
 		Channel: r.Channel, DueAt: r.DueAt, RequestedDueAt: r.RequestedDueAt, GoesOutAt: goesOutAt(r.GoesOutAt, r.DueAt),
-		SendWindow: SendWindowOf(r.Window), State: r.State,
+		SendWindow: SendWindowOf(r.Window), Digest: digestText(r.Digest), DigestKey: r.DigestKey, State: r.State,
 		DeliveryKey: r.DeliveryKey, WorkflowID: r.WorkflowID, WorkflowStartedAt: r.WorkflowStartedAt,
 		SentAt: r.SentAt, CancelRequestedAt: r.CancelRequestedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ProviderOutcome: r.ProviderOutcome, ProviderOutcomeAt: r.ProviderOutcomeAt, DeliveredAt: r.DeliveredAt,
@@ -156,6 +166,28 @@ func SendWindowOf(w *reminder.SendWindow) *SendWindow {
 		out.SkipDates = append(out.SkipDates, d.String())
 	}
 	return out
+}
+
+// digestText writes a digest interval as an update document gives one,
+// hours and minutes ("30m", "2h", "1h30m"), so a caller reads back what it
+// sent, not time.Duration's "30m0s"; "" for none. The update parser
+// refuses an interval that is not whole minutes, so the fallback is only
+// for a row written some other way.
+func digestText(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return ""
+	case d%time.Minute != 0:
+		return d.String()
+	}
+	h, m := d/time.Hour, d%time.Hour/time.Minute
+	switch {
+	case m == 0:
+		return fmt.Sprintf("%dh", h)
+	case h == 0:
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%dh%dm", h, m)
 }
 
 // RemindersOf maps rows (nil for nil).

@@ -131,7 +131,7 @@ func TestTheStoresTypesCarryNoWireTags(t *testing.T) {
 // mirror's and starter's types on main before then, each optional member
 // both present and absent, with the members added since in their places
 // (goes_out_at and send_window, issue 39: a reminder without a window goes
-// out at its due time).
+// out at its due time; digest and digest_key, issue 39 part 2).
 func TestTheWireIsAsItWas(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 8, 10, 0, 0, 123456789, time.UTC)
@@ -144,7 +144,7 @@ func TestTheWireIsAsItWas(t *testing.T) {
 		CreatedAt: at.Add(-2 * time.Hour), UpdatedAt: at.Add(time.Minute), ProviderOutcome: reminder.OutcomeDelivered,
 		ProviderOutcomeAt: p(4 * time.Second), DeliveredAt: p(5 * time.Second),
 		LastChange: &mirror.LastChange{Event: 1, Type: reminder.StatusTypes[0], At: at, Sequence: 3},
-		GoesOutAt:  at.Add(22 * time.Hour), Window: &window}
+		GoesOutAt:  at.Add(22 * time.Hour), Window: &window, Digest: 30 * time.Minute, DigestKey: "digest_k"}
 	sparse := mirror.Row{ID: "S-1/w-1/ops", ShipmentID: "S-1", UpdateID: "w-1", SubscriberID: "ops", Channel: reminder.Webhook,
 		DueAt: at, RequestedDueAt: at, State: reminder.Scheduled, DeliveryKey: "k", WorkflowID: "wf", CreatedAt: at, UpdatedAt: at}
 	ev := mirror.Event{ID: 7, Type: "sent", At: at, Detail: map[string]any{"attempts": 1.0, "delivery_key": "k"}}
@@ -162,7 +162,7 @@ func TestTheWireIsAsItWas(t *testing.T) {
 		got  any
 		want string
 	}{
-		{api.ReminderOf(full, dev), `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","goes_out_at":"2026-12-09T08:00:00.123456789Z","send_window":{"days":"mon,tue,wed,thu,fri","hours":"08:00-18:00","time_zone":"Asia/Singapore","skip_dates":["2026-12-25"],"policy":"next"},"state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z","last_change":{"id":"evt_hcDI9wOWVJf4iEmsmu-5SA","type":"scheduled","at":"2026-12-08T10:00:00.123456789Z","sequence":3}}`},
+		{api.ReminderOf(full, dev), `{"reminder_id":"acme/S-1/w-1/ops","tenant":"acme","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"email","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T09:00:00.123456789Z","goes_out_at":"2026-12-09T08:00:00.123456789Z","send_window":{"days":"mon,tue,wed,thu,fri","hours":"08:00-18:00","time_zone":"Asia/Singapore","skip_dates":["2026-12-25"],"policy":"next"},"digest":"30m","digest_key":"digest_k","state":"delivered","delivery_key":"k","workflow_id":"wf","workflow_started_at":"2026-12-08T10:00:01.123456789Z","sent_at":"2026-12-08T10:00:02.123456789Z","cancel_requested_at":"2026-12-08T10:00:03.123456789Z","created_at":"2026-12-08T08:00:00.123456789Z","updated_at":"2026-12-08T10:01:00.123456789Z","provider_outcome":"delivered","provider_outcome_at":"2026-12-08T10:00:04.123456789Z","delivered_at":"2026-12-08T10:00:05.123456789Z","last_change":{"id":"evt_hcDI9wOWVJf4iEmsmu-5SA","type":"scheduled","at":"2026-12-08T10:00:00.123456789Z","sequence":3}}`},
 		{api.ReminderOf(sparse, dev), `{"reminder_id":"S-1/w-1/ops","shipment_id":"S-1","update_id":"w-1","subscriber_id":"ops","channel":"webhook","due_at":"2026-12-08T10:00:00.123456789Z","requested_due_at":"2026-12-08T10:00:00.123456789Z","goes_out_at":"2026-12-08T10:00:00.123456789Z","state":"scheduled","delivery_key":"k","workflow_id":"wf","created_at":"2026-12-08T10:00:00.123456789Z","updated_at":"2026-12-08T10:00:00.123456789Z"}`},
 		{api.EventOf(ev, dev), `{"id":"evt_LV7-7SbkaQxlhDLTBDQUig","type":"sent","at":"2026-12-08T10:00:00.123456789Z","detail":{"attempts":1,"delivery_key":"k"}}`},
 		{api.SuppressionOf(sup, "acme"), `{"tenant":"acme","address_sha256":"ab","reason":"unsubscribe","reminder_id":"r","event_id":"e","suppressed_at":"2026-12-08T10:00:00.123456789Z","lifted_at":"2026-12-08T11:00:00.123456789Z","lifted_by":"alice"}`},
@@ -176,6 +176,24 @@ func TestTheWireIsAsItWas(t *testing.T) {
 		b, err := json.Marshal(c.got)
 		require.NoError(t, err)
 		require.Equal(t, c.want, string(b))
+	}
+}
+
+// A digest interval reads back as an update document spells it, hours
+// and minutes, never time.Duration's "30m0s", and the update's parser
+// takes it back as the same interval; none is absent.
+func TestTheDigestIntervalReadsAsTheUpdateSpellsIt(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		time.Minute: "1m", 30 * time.Minute: "30m", 2 * time.Hour: "2h", 90 * time.Minute: "1h30m", 24 * time.Hour: "24h", 0: "",
+	} {
+		got := api.ReminderOf(mirror.Row{Digest: d}, opaque.Development()).Digest
+		require.Equal(t, want, got, "%s", d)
+		if want != "" {
+			back, err := reminder.ParseDuration(got)
+			require.NoError(t, err)
+			require.Equal(t, d, back)
+		}
 	}
 }
 
