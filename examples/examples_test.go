@@ -61,3 +61,22 @@ func TestTheSendWindowExampleGoesOutAsTheDocsSay(t *testing.T) {
 		require.Equal(t, reminder.DeliveryKey(rem.ID, rem.SubscriberID, rem.DueAt), rem.DeliveryKey(), "the key is the due time's")
 	}
 }
+
+// The digest example goes out as docs/usage.md says: the ops desk's
+// reminder, due 08:10, at the update's 30-minute boundary, 08:30, with
+// whatever else reaches its inbox in that interval; the webhook, whose
+// "off" replaces the update's digest, when due.
+func TestTheDigestExampleGoesOutAsTheDocsSay(t *testing.T) {
+	r, err := os.Open("update-digest.json")
+	require.NoError(t, err)
+	defer r.Close()
+	u, err := reminder.ParseUpdate(r)
+	require.NoError(t, err)
+	rems, err := u.Plan(reminder.PlanOptions{Now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
+	require.NoError(t, err)
+	want := map[string][2]string{"ops-desk": {"2027-01-17T08:30:00Z", "30m0s"}, "consignee-hook": {"2027-01-17T08:10:00Z", "0s"}}
+	require.Len(t, rems, len(want))
+	for _, rem := range rems {
+		require.Equal(t, want[rem.SubscriberID], [2]string{rem.GoesOutAt().UTC().Format(time.RFC3339), rem.Digest.String()}, rem.SubscriberID)
+	}
+}

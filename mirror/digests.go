@@ -103,6 +103,11 @@ WITH l AS (
 ), leader AS (
     UPDATE deliveries SET digest_of = @reminder_id, digest_key = NULL
      WHERE delivery_key = @key AND claimed_by = @owner AND status = 'sending'
+    RETURNING reminder_id
+), unsealed AS (
+    -- A digest an earlier attempt sealed (and may have sent) no longer
+    -- holds the leader: the seal to come names the one it is in now.
+    UPDATE reminders SET digest_key = NULL WHERE id IN (SELECT reminder_id FROM leader)
 )
 SELECT count(*) FROM claim`
 

@@ -49,6 +49,22 @@ func DigestKey(memberKeys []string) string {
 	return DigestKeyPrefix + hex.EncodeToString(sum[:])
 }
 
+// IsDigestKey reports whether s is a digest's key as DigestKey makes
+// one: DigestKeyPrefix and 64 lowercase hex digits. The CLI and the
+// console refuse any other before asking the mirror.
+func IsDigestKey(s string) bool {
+	hexPart, ok := strings.CutPrefix(s, DigestKeyPrefix)
+	if !ok || len(hexPart) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range hexPart {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // checkDigest refuses an interval a digest cannot take, naming field.
 func checkDigest(field string, every time.Duration) error {
 	switch {

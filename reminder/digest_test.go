@@ -98,3 +98,20 @@ func TestATenantsDefaultDigestAppliesWhenNoneIsNamed(t *testing.T) {
 	require.Zero(t, rems[1].Digest, "the subscriber turned it off")
 	require.Zero(t, rems[2].Digest, "a pager has no digest")
 }
+
+// A digest's key is told from anything else before the mirror is asked;
+// its interval reads as the update document wrote it.
+func TestADigestKeyAndIntervalReadAsWritten(t *testing.T) {
+	t.Parallel()
+	k := reminder.DigestKey([]string{"a"})
+	require.True(t, reminder.IsDigestKey(k))
+	for _, bad := range []string{"", reminder.DigestKeyPrefix, k[:len(k)-1], k + "0", strings.ToUpper(k),
+		strings.TrimPrefix(k, reminder.DigestKeyPrefix), k[:len(k)-1] + "g", "x" + k[1:]} {
+		require.False(t, reminder.IsDigestKey(bad), "%q", bad)
+	}
+	require.Equal(t, "30m", reminder.DigestEvery(30*time.Minute))
+	require.Equal(t, "2h", reminder.DigestEvery(2*time.Hour))
+	require.Equal(t, "1h30m", reminder.DigestEvery(90*time.Minute))
+	require.Equal(t, "24h", reminder.DigestEvery(24*time.Hour))
+	require.Equal(t, "goes out with its address's other reminders in a digest every 1m", reminder.GoingOutInDigest(time.Minute))
+}

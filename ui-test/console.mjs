@@ -2,7 +2,8 @@
 // mail sink, as an approver in Europe/Berlin would: log in, page through
 // the list, approve one reminder, reject another through its confirmation,
 // approve a whole update, see the approved ones delivered and the rejected
-// one cancelled, follow an escalation email's approve link from the sink.
+// one cancelled, follow an escalation email's approve link from the sink,
+// follow a digest member's link to its digest's page.
 // Every page is checked with axe-core (no violations) and for sideways
 // scrolling; the list, a reminder, the rejections' confirmations and the
 // overview, with long data (the longest ids, a long subject, an unbroken
@@ -30,6 +31,7 @@ const linkId = mustEnv('LINK_ID');
 const awaiting = Number(mustEnv('AWAITING'));
 const longShipment = mustEnv('LONG_SHIPMENT_ID');
 const longId = mustEnv('LONG_ID');
+const digestMemberId = mustEnv('DIGEST_MEMBER_ID');
 const outDir = process.env.OUT_DIR ?? 'out';
 mkdirSync(outDir, { recursive: true });
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -209,6 +211,17 @@ try {
   await accessible(page, 'the overview');
   await shot(page, 'console-overview.png');
 
+  // A digest's member links to the digest's page, which lists its three.
+  await page.goto(url(`/console/reminder?id=${encodeURIComponent(digestMemberId)}`), { waitUntil: 'load' });
+  check((await page.textContent('dd.digest')).includes('in a digest every 1m'), 'a digest member says its interval');
+  await page.getByRole('link', { name: 'sent in a digest of 3' }).click();
+  await heading(page, /^Digest digest_/);
+  check(await page.locator('table.digest-members tbody tr').count() === 3, 'the digest page lists its 3 members');
+  check(await page.locator(`tr[data-reminder-id="${digestMemberId}"]`).count() === 1, 'the member is among them');
+  const digestPath = new URL(page.url()).pathname;
+  await accessible(page, 'the digest page');
+  await shot(page, 'console-digest.png');
+
   // Long data at a desk's, a laptop's and a phone's width: nothing scrolls
   // sideways, the Decision column is in view, the header spans the page,
   // and every page stays accessible.
@@ -221,7 +234,8 @@ try {
       [`/console/reminder?id=${encodeURIComponent(longId)}`, width === 390 ? 'console-reminder-390.png' : null],
       [longUpdate, width === 1280 ? 'console-reject-update.png' : null],
       [`/console/reject?reminder_id=${encodeURIComponent(longId)}`, null],
-      ['/console/overview', width === 390 ? 'console-overview-390.png' : null]]) {
+      ['/console/overview', width === 390 ? 'console-overview-390.png' : null],
+      [digestPath, width === 390 ? 'console-digest-390.png' : null]]) {
       await page.goto(url(path), { waitUntil: 'load' });
       await accessible(page, `${path} at ${width} px`);
       // No text too small to read: every label as large as 12 px.

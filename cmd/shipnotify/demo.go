@@ -98,8 +98,14 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	defer hooks.Close()
 	start := time.Now()
 	mails.OnMail = func(m sink.Mail) {
+		// A digest is its members' one mail: named by its size, not by the
+		// member that led it.
+		what := m.CustomArgs["reminder_id"]
+		if n := m.CustomArgs["digest_size"]; n != "" {
+			what = "a digest of " + n
+		}
 		out.printf("  ✉  mail sink got   %-28s %q  key %.12s…  (+%.1fs)\n",
-			m.CustomArgs["reminder_id"], m.Subject, m.CustomArgs["delivery_key"], time.Since(start).Seconds())
+			what, m.Subject, m.CustomArgs["delivery_key"], time.Since(start).Seconds())
 	}
 	hooks.OnHook = func(h sink.Hook) {
 		var ev activities.WebhookEvent
@@ -154,6 +160,10 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	defer cancelNightDesk(ctx, st, out)
+	ops, err := scheduleOpsDigest(ctx, st, start)
+	if err != nil {
+		return err
+	}
 	out.printf("Stand-ins: mail sink %s, webhook receiver %s, tracker %s\n", mails.URL(), hooks.URL(), tracker.receiver.URL())
 	out.printf("Scheduled shipment update %s/%s for %s:\n", u.ShipmentID, u.UpdateID, cli.Count(int64(len(results)), "subscriber", "subscribers"))
 	for _, r := range results {
@@ -161,14 +171,19 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	}
 	out.printf("And one a send window holds, due at night where its subscriber is:\n  %-40s %s\n", night.r.ReminderID,
 		night.w.GoingOut(night.r.DueAt, night.r.GoesOutAt))
+	out.printf("And %d shipments' reminders to one ops inbox, in a digest every %s: one mail at %s lists them all:\n",
+		len(ops.results), reminder.DigestEvery(demoDigestEvery), ops.at.Local().Format("15:04:05"))
+	for _, r := range ops.results {
+		out.printf("  %-40s due %s\n", r.ReminderID, r.DueAt.Local().Format("15:04:05"))
+	}
 	q := url.QueryEscape(fmt.Sprintf(`ShipmentId="%s" AND UpdateId="%s"`, u.ShipmentID, u.UpdateID))
 	out.printf("\nTemporal Web UI: %s/namespaces/%s/workflows?query=%s\n", *uiURL, cfg.Temporal.Namespace, q)
 	out.printf("Waiting for deliveries…\n")
 
 	done := make(chan error, 2)
 	go func() {
-		// Four reminders and the bounced one's escalation.
-		_, err := mails.Wait(ctx, func(m []sink.Mail) bool { return len(m) >= 5 })
+		// Four reminders, the bounced one's escalation and the ops digest.
+		_, err := mails.Wait(ctx, func(m []sink.Mail) bool { return len(m) >= 6 })
 		done <- err
 	}()
 	go func() {
@@ -182,6 +197,7 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 	}
 	// Let each workflow finish (mirror and search attributes say "sent")
 	// before the worker can stop.
+	results = append(results, ops.results...)
 	for _, r := range results {
 		var res workflows.ReminderResult
 		if err := tc.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res); err != nil {
@@ -192,14 +208,20 @@ func runDemo(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	tracker.caughtUp(ctx, out)
+	digestKey, err := ops.digestKey(ctx, store)
+	if err != nil {
+		return err
+	}
 	exe := demoExecutable()
 	out.printf("\nThe mail sink's mailbox (every mail as sent, its HTML rendered): %s/mailbox\n", mails.URL())
 	out.printf("\nInspect them, from another shell in this checkout:\n  eval \"$(scripts/dev.sh env | sed 's/^/export /')\"\n  %s list --shipment %s\n  %s show %s\n",
 		exe, u.ShipmentID, exe, results[len(results)-1].ReminderID)
 	out.printf("  %s show %s\n  %s list --goes-out-from %s --goes-out-to %s   # what goes out then\n", exe, night.r.ReminderID,
 		exe, night.r.GoesOutAt.UTC().Format(time.RFC3339), night.r.GoesOutAt.Add(time.Minute).UTC().Format(time.RFC3339))
+	out.printf("  %s show %s\n  %s list --digest-key %s   # the ops digest's members\n", exe, ops.results[0].ReminderID, exe, digestKey)
 	if front != nil {
 		out.printf("\nApproval console: %s/console/ (log in with the key %s)\n", front.url, front.approverKey)
+		out.printf("The ops digest's page: %s/console/digests/%s\n", front.url, digestKey)
 		out.printf("Schedule an update that needs approval through the API, then approve it in the console:\n  %s\n",
 			front.curlSchedule(time.Now()))
 		out.printf("Poll what changed, as a tracker may instead of hearing back:\n  %s\n", front.curlFeed())

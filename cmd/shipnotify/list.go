@@ -25,7 +25,7 @@ func init() {
 
 func runList(ctx context.Context, e cli.Env, args []string) error {
 	fs := cli.NewFlags(e, "list", "list [--tenant T] [--shipment S] [--update U] [--state S] [--due-from T] [--due-to T]\n"+
-		"       [--goes-out-from T] [--goes-out-to T] [--limit N] [--after ID] [--json]")
+		"       [--goes-out-from T] [--goes-out-to T] [--digest-key K] [--limit N] [--after ID] [--json]")
 	var f mirror.Filter
 	var state, from, to, outFrom, outTo, tenantName, after string
 	fs.StringVar(&tenantName, "tenant", "", "only this tenant's (default: every tenant's)")
@@ -38,6 +38,9 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 	// with a send window goes out at its opening, not at its due time.
 	fs.StringVar(&outFrom, "goes-out-from", "", "going out at or after this time: its send window's opening, else its due time (same forms as --due-from)")
 	fs.StringVar(&outTo, "goes-out-to", "", "going out before this time (same forms as --due-from)")
+	// A digest's key names the one message its members went out in, as
+	// show prints it: which reminders did that mail carry?
+	fs.StringVar(&f.DigestKey, "digest-key", "", "only the reminders of this digest (its key, "+reminder.DigestKeyPrefix+"…, as show prints it)")
 	fs.IntVar(&f.Limit, "limit", 1000, "at most this many rows (0 for all); when there are more, the next page's command is printed")
 	fs.StringVar(&after, "after", "", "continue after this reminder id, in the list's order (due time, then id): the next page")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
@@ -53,6 +56,9 @@ func runList(ctx context.Context, e cli.Env, args []string) error {
 	}
 	if f.GoesOutFrom, f.GoesOutTo, err = parseSpan("--goes-out-from", "--goes-out-to", outFrom, outTo); err != nil {
 		return err
+	}
+	if f.DigestKey != "" && !reminder.IsDigestKey(f.DigestKey) {
+		return cli.Usagef("--digest-key: not a digest's key (%s and 64 hex digits, as show prints it)", reminder.DigestKeyPrefix)
 	}
 	if f.Limit < 0 {
 		return cli.Usagef("--limit must not be negative")

@@ -328,7 +328,8 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 	}
 }
 
-// The demo, as `make demo` runs it: every sample reminder arrives.
+// The demo, as `make demo` runs it: every sample reminder arrives, and
+// three shipments' reminders to one ops inbox arrive as one digest.
 func TestDemoDeliversTheSample(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
@@ -347,21 +348,28 @@ func TestDemoDeliversTheSample(t *testing.T) {
 	require.Contains(t, stdout, fmt.Sprintf("Stand-ins: mail sink http://127.0.0.1:%d, webhook receiver http://127.0.0.1:%d, tracker http://127.0.0.1:%d\n",
 		mailPort, hookPort, trackerPort))
 	require.Contains(t, stdout, fmt.Sprintf("mailbox (every mail as sent, its HTML rendered): http://127.0.0.1:%d/mailbox\n", mailPort))
-	require.Equal(t, 5, strings.Count(stdout, "mail sink got"), "four reminders and one escalation: %s", stdout)
+	require.Equal(t, 6, strings.Count(stdout, "mail sink got"), "four reminders, one escalation and one digest: %s", stdout)
+	require.Regexp(t, `mail sink got   a digest of 3 +"3 shipment reminders"  key digest_`, stdout)
 	require.Equal(t, 1, strings.Count(stdout, "webhook got"), stdout)
 	require.Contains(t, stdout, "bounce ×1")
-	require.Equal(t, 4, strings.Count(stdout, " delivered\n"), stdout)
+	require.Equal(t, 7, strings.Count(stdout, " delivered\n"), "four of the sample, three of the digest: %s", stdout)
 	require.Regexp(t, `consignee-old-inbox\s+undeliverable  bounced: the update's escalation contact was told, once`, stdout)
 	require.Contains(t, stdout, "[shipnotify] Reminder SHP-1001")
 	// The tracker hears back: each reminder scheduled and sent, four
 	// delivered, one undeliverable and its escalation, every one signed.
-	// The night desk's reminder too is scheduled, and waits.
-	require.Equal(t, 6, strings.Count(stdout, "reminder.scheduled "), stdout)
-	require.Equal(t, 5, strings.Count(stdout, "reminder.sent "), stdout)
-	require.Equal(t, 4, strings.Count(stdout, "reminder.delivered "), stdout)
+	// The night desk's reminder too is scheduled, and waits; each of the
+	// digest's three is sent and delivered on its own account.
+	require.Equal(t, 9, strings.Count(stdout, "reminder.scheduled "), stdout)
+	require.Equal(t, 8, strings.Count(stdout, "reminder.sent "), stdout)
+	require.Equal(t, 7, strings.Count(stdout, "reminder.delivered "), stdout)
 	require.Equal(t, 1, strings.Count(stdout, "reminder.undeliverable "), stdout)
 	require.Equal(t, 1, strings.Count(stdout, "reminder.escalated "), stdout)
-	require.Contains(t, stdout, "The tracker's endpoint got 17 status events")
+	require.Contains(t, stdout, "The tracker's endpoint got 26 status events")
+	// The ops inbox's digest: said when scheduled, and how to look at it.
+	require.Regexp(t, `And 3 shipments' reminders to one ops inbox, in a digest every 1m: one mail at \d\d:\d\d:00 lists them all:\n`+
+		`  SHP-1003/window-\S+/ops-desk +due \S+\n  SHP-1004/`, stdout)
+	require.Regexp(t, `\n  \S*shipnotify\S* list --digest-key digest_[0-9a-f]{64}   # the ops digest's members\n`, stdout)
+	require.Regexp(t, `The ops digest's page: http://127\.0\.0\.1:\d+/console/digests/digest_[0-9a-f]{64}\n`, stdout)
 	// One subscriber's send window holds its reminder, due at 03:00 in
 	// Singapore, to the window's opening: the demo says so, shows how to
 	// look at it, and cancels it when it stops, leaving none sleeping.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/cli"
@@ -60,20 +61,34 @@ func runSchedule(ctx context.Context, e cli.Env, args []string) error {
 
 // printGoingOut tells the person who scheduled, on stderr (stdout is the
 // results' JSON), of each reminder a send window holds past its due time
-// or sends before it: when it goes out, and why, by the clock of the
-// subscriber's zone. A reminder that goes out when due is not mentioned.
+// or sends before it, and of each that goes out in a digest (at its
+// interval's boundary): when it goes out, and why, by the clock of the
+// subscriber's zone. A reminder that goes out alone when due is not
+// mentioned.
 func printGoingOut(e cli.Env, results []starter.Result, rems []reminder.Reminder) {
-	windows := map[string]*reminder.SendWindow{}
+	planned := map[string]reminder.Reminder{}
 	for _, r := range rems {
-		windows[r.ID] = r.Window
+		planned[r.ID] = r
 	}
 	for _, r := range results {
-		w := windows[r.ReminderID]
-		if w == nil || r.GoesOutAt.IsZero() || r.GoesOutAt.Equal(r.DueAt) {
+		p := planned[r.ReminderID]
+		held := p.Window != nil && !r.GoesOutAt.Equal(r.DueAt)
+		if r.GoesOutAt.IsZero() || (!held && p.Digest == 0) {
 			continue
 		}
-		fmt.Fprintf(e.Stderr, "%s: %s goes out at %s, not at its due time: %s\n", e.Program, r.ReminderID,
-			r.GoesOutAt.UTC().Format(time.RFC3339), w.GoingOut(r.DueAt, r.GoesOutAt))
+		var why []string
+		if held {
+			why = append(why, p.Window.GoingOut(r.DueAt, r.GoesOutAt))
+		}
+		if p.Digest > 0 {
+			why = append(why, reminder.GoingOutInDigest(p.Digest))
+		}
+		when := "not at its due time"
+		if r.GoesOutAt.Equal(r.DueAt) {
+			when = "its due time"
+		}
+		fmt.Fprintf(e.Stderr, "%s: %s goes out at %s, %s: %s\n", e.Program, r.ReminderID,
+			r.GoesOutAt.UTC().Format(time.RFC3339), when, strings.Join(why, "; "))
 	}
 }
 

@@ -47,10 +47,44 @@ type showOutput struct {
 	Workflow workflowStatus `json:"workflow"`
 	// Live is the running workflow's own account (its status query).
 	Live *workflows.Status `json:"live,omitempty"`
+	// Digest is the digest it goes out in, when it goes out in one: the
+	// CLI's own account (the wire format has none yet).
+	Digest *showDigest `json:"digest,omitempty"`
 	// goesOutAt and window are the mirror's, for the text: the wire
 	// format (Reminder) says them as the API does.
 	goesOutAt time.Time
 	window    *reminder.SendWindow
+}
+
+// showDigest is the digest a reminder goes out in.
+type showDigest struct {
+	// Every is the interval, as the update wrote it ("30m").
+	Every string `json:"every"`
+	every time.Duration
+	// Key is the digest's key once its send is sealed ("" before), and
+	// Members how many reminders it holds, this one included (0 before).
+	Key     string `json:"key,omitempty"`
+	Members int    `json:"members,omitempty"`
+}
+
+// text says the digest for people: before the seal, how the reminder
+// goes out ("goes out with its address's other reminders in a digest
+// every 30m"); after it, the digest it went in ("sent in digest <key>
+// with 2 others"), which list --digest-key lists. sent says whether its
+// send is recorded; a sealed digest not yet sent (or failed) is "in".
+func (d showDigest) text(sent bool) string {
+	if d.Key == "" {
+		return reminder.GoingOutInDigest(d.every)
+	}
+	verb := "in"
+	if sent {
+		verb = "sent in"
+	}
+	others := "no others"
+	if d.Members > 1 {
+		others = cli.Count(int64(d.Members-1), "other", "others")
+	}
+	return fmt.Sprintf("%s digest %s with %s (every %s)", verb, d.Key, others, d.Every)
 }
 
 func runShow(ctx context.Context, e cli.Env, args []string) error {
@@ -96,6 +130,14 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 		return err
 	}
 	out := showOf(row, events, d.Cfg.IDs)
+	if out.Digest != nil && out.Digest.Key != "" {
+		// The digest's members are its tenant's rows under its key.
+		n, _, err := store.Count(ctx, mirror.Filter{Tenant: row.Tenant, DigestKey: row.DigestKey})
+		if err != nil {
+			return err
+		}
+		out.Digest.Members = n
+	}
 	desc, err := tc.DescribeWorkflowExecution(ctx, row.WorkflowID, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -135,7 +177,11 @@ func runShow(ctx context.Context, e cli.Env, args []string) error {
 // showOf is show's output before the workflow is asked, its events' ids
 // sealed with ids, as the API and the status events show them.
 func showOf(row mirror.Row, events []mirror.Event, ids *opaque.Keys) showOutput {
-	return showOutput{Reminder: api.ReminderOf(row, ids), Events: api.EventsOf(events, ids), goesOutAt: row.GoesOutAt, window: row.Window}
+	out := showOutput{Reminder: api.ReminderOf(row, ids), Events: api.EventsOf(events, ids), goesOutAt: row.GoesOutAt, window: row.Window}
+	if row.Digest > 0 {
+		out.Digest = &showDigest{Every: reminder.DigestEvery(row.Digest), every: row.Digest, Key: row.DigestKey}
+	}
+	return out
 }
 
 func writeShowJSON(w io.Writer, out showOutput) error {
@@ -162,11 +208,17 @@ func printShow(e cli.Env, out showOutput) error {
 	fmt.Fprintf(tw, "Shipment / update\t%s / %s\n", r.ShipmentID, r.UpdateID)
 	fmt.Fprintf(tw, "Subscriber\t%s (%s)\n", r.SubscriberID, r.Channel)
 	fmt.Fprintf(tw, "Due\t%s\n", r.DueAt.UTC().Format(time.RFC3339Nano))
+	if out.window != nil || out.Digest != nil {
+		fmt.Fprintf(tw, "Goes out\t%s\n", out.goesOutAt.UTC().Format(time.RFC3339Nano))
+	}
 	if w := out.window; w != nil {
 		// When its send window lets it go, and why, by the clock of the
 		// window's zone (the subscriber's).
-		fmt.Fprintf(tw, "Goes out\t%s\n", out.goesOutAt.UTC().Format(time.RFC3339Nano))
 		fmt.Fprintf(tw, "Send window\t%s\n", w.GoingOut(r.DueAt, out.goesOutAt))
+	}
+	if dg := out.Digest; dg != nil {
+		// The boundary it goes out at, and (once sealed) with whom.
+		fmt.Fprintf(tw, "Digest\t%s\n", dg.text(r.SentAt != nil))
 	}
 	fmt.Fprintf(tw, "State\t%s\n", r.State)
 	fmt.Fprintf(tw, "Sent\t%s\n", orDash(r.SentAt))

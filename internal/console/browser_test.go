@@ -15,6 +15,7 @@ import (
 
 	"github.com/shipnotify/shipnotify/internal/console"
 	"github.com/shipnotify/shipnotify/reminder"
+	"github.com/shipnotify/shipnotify/starter"
 )
 
 // testWriter sends a process's output to the test log.
@@ -31,7 +32,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // (two rows a page); approve one reminder and reject another through its
 // confirmation; approve a whole update; see the approved ones in the mail
 // sink and the rejected one cancelled; follow an escalation email's
-// approve link from the sink; check every page with axe-core, and at
+// approve link from the sink; follow a digest member's link to its
+// digest's page; check every page with axe-core, and at
 // 1280, 1024 and 390 px, with long data (the longest ids, a long subject,
 // an unbroken word), that nothing scrolls sideways; and save screenshots of
 // it all (docs/screenshots when SCREENSHOT_DIR says so). `make test-ui`
@@ -45,6 +47,25 @@ func TestConsoleInABrowser(t *testing.T) {
 	script, err := filepath.Abs(script)
 	require.NoError(t, err)
 	f, tenant, key := tenantSetup(t, 2)
+	// A digest of three to one inbox, sent at the next minute's boundary
+	// at least 30 s away: its member's page links to the digest's page.
+	digestEvery := time.Minute
+	boundary := reminder.DigestAt(time.Now().Add(30*time.Second), digestEvery)
+	var digestRs []starter.Result
+	for i := range 3 {
+		d := f.s.Update(t, boundary.Add(-time.Second-time.Duration(i)*200*time.Millisecond), reminder.Email)
+		d.Tenant, d.Digest = tenant, &digestEvery
+		d.ShipmentID = fmt.Sprintf("%s-%d", d.ShipmentID, i)
+		d.Subscribers[0].Email = "ops@consignee.example"
+		rs, err := f.s.Starter.Schedule(context.Background(), d)
+		require.NoError(t, err)
+		digestRs = append(digestRs, rs...)
+	}
+	t.Cleanup(func() {
+		for _, r := range digestRs {
+			_ = f.s.Temporal.TerminateWorkflow(context.Background(), r.WorkflowID, "", "test over")
+		}
+	})
 	u, rs := f.scheduleFor(t, tenant, 2, reminder.Approval{})
 	whole, wholeRs := f.scheduleFor(t, tenant, 3, reminder.Approval{})
 	// The link is a capability of its own: the escalation goes to the
@@ -78,6 +99,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	})
 
+	sentBy, cancelSent := context.WithDeadline(context.Background(), boundary.Add(2*time.Minute))
+	defer cancelSent()
+	for _, r := range digestRs {
+		require.NoError(t, f.s.Temporal.GetWorkflow(sentBy, r.WorkflowID, "").Get(sentBy, nil), "the digest is sent: %s", r.ReminderID)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script)
@@ -95,6 +122,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		"AWAITING=8",
 		"LONG_SHIPMENT_ID="+long.ShipmentID,
 		"LONG_ID="+longRs[0].ReminderID,
+		"DIGEST_MEMBER_ID="+digestRs[0].ReminderID,
 	)
 	cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
 	require.NoError(t, cmd.Run(), "ui-test/console.mjs")

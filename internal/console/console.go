@@ -203,6 +203,7 @@ func (c *console) handler() http.Handler {
 	mux.HandleFunc("POST /console/decide", c.authed(c.decide))
 	mux.HandleFunc("GET "+resultPath, c.decided)
 	mux.HandleFunc("GET /console/overview", c.authed(c.overview))
+	mux.HandleFunc("GET "+digestPath+"{key}", c.authed(c.digest))
 	mux.HandleFunc("GET /console/login", c.loginPage)
 	mux.HandleFunc("POST /console/login", c.login)
 	mux.HandleFunc("POST /console/logout", c.logout)

@@ -30,10 +30,12 @@ type listed struct {
 	// Overdue: the time it goes out (its due time, or its send window's
 	// opening) has passed. A reminder a window holds is not overdue.
 	Overdue bool
-	// Held: a send window moves when it goes out (GoesOutAt) from its due
-	// time; GoingOut says so, with the window ("" without one).
+	// Held: a send window or a digest moves when it goes out (GoesOutAt)
+	// from its due time; GoingOut says so, with the window ("" without
+	// one), and InDigest with the digest's interval ("" without one).
 	Held                        bool
 	GoingOut                    string
+	InDigest                    string
 	Subject, Preview, Recipient string
 	Approval                    mirror.ApprovalContext
 }
@@ -204,9 +206,13 @@ func (c *console) listed(row mirror.Row, ac mirror.ApprovalContext, now time.Tim
 	l := listed{Row: row, Waited: since(now.Sub(row.CreatedAt)), Awaiting: row.State == reminder.AwaitingApproval,
 		Overdue: row.State.Pending() && !row.GoesOutAt.After(now), Subject: preview(ac.Subject, 200),
 		Preview: preview(ac.Text, previewRunes), Recipient: maskRecipient(row.Channel, ac.Recipient), Approval: ac}
-	if row.Window != nil {
-		l.Held, l.GoingOut = !row.GoesOutAt.Equal(row.DueAt), row.Window.GoingOut(row.DueAt, row.GoesOutAt)
+	if row.Window != nil || row.Digest > 0 {
+		l.Held = !row.GoesOutAt.Equal(row.DueAt)
 	}
+	if row.Window != nil {
+		l.GoingOut = row.Window.GoingOut(row.DueAt, row.GoesOutAt)
+	}
+	l.InDigest = inDigest(row.Digest)
 	return l
 }
 
@@ -260,6 +266,9 @@ type detail struct {
 type reminderData struct {
 	listed
 	Events []event
+	// DigestMembers is how many reminders the digest it was sealed into
+	// holds, itself included (0 before the seal, or without a digest).
+	DigestMembers int
 }
 
 // reminder shows one reminder and its audit trail.
@@ -303,6 +312,14 @@ func (c *console) reminderData(w http.ResponseWriter, r *http.Request, tenant, i
 		return reminderData{}, false
 	}
 	d := reminderData{listed: c.listed(row, contexts[id], c.o.Now())}
+	if row.DigestKey != "" {
+		d.DigestMembers, _, err = c.o.Mirror.Count(r.Context(), mirror.Filter{Tenant: tenant, DigestKey: row.DigestKey})
+		if err != nil {
+			c.log.Error("console: counting a digest's members failed", "reminder_id", id, "error", err)
+			c.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "The mirror could not be read; try again.")
+			return reminderData{}, false
+		}
+	}
 	d.Preview = contexts[id].Text // the page shows the whole text
 	for _, e := range evs {
 		d.Events = append(d.Events, toEvent(e))
