@@ -27,9 +27,17 @@ type Row struct {
 	WorkflowID       string
 	RequiresApproval bool
 	// GoesOutAt is when it goes out: DueAt, or the opening of its send
-	// window (Window, nil: none) that DueAt takes.
+	// window (Window, nil: none) that DueAt takes, rounded up to its
+	// digest interval's boundary (Digest, 0: none).
 	GoesOutAt time.Time
 	Window    *reminder.SendWindow
+	Digest    time.Duration
+	// DigestKey is the digest it was sealed into ("" none): the key of
+	// the one message that carries it.
+	DigestKey string
+	// Address is its email address or webhook URL: a digest's members
+	// share it.
+	Address string
 }
 
 // Event is one of a reminder's audit events.
@@ -47,13 +55,27 @@ type Delivery struct {
 	Purpose         reminder.Purpose
 	Status          string
 	MaybeSent       bool
+	// DigestKey is the digest the key was sealed into ("" none), and
+	// ProviderMessageID what the provider answered for its send.
+	DigestKey, ProviderMessageID string
 }
 
-// Receipt is a message a sink took: under its delivery key, when.
+// Receipt is a message a sink took: under its delivery key, when. A
+// digest's message (its key begins reminder.DigestKeyPrefix) also says to
+// whom it went and which reminders it lists.
 type Receipt struct {
 	Key      string
 	Channel  string
 	Received time.Time
+	To       string
+	Listed   []Listed
+}
+
+// Listed is one reminder a digest's message lists: its reference and
+// shipment (an email's text), and its own delivery key (a webhook's body;
+// "" in an email).
+type Listed struct {
+	ReminderID, Shipment, DeliveryKey string
 }
 
 // Snapshot is everything the checker reads.
@@ -130,10 +152,11 @@ const (
 )
 
 // Result is what the checker found: how each reminder's delivery came
-// out, the status events repeated inside a window, what came of each
-// answer of failure, and each violation.
+// out, the digests' figures, the status events repeated inside a window,
+// what came of each answer of failure, and each violation.
 type Result struct {
 	Delivered  []Delivered
+	Digests    DigestTally
 	Repeats    []Repeat
 	Answered   []AnsweredFailure
 	Violations []Violation
@@ -153,31 +176,43 @@ func Check(s Snapshot) Result {
 	}
 	own := map[string][]Receipt{} // a reminder's own receipts, by reminder
 	byKey := map[string][]Receipt{}
+	notices := map[string]bool{} // reminders whose cancellation notice was received
+	var digests []Receipt
 	for _, r := range s.Receipts {
+		if strings.HasPrefix(r.Key, reminder.DigestKeyPrefix) {
+			digests = append(digests, r)
+			continue
+		}
 		d, ok := s.Deliveries[r.Key]
 		if !ok {
 			add(RuleUnknownKey, "", "%s key %s at %s", r.Channel, r.Key, r.Received.Format(time.RFC3339Nano))
 			continue
 		}
-		if d.Purpose == reminder.PurposeReminder {
+		switch d.Purpose {
+		case reminder.PurposeReminder:
 			own[d.ReminderID] = append(own[d.ReminderID], r)
 			byKey[r.Key] = append(byKey[r.Key], r)
+		case reminder.PurposeCancellation:
+			notices[d.ReminderID] = true
 		}
 	}
+	dg := indexDigests(s, digests, add)
 	targeted, answered, approved := opsByReminder(s)
 	var delivered []Delivered
 	for _, row := range s.Rows {
-		recs := own[row.ID]
-		for _, r := range recs {
+		// A digest member's messages are its own key's and the digest
+		// messages that list it.
+		recs := append(slices.Clip(own[row.ID]), dg.carried[row.ID]...)
+		for _, r := range own[row.ID] {
 			if r.Key != row.DeliveryKey {
 				add(RuleOldKey, row.ID, "key %s received at %s; its final key is %s", r.Key, r.Received.Format(time.RFC3339Nano), row.DeliveryKey)
 			}
 		}
-		if want := reminder.GoesOutAt(row.DueAt, row.Window, 0); !row.GoesOutAt.Equal(want) {
-			add(RuleSendWindow, row.ID, "due %s in %s: the mirror says it goes out at %s, the window at %s", row.DueAt.Format(time.RFC3339Nano),
-				row.Window, row.GoesOutAt.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+		if want := reminder.GoesOutAt(row.DueAt, row.Window, row.Digest); !row.GoesOutAt.Equal(want) {
+			add(RuleSendWindow, row.ID, "due %s in %s, digest every %s: the mirror says it goes out at %s, the window and digest at %s",
+				row.DueAt.Format(time.RFC3339Nano), row.Window, row.Digest, row.GoesOutAt.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
 		}
-		for _, r := range byKey[row.DeliveryKey] {
+		for _, r := range append(slices.Clip(byKey[row.DeliveryKey]), dg.carried[row.ID]...) {
 			if r.Received.Before(row.GoesOutAt) {
 				add(RuleEarly, row.ID, "received at %s, due at %s, goes out at %s", r.Received.Format(time.RFC3339Nano),
 					row.DueAt.Format(time.RFC3339Nano), row.GoesOutAt.Format(time.RFC3339Nano))
@@ -187,36 +222,44 @@ func Check(s Snapshot) Result {
 			add(RuleCancelledSent, row.ID, "%s answered %q at %s; received %d time(s), first at %s",
 				answer.kind, answer.status, answer.at.Format(time.RFC3339Nano), len(recs), recs[0].Received.Format(time.RFC3339Nano))
 		}
-		if len(recs) > 0 && (row.State == reminder.Cancelled || row.State == reminder.Expired || row.State == reminder.Failed) {
+		unsent := recs
+		if row.State == reminder.Cancelled {
+			unsent = own[row.ID] // a digest's: RuleDigestWithdrawn
+		}
+		if len(unsent) > 0 && (row.State == reminder.Cancelled || row.State == reminder.Expired || row.State == reminder.Failed) {
 			// A send whose outcome was unknown is a send: the row, the
 			// answers and the status events must say it went.
 			add(RuleReceivedUnsent, row.ID, "the row is %s; %s received it %d time(s) (at %s); trail: %s",
-				row.State, recs[0].Channel, len(recs), receivedAt(recs), trail(s.Events[row.ID]))
+				row.State, unsent[0].Channel, len(unsent), receivedAt(unsent), trail(s.Events[row.ID]))
 		}
 		if st := s.Workflows[row.WorkflowID]; st == "running" {
 			add(RuleRunning, row.ID, "workflow %s is running; the row is %s", row.WorkflowID, row.State)
 		}
-		n := len(byKey[row.DeliveryKey])
+		unknowns := unconfirmed(s.Events[row.ID], row.DeliveryKey)
+		n := dg.times(row, len(byKey[row.DeliveryKey]), unknowns)
+		once := RuleOnce
+		if len(dg.carried[row.ID]) > 0 {
+			once = RuleDigestOnce
+		}
 		switch {
 		case row.State.Pending():
 			add(RuleNotFinal, row.ID, "the row is %s (due %s)", row.State, row.DueAt.Format(time.RFC3339Nano))
 		case row.State.Handed():
-			unknowns := unconfirmed(s.Events[row.ID], row.DeliveryKey)
 			switch {
 			case n == 0 && sentUnconfirmed(s.Events[row.ID], row.DeliveryKey):
 				// A cancel met a send whose outcome was unknown: an
 				// ambiguous send is a send, even one no provider got.
 				delivered = append(delivered, Delivered{Reminder: row.ID, Channel: row.Channel, Times: 0, Rule: RuleUnconfirmedUnreceived})
 			case n == 0:
-				add(RuleNotReceived, row.ID, "the row is %s under key %s", row.State, row.DeliveryKey)
+				add(RuleNotReceived, row.ID, "the row is %s under key %s%s", row.State, row.DeliveryKey, inDigest(row))
 			case n == 1:
-				delivered = append(delivered, Delivered{Reminder: row.ID, Channel: row.Channel, Times: 1, Rule: RuleOnce})
+				delivered = append(delivered, Delivered{Reminder: row.ID, Channel: row.Channel, Times: 1, Rule: once})
 			case n <= 1+unknowns:
 				delivered = append(delivered, Delivered{Reminder: row.ID, Channel: row.Channel, Times: n,
-					Rule: fmt.Sprintf("%s (%d unknown outcome(s) on its trail)", RuleWindow, unknowns)})
+					Rule: fmt.Sprintf("%s (%d unknown outcome(s) on its trail)%s", RuleWindow, unknowns, inDigest(row))})
 			default:
-				add(RuleTooMany, row.ID, "%s received %d times under %s (at %s); %d unknown outcome(s) on its trail: %s",
-					row.Channel, n, row.DeliveryKey, receivedAt(byKey[row.DeliveryKey]), unknowns, trail(s.Events[row.ID]))
+				add(RuleTooMany, row.ID, "%s received %d times under %s%s (at %s); %d unknown outcome(s) on its trail: %s",
+					row.Channel, n, row.DeliveryKey, inDigest(row), receivedAt(recs), unknowns, trail(s.Events[row.ID]))
 			}
 		case row.State == reminder.Cancelled:
 			if !targeted[row.ID] {
@@ -262,10 +305,19 @@ func Check(s Snapshot) Result {
 				len(ops), shipment, ops[0].Via, ops[0].Code, got)
 		}
 	}
+	checkDigests(s, dg, notices, add)
 	repeats := checkStatus(s, add)
 	failures := checkAnswers(s, add)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
-	return Result{Delivered: delivered, Repeats: repeats, Answered: failures, Violations: out}
+	return Result{Delivered: delivered, Digests: tallyDigests(s, dg), Repeats: repeats, Answered: failures, Violations: out}
+}
+
+// inDigest names the digest a row was sealed into, for evidence.
+func inDigest(row Row) string {
+	if row.DigestKey == "" {
+		return ""
+	}
+	return " in digest " + row.DigestKey
 }
 
 // refusedChange reports whether a changed resubmission was refused as
@@ -388,6 +440,8 @@ type Summary struct {
 	Messages   map[string]int `json:"messages_by_purpose"`
 	Delivered  int            `json:"reminders_delivered"`
 	Duplicates []Delivered    `json:"duplicates"`
+	// Digests are the digests' figures.
+	Digests DigestTally `json:"digests"`
 	// Unreceived are the reminders made sent by a cancel that met a send
 	// whose outcome was unknown, which no provider got.
 	Unreceived []Delivered `json:"unreceived,omitempty"`
@@ -420,11 +474,13 @@ func Summarise(seed uint64, took time.Duration, s Snapshot, res Result) Summary 
 	sum := Summary{Seed: seed, Duration: took, Ops: map[string]int{}, Faults: map[string]int{}, States: map[string]int{},
 		Receipts: len(s.Receipts), Messages: map[string]int{}, Delivered: len(res.Delivered), Violations: res.Violations,
 		Endpoints: map[string]EndpointTally{}, Repeats: res.Repeats, Answered: res.Answered, VerifyRuns: len(s.Verifies),
-		Repairs: map[string]int{}}
+		Repairs: map[string]int{}, Digests: res.Digests}
 	for _, r := range s.Receipts {
 		purpose := "unknown key"
 		if d, ok := s.Deliveries[r.Key]; ok {
 			purpose = string(d.Purpose)
+		} else if strings.HasPrefix(r.Key, reminder.DigestKeyPrefix) {
+			purpose = "digest"
 		}
 		sum.Messages[r.Channel+" "+purpose]++
 	}
@@ -520,6 +576,10 @@ func (s Summary) Text() string {
 	for _, d := range s.Duplicates {
 		fmt.Fprintf(&b, "  %s (%s): %d times, by the rule: %s\n", d.Reminder, d.Channel, d.Times, d.Rule)
 	}
+	d := s.Digests
+	fmt.Fprintf(&b, "digests: %d sealed, of %d members; %d reminders asked for one, %d of them went out alone (no member met them)\n",
+		d.Digests, d.Members, d.Asked, d.Alone)
+	fmt.Fprintf(&b, "digest messages the sinks took: %d by email, %d by webhook\n", d.Messages["email"], d.Messages["webhook"])
 	if len(s.Unreceived) > 0 {
 		fmt.Fprintf(&b, "sent on an unknown outcome a cancel met, never received: %d\n", len(s.Unreceived))
 		for _, d := range s.Unreceived {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/shipnotify/shipnotify/activities"
 	"github.com/shipnotify/shipnotify/internal/tools/testenv"
 	"github.com/shipnotify/shipnotify/mirror"
 	"github.com/shipnotify/shipnotify/reminder"
@@ -88,10 +89,12 @@ func (e *Env) Snapshot(ctx context.Context, ops []Op, faults []Fault, verifies [
 	}); err != nil {
 		return s, fmt.Errorf("error reading events: %w", err)
 	}
-	ds, _ := pool.Query(ctx, `SELECT delivery_key, reminder_id, purpose, status, maybe_sent_at IS NOT NULL FROM deliveries`)
+	ds, _ := pool.Query(ctx, `
+SELECT delivery_key, reminder_id, purpose, status, maybe_sent_at IS NOT NULL, coalesce(digest_key, ''), coalesce(provider_message_id, '')
+  FROM deliveries`)
 	var d Delivery
 	var purpose string
-	if _, err := pgx.ForEachRow(ds, []any{&d.Key, &d.ReminderID, &purpose, &d.Status, &d.MaybeSent}, func() error {
+	if _, err := pgx.ForEachRow(ds, []any{&d.Key, &d.ReminderID, &purpose, &d.Status, &d.MaybeSent, &d.DigestKey, &d.ProviderMessageID}, func() error {
 		d.Purpose = reminder.Purpose(purpose)
 		s.Deliveries[d.Key] = d
 		return nil
@@ -122,10 +125,20 @@ func (e *Env) Snapshot(ctx context.Context, ops []Op, faults []Fault, verifies [
 		return s, err
 	}
 	for _, m := range e.Stack.Mail.Mails() {
-		s.Receipts = append(s.Receipts, Receipt{Key: m.CustomArgs["delivery_key"], Channel: "email", Received: m.Received})
+		r := Receipt{Key: m.CustomArgs["delivery_key"], Channel: "email", Received: m.Received}
+		if strings.HasPrefix(r.Key, reminder.DigestKeyPrefix) {
+			r.To = strings.Join(m.To, ",")
+			r.Listed = listedInLetter(m.Text)
+		}
+		s.Receipts = append(s.Receipts, r)
 	}
 	for _, h := range e.Stack.Hooks.Hooks() {
-		s.Receipts = append(s.Receipts, Receipt{Key: h.ID, Channel: "webhook", Received: h.Received})
+		r := Receipt{Key: h.ID, Channel: "webhook", Received: h.Received}
+		if strings.HasPrefix(r.Key, reminder.DigestKeyPrefix) {
+			r.To = e.Stack.Hooks.URL() + h.Path
+			r.Listed = listedInBody(h.Body)
+		}
+		s.Receipts = append(s.Receipts, r)
 	}
 	s.BadSignatures = e.Stack.Hooks.Rejected()
 	out, err := e.run(ctx, "reconcile", "--verify", "--dry-run")
@@ -143,15 +156,18 @@ func (e *Env) Snapshot(ctx context.Context, ops []Op, faults []Fault, verifies [
 func (e *Env) rows(ctx context.Context) ([]Row, error) {
 	rows, _ := e.Stack.DB.Pool.Query(ctx, `
 SELECT id, tenant, shipment_id, update_id, subscriber_id, channel, state, due_at, delivery_key, workflow_id,
-       approval_timeout IS NOT NULL, coalesce(goes_out_at, due_at), send_window
+       approval_timeout IS NOT NULL, coalesce(goes_out_at, due_at), send_window,
+       coalesce(extract(epoch FROM digest_every)::bigint, 0), coalesce(digest_key, ''), coalesce(email, webhook_url, '')
   FROM reminders ORDER BY id`)
 	var out []Row
 	var r Row
 	var channel, state string
 	var window []byte
+	var digestSecs int64
 	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Tenant, &r.Shipment, &r.Update, &r.Subscriber, &channel, &state, &r.DueAt,
-		&r.DeliveryKey, &r.WorkflowID, &r.RequiresApproval, &r.GoesOutAt, &window}, func() error {
+		&r.DeliveryKey, &r.WorkflowID, &r.RequiresApproval, &r.GoesOutAt, &window, &digestSecs, &r.DigestKey, &r.Address}, func() error {
 		r.Channel, r.State = reminder.Channel(channel), reminder.State(state)
+		r.Digest = time.Duration(digestSecs) * time.Second
 		r.Window = nil
 		if window != nil {
 			r.Window = new(reminder.SendWindow)
@@ -294,4 +310,37 @@ func (e *Env) Verifier(ctx context.Context, every time.Duration) []VerifyRun {
 		runs = append(runs, run)
 	}
 	return runs
+}
+
+// listedInLetter reads the reminders a digest letter lists: each item ends
+// with its "Shipment:", "Update:" and "Reference:" lines (the English
+// letter: the soak's subscribers name no locale).
+func listedInLetter(text string) []Listed {
+	var out []Listed
+	var shipment string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "Shipment: "); ok {
+			shipment = v
+		}
+		if v, ok := strings.CutPrefix(line, "Reference: "); ok {
+			out = append(out, Listed{ReminderID: v, Shipment: shipment})
+			shipment = ""
+		}
+	}
+	return out
+}
+
+// listedInBody reads the reminders a webhook digest's body lists: each
+// with its own delivery key.
+func listedInBody(body []byte) []Listed {
+	var ev activities.WebhookDigestEvent
+	if json.Unmarshal(body, &ev) != nil {
+		return nil
+	}
+	out := make([]Listed, len(ev.Data.Reminders))
+	for i, m := range ev.Data.Reminders {
+		out[i] = Listed{ReminderID: m.ReminderID, Shipment: m.ShipmentID, DeliveryKey: m.DeliveryKey}
+	}
+	return out
 }

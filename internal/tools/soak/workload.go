@@ -60,6 +60,8 @@ type doc struct {
 	Approval         bool
 	// SendWindow: its reminders go out in a send window.
 	SendWindow bool
+	// Digest is the digest interval it asks for (0: none).
+	Digest time.Duration
 	// Due is the latest time one of its subscribers' reminders goes out
 	// (its due time, or its send window's opening).
 	Due time.Time
@@ -214,7 +216,7 @@ func (w *Workload) maybeOne(d *doc) string {
 
 // newDoc draws a new update: 2 to 5 subscribers on email and webhook, due
 // 5 to 90 s out (or before a delivery window that far out), some needing
-// approval with short timeouts.
+// approval with short timeouts, some asking for a digest.
 func (w *Workload) newDoc() *doc {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -223,6 +225,9 @@ func (w *Workload) newDoc() *doc {
 	now := time.Now()
 	d.Window = w.rng.IntN(3) == 0
 	d.Approval = w.rng.IntN(4) == 0
+	if w.rng.IntN(3) == 0 {
+		d.Digest = digestEvery
+	}
 	body := map[string]any{
 		"shipment_id": d.Shipment, "update_id": d.Update, "kind": "delivery_window",
 		"message":    map[string]any{"subject": "Delivery window opens soon", "text": "Dock " + fmt.Sprint(w.n) + "."},
@@ -242,18 +247,41 @@ func (w *Workload) newDoc() *doc {
 			"hours": sw.Window.From.String() + "-" + sw.Window.To.String(), "time_zone": sw.TimeZone}
 		body["window_policy"] = string(sw.Policy)
 	}
+	if d.Digest > 0 {
+		body["digest"] = fmt.Sprintf("%dm", int(d.Digest/time.Minute))
+	}
 	if d.Approval {
 		timeout := 3 + w.rng.IntN(8)
 		body["approval"] = map[string]any{"timeout": fmt.Sprintf("%ds", timeout), "expire_after": fmt.Sprintf("%ds", timeout+2+w.rng.IntN(12))}
 	}
 	var subs []any
+	shared := map[string]bool{} // channels whose shared address a subscriber took
 	for i := range 2 + w.rng.IntN(4) {
 		id := fmt.Sprintf("s%d", i)
 		sub := map[string]any{"id": id}
+		channel := "email"
 		if w.rng.IntN(3) == 0 {
+			channel = "webhook"
 			sub["channel"], sub["url"], sub["secret"] = "webhook", w.env.Stack.Hooks.URL()+"/in/"+d.Shipment, w.env.Stack.HookSecret
 		} else {
 			sub["channel"], sub["email"] = "email", fmt.Sprintf("%s.%s@customer.example", strings.ToLower(d.Shipment), id)
+		}
+		// A digest's update: its first subscriber of each channel takes
+		// the tenant's shared inbox or endpoint, where other updates'
+		// members meet it; the others keep their own (a digest of one,
+		// which goes out alone) or turn the digest off.
+		digest := d.Digest
+		switch {
+		case d.Digest == 0:
+		case !shared[channel]:
+			shared[channel] = true
+			if channel == "webhook" {
+				sub["url"] = w.env.Stack.Hooks.URL() + "/in/digest-" + tenantName(d.Tenant)
+			} else {
+				sub["email"] = "digest." + tenantName(d.Tenant) + "@customer.example"
+			}
+		case w.rng.IntN(2) == 0:
+			sub["digest"], digest = "off", 0
 		}
 		due := now.Add(time.Duration(5+w.rng.IntN(86)) * time.Second)
 		if d.Window {
@@ -266,7 +294,7 @@ func (w *Workload) newDoc() *doc {
 		if d.Approval && w.rng.IntN(2) == 0 {
 			sub["requires_approval"] = true
 		}
-		if goes := reminder.GoesOutAt(due, sw, 0); goes.After(d.Due) {
+		if goes := reminder.GoesOutAt(due, sw, digest); goes.After(d.Due) {
 			d.Due = goes
 		}
 		subs = append(subs, sub)
@@ -276,6 +304,11 @@ func (w *Workload) newDoc() *doc {
 	d.Body = body
 	return d
 }
+
+// digestEvery is the digest interval a third of the updates ask for: a
+// minute, so the members due within one meet at its boundary inside a
+// short run.
+const digestEvery = time.Minute
 
 // sendWindow draws a send window, open every day, in an Etc/GMT zone in
 // which now is about noon (so its hours never cross a local midnight):
@@ -432,10 +465,12 @@ func (w *Workload) operate(ctx context.Context, via, kind string, d *doc, subscr
 	w.record(op)
 }
 
-// later notes that d may now be due as late as to.
+// later notes that d may now be due as late as to (its digest's boundary
+// after it).
 func (w *Workload) later(d *doc, to time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	to = reminder.DigestAt(to, d.Digest)
 	if to.After(d.Due) {
 		d.Due = to
 	}
