@@ -125,7 +125,7 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 		return invalidParameter("goes_out_to", "must be after goes_out_from")
 	}
 	if k := q.Get("digest_key"); k != "" {
-		if !isDigestKey(k) {
+		if !reminder.IsDigestKey(k) {
 			return invalidParameter("digest_key", "not a digest's key ("+reminder.DigestKeyPrefix+" and 64 lowercase hex digits)")
 		}
 		f.DigestKey = k
@@ -155,23 +155,6 @@ func (a *API) listReminders(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
-}
-
-// isDigestKey says whether k is of the form reminder.DigestKey makes: a
-// reminder's own delivery key (64 hex digits, no prefix) is refused rather
-// than answered with an empty page, so a caller who passes the wrong key
-// hears so.
-func isDigestKey(k string) bool {
-	hex, ok := strings.CutPrefix(k, reminder.DigestKeyPrefix)
-	if !ok || len(hex) != 64 {
-		return false
-	}
-	for _, c := range hex {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // onePage fetches one row more than a page of size holds: the extra row

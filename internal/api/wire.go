@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/shipnotify/shipnotify/internal/opaque"
@@ -168,28 +167,6 @@ func SendWindowOf(w *reminder.SendWindow) *SendWindow {
 	return out
 }
 
-// digestText writes a digest interval as an update document gives one,
-// hours and minutes ("30m", "2h", "1h30m"), so a caller reads back what it
-// sent, not time.Duration's "30m0s"; "" for none. The update parser
-// refuses an interval that is not whole minutes, so the fallback is only
-// for a row written some other way.
-func digestText(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return ""
-	case d%time.Minute != 0:
-		return d.String()
-	}
-	h, m := d/time.Hour, d%time.Hour/time.Minute
-	switch {
-	case m == 0:
-		return fmt.Sprintf("%dh", h)
-	case h == 0:
-		return fmt.Sprintf("%dm", m)
-	}
-	return fmt.Sprintf("%dh%dm", h, m)
-}
-
 // RemindersOf maps rows (nil for nil).
 func RemindersOf(rows []mirror.Row, ids *opaque.Keys) []Reminder {
 	return mapAll(rows, func(r mirror.Row) Reminder { return ReminderOf(r, ids) })
@@ -262,4 +239,13 @@ func mapAll[S, T any](in []S, f func(S) T) []T {
 		out[i] = f(v)
 	}
 	return out
+}
+
+// digestText is a reminder's digest interval as the update document gives
+// one ("30m", "2h", "1h30m"; "" for none).
+func digestText(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return reminder.DigestEvery(d)
 }
