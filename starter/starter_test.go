@@ -16,17 +16,11 @@ import (
 	"github.com/shipnotify/shipnotify/workflows"
 )
 
+// waitDone waits a minute at most for each reminder's workflow and
+// returns how it ended.
 func waitDone(t *testing.T, s *testenv.Stack, results []starter.Result) map[string]workflows.ReminderResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out := map[string]workflows.ReminderResult{}
-	for _, r := range results {
-		var res workflows.ReminderResult
-		require.NoError(t, s.Temporal.GetWorkflow(ctx, r.WorkflowID, "").Get(ctx, &res), r.ReminderID)
-		out[r.ReminderID] = res
-	}
-	return out
+	return waitEnded(t, s, results, time.Now().Add(time.Minute))
 }
 
 // The spine, end to end on the real dev server and PostgreSQL: a
