@@ -382,11 +382,14 @@ func (s *Store) whyNotClaimed(ctx context.Context, c Claim, res ClaimResult) (Cl
 	return res, nil
 }
 
-// ownersClaims are the claims an attempt holds ($1 its key, $2 its
-// owner): its key's, and, when it leads a digest, its members' (an
-// attempt's owner is its own, so the claims digest_of marks under it are
-// its digest's).
-const ownersClaims = `(delivery_key = $1 OR digest_of IS NOT NULL) AND claimed_by = $2`
+// ownersClaims are the claims an attempt holds (key and owner name the
+// statement's parameters for its key and its owner): its key's, and, when
+// it leads a digest, its members' (an attempt's owner is its own, so the
+// claims digest_of marks under it are its digest's). Every write that
+// settles an attempt's claim settles them all.
+func ownersClaims(key, owner string) string {
+	return `(delivery_key = ` + key + ` OR digest_of IS NOT NULL) AND claimed_by = ` + owner
+}
 
 // DeliveryStatus is the status of a key's delivery ("" when none).
 func (s *Store) DeliveryStatus(ctx context.Context, key string) (string, error) {
@@ -409,7 +412,7 @@ func (s *Store) ReleaseDelivery(ctx context.Context, key, owner string) error {
 	_, err := s.pool.Exec(ctx, `
 WITH released AS (
     UPDATE deliveries SET status = 'released', lease_until = now()
-     WHERE `+ownersClaims+` AND status = 'sending'
+     WHERE `+ownersClaims("$1", "$2")+` AND status = 'sending'
     RETURNING reminder_id, digest_key
 )
 -- A digest that never went out no longer holds its members.
@@ -448,7 +451,7 @@ SELECT reminder_id, 'send_unconfirmed',
 // released as "nothing was sent") until the provider's evidence settles it
 // or the evidence wait passes, counted from now. The trail says so.
 func (s *Store) MarkMaybeSent(ctx context.Context, key, owner, reason string) error {
-	return s.markMaybeSent(ctx, `(delivery_key = $1 OR digest_of IS NOT NULL) AND claimed_by = $3`, `now()`, `$2`, key, reason, owner)
+	return s.markMaybeSent(ctx, ownersClaims("$1", "$3"), `now()`, `$2`, key, reason, owner)
 }
 
 // AbandonClaims records the claims of a reminder's own delivery that their
@@ -661,7 +664,7 @@ func (s *Store) RecordDeliveryFailed(ctx context.Context, key, owner, reason str
 	_, err := s.pool.Exec(ctx, `
 WITH d AS (
     UPDATE deliveries SET status = 'failed', finished_at = now()
-     WHERE (delivery_key = $1 OR digest_of IS NOT NULL) AND status = 'sending' AND claimed_by = $3
+     WHERE `+ownersClaims("$1", "$3")+` AND status = 'sending'
     RETURNING delivery_key, reminder_id, purpose, attempts, digest_key
 )
 INSERT INTO reminder_events (reminder_id, type, detail)
