@@ -7,8 +7,11 @@ import (
 
 // DigestEvery says a digest interval as an update document writes it
 // ("30m", "2h", "1h30m"), not as time.Duration does ("30m0s"): people
-// read it back against what they wrote.
+// read it back against what they wrote; "" for none.
 func DigestEvery(every time.Duration) string {
+	if every <= 0 {
+		return ""
+	}
 	h, m := every/time.Hour, every%time.Hour/time.Minute
 	switch {
 	case h == 0:

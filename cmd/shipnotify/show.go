@@ -48,7 +48,8 @@ type showOutput struct {
 	// Live is the running workflow's own account (its status query).
 	Live *workflows.Status `json:"live,omitempty"`
 	// Digest is the digest it goes out in, when it goes out in one: the
-	// CLI's own account (the wire format has none yet).
+	// wire's interval and key, with the count of its members, which the
+	// wire does not carry.
 	Digest *showDigest `json:"digest,omitempty"`
 	// goesOutAt and window are the mirror's, for the text: the wire
 	// format (Reminder) says them as the API does.

@@ -142,7 +142,7 @@ func ReminderOf(r mirror.Row, ids *opaque.Keys) Reminder {
 	out := Reminder{
 		ID: r.ID, Tenant: r.Tenant, ShipmentID: r.ShipmentID, UpdateID: r.UpdateID, SubscriberID: r.SubscriberID,
 		Channel: r.Channel, DueAt: r.DueAt, RequestedDueAt: r.RequestedDueAt, GoesOutAt: goesOutAt(r.GoesOutAt, r.DueAt),
-		SendWindow: SendWindowOf(r.Window), Digest: digestText(r.Digest), DigestKey: r.DigestKey, State: r.State,
+		SendWindow: SendWindowOf(r.Window), Digest: reminder.DigestEvery(r.Digest), DigestKey: r.DigestKey, State: r.State,
 		DeliveryKey: r.DeliveryKey, WorkflowID: r.WorkflowID, WorkflowStartedAt: r.WorkflowStartedAt,
 		SentAt: r.SentAt, CancelRequestedAt: r.CancelRequestedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ProviderOutcome: r.ProviderOutcome, ProviderOutcomeAt: r.ProviderOutcomeAt, DeliveredAt: r.DeliveredAt,
@@ -239,13 +239,4 @@ func mapAll[S, T any](in []S, f func(S) T) []T {
 		out[i] = f(v)
 	}
 	return out
-}
-
-// digestText is a reminder's digest interval as the update document gives
-// one ("30m", "2h", "1h30m"; "" for none).
-func digestText(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	return reminder.DigestEvery(d)
 }
